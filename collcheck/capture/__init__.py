@@ -1,0 +1,1 @@
+"""Recording side: runs inside the training job; imports only stdlib, msgpack and torch."""

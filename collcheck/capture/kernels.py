@@ -1,0 +1,88 @@
+"""BackendSelect kernels on every `c10d::*` op: the one place that sees every caller.
+
+A kernel registered at BackendSelect runs before the real backend for Python
+`dist.*`, DDP's C++ reducer, join's shadow collectives, functional collectives and
+DTensor alike; c10d ops only have a fallthrough there, so nothing is overridden
+(capture.md). The Library object must stay alive or the kernels vanish.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Callable
+
+import torch
+from torch._C import DispatchKey
+
+from .recorder import Recorder
+from .wire import WIRE_OPS
+
+_BACKEND_SELECT = DispatchKey.BackendSelect
+_SKIP_KEYS = (DispatchKey.Meta, DispatchKey.Python)  # fake/meta tensors while compiling
+_library = None
+
+
+def _make_kernel(current, opname: str, overload):
+    redispatch = overload.redispatch
+
+    def kernel(keyset, *args, **kwargs):
+        rec = current()
+        if rec is None or not rec.active or keyset.has(_SKIP_KEYS[0]) or keyset.has(_SKIP_KEYS[1]):
+            return redispatch(keyset.remove(_BACKEND_SELECT), *args, **kwargs)
+        try:
+            eid = rec.on_issue(opname, args, sys._getframe(1))
+        except Exception as exc:
+            rec.fail(exc)
+            return redispatch(keyset.remove(_BACKEND_SELECT), *args, **kwargs)
+        try:
+            out = redispatch(keyset.remove(_BACKEND_SELECT), *args, **kwargs)
+        except BaseException as exc:
+            try:
+                rec.on_return(eid, None, exc)
+            except Exception as inner:
+                rec.fail(inner)
+            raise
+        try:
+            rec.on_return(eid, out, None)
+        except Exception as exc:
+            rec.fail(exc)
+        return out
+
+    return kernel
+
+
+def install(current: Callable[[], Recorder | None]) -> None:
+    """Register the kernels once per process (idempotent); `current()` is the live recorder."""
+    global _library
+    if _library is not None:
+        return
+    lib = torch.library.Library("c10d", "IMPL")
+    for opname in WIRE_OPS:
+        packet = getattr(torch.ops.c10d, opname, None)
+        if packet is None:
+            continue
+        for overload_name in packet.overloads():
+            lib.impl(opname, _make_kernel(current, opname, getattr(packet, overload_name)), "BackendSelect", with_keyset=True)
+    _library = lib
+    _patch_backward(current)
+
+
+def _patch_backward(current) -> None:
+    """Count backward passes so DDP's bucket all-reduces can be numbered per pass."""
+    import torch.autograd as autograd
+    import torch.autograd.graph as graph
+
+    original = graph._engine_run_backward
+    if hasattr(original, "__collcheck_original__"):
+        return
+
+    def _engine_run_backward(*args, **kwargs):
+        rec = current()
+        if rec is not None:
+            rec.bwd_epoch += 1
+        return original(*args, **kwargs)
+
+    _engine_run_backward.__collcheck_original__ = original
+    graph._engine_run_backward = _engine_run_backward
+    if getattr(autograd, "_engine_run_backward", None) is original:
+        autograd._engine_run_backward = _engine_run_backward

@@ -1,0 +1,120 @@
+"""Turning recording on and off for this process: patches, kernels, hooks, watchdog."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import threading
+
+from .config import Config
+from .recorder import Recorder
+
+_lock = threading.Lock()
+_recorder: Recorder | None = None
+_watchdog = None
+_hooks_installed = False
+
+
+def recorder() -> Recorder | None:
+    return _recorder
+
+
+def enable(config: Config | None = None, c10d=None) -> Recorder:
+    """Patch torch.distributed and record from the next (or the current) process group.
+
+    `c10d` is passed by the startup hook while torch is still importing it."""
+    global _recorder
+    with _lock:
+        if _recorder is not None and (_recorder.active or _recorder.writer is None and not _recorder.failed):
+            return _recorder
+        if c10d is None:
+            from torch.distributed import distributed_c10d as c10d
+        from . import api
+
+        rec = _recorder = Recorder(config or Config.from_env())
+        api.install(rec, c10d)
+        _install_process_hooks()
+        if getattr(c10d, "_world", None) is not None and c10d.is_initialized():
+            start_log(rec)
+        return rec
+
+
+def start_log(rec: Recorder) -> None:
+    """The rank is known: open its log, register the dispatcher kernels, start the watchdog."""
+    global _watchdog
+    from torch.distributed import distributed_c10d as c10d
+
+    from . import kernels, watchdog
+
+    rec.open(c10d.get_rank(), c10d.get_world_size(), str(c10d.get_backend_config()))
+    kernels.install(lambda: _recorder)
+    watchdog.register_sigterm_dump(rec.writer.path)
+    if _watchdog is None or not _watchdog.is_alive():
+        _watchdog = watchdog.Watchdog(lambda: _recorder)
+        _watchdog.start()
+
+
+def disable() -> str | None:
+    """Stop recording, close the log and restore torch.distributed; returns the log path."""
+    global _recorder
+    with _lock:
+        rec = _recorder
+        if rec is None:
+            return None
+        from torch.distributed import distributed_c10d as c10d
+
+        from . import api, watchdog
+
+        rec.active = False
+        api.record_exit(rec, clean=True)
+        path = rec.writer.path if rec.writer else None
+        if rec.writer is not None:
+            rec.writer.close()
+        api.uninstall(c10d)
+        watchdog.unregister_sigterm_dump()
+        _recorder = None
+        return path
+
+
+def _install_process_hooks() -> None:
+    global _hooks_installed
+    if _hooks_installed:
+        return
+    _hooks_installed = True
+    atexit.register(_at_exit)
+    previous = sys.excepthook
+
+    def excepthook(tp, value, tb):
+        rec = _recorder
+        if rec is not None:
+            from . import api
+
+            api.record_exit(rec, clean=False, exc=value)
+        previous(tp, value, tb)
+
+    sys.excepthook = excepthook
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _at_exit() -> None:
+    rec = _recorder
+    if rec is None or rec.writer is None:
+        return
+    from . import api
+
+    rec.active = False
+    api.record_exit(rec, clean=True)
+    try:
+        rec.writer.close()
+    except Exception:
+        pass
+
+
+def _after_fork_in_child() -> None:
+    global _watchdog
+    rec = _recorder
+    if rec is not None:
+        rec.after_fork_in_child()
+    _watchdog = None

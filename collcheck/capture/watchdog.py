@@ -1,0 +1,95 @@
+"""Background thread: flushes queued records and dumps stacks of a rank stuck in a collective.
+
+Also registers faulthandler for SIGTERM (what torchrun sends to the surviving ranks),
+writing a text dump beside the log: no Python handler runs while the main thread is
+blocked in C++, faulthandler does (capture.md).
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import signal
+import sys
+import threading
+import time
+
+from .. import logformat as lf
+from .recorder import Recorder
+
+FLUSH_INTERVAL_S = 0.2
+
+
+class Watchdog(threading.Thread):
+    def __init__(self, current):
+        super().__init__(name="collcheck-watchdog", daemon=True)
+        self.current = current  # () -> the live Recorder or None
+        self.dumped: set[int] = set()
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(FLUSH_INTERVAL_S):
+            rec = self.current()
+            if rec is None:
+                continue
+            try:
+                w = rec.writer
+                if w is None or not rec.active:
+                    continue
+                w.flush()
+                limit = rec.config.hang_seconds
+                if limit > 0:
+                    self._check(rec, limit)
+            except Exception as exc:  # never let the thread die loudly inside the job
+                rec.fail(exc)
+                return
+
+    def _check(self, rec: Recorder, limit: float) -> None:
+        now = time.monotonic_ns()
+        stuck = [(eid, v) for eid, v in list(rec.inflight.items()) if (now - v[0]) / 1e9 > limit and eid not in self.dumped]
+        if not stuck:
+            return
+        eid, (t_issue, ident, op) = min(stuck)
+        self.dumped.update(e for e, _ in stuck)
+        threads = {t.ident: t.name for t in threading.enumerate()}
+        stacks = []
+        for tid, frame in sys._current_frames().items():
+            if tid == threading.get_ident():
+                continue
+            frames = []
+            while frame is not None:
+                frames.append([frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name])
+                frame = frame.f_back
+            stacks.append({"id": tid, "n": threads.get(tid, "?"), "f": frames[::-1]})
+        rec.record({"k": lf.STACKS, "i": eid, "op": op, "waited_s": round((now - t_issue) / 1e9, 3),
+                    "ts": rec.now_us(), "threads": stacks})
+
+
+_sigterm_file = None
+
+
+def register_sigterm_dump(log_path: str) -> None:
+    """Dump all threads' stacks to `<log>.sigterm.txt` when the rank gets SIGTERM."""
+    global _sigterm_file
+    if not hasattr(faulthandler, "register") or _sigterm_file is not None:
+        return
+    if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
+        return  # the user handles SIGTERM: leave it alone
+    path = log_path[: -len(lf.LOG_SUFFIX)] + lf.SIGTERM_SUFFIX
+    _sigterm_file = open(path, "w")
+    faulthandler.register(signal.SIGTERM, file=_sigterm_file, all_threads=True, chain=True)
+
+
+def unregister_sigterm_dump() -> None:
+    global _sigterm_file
+    if _sigterm_file is None:
+        return
+    try:
+        faulthandler.unregister(signal.SIGTERM)
+        name = _sigterm_file.name
+        _sigterm_file.close()
+        if os.path.getsize(name) == 0:
+            os.unlink(name)
+    except Exception:
+        pass
+    _sigterm_file = None

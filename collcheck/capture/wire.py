@@ -1,0 +1,44 @@
+"""Where each c10d dispatcher op keeps its process group, tensors, reduce op and peer.
+
+Positions follow the schemas of torch 2.13 (`torch.ops.c10d.<op>.default._schema`).
+Every collective, whoever issues it (Python `dist.*`, DDP's C++ reducer, join hooks,
+functional collectives, DTensor), reaches one of these ops (capture.md).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class OpSpec(NamedTuple):
+    pg: int  # argument index of the ProcessGroup
+    tensors: int | None  # index of the tensors every rank must agree on (Tensor or Tensor[])
+    reduce_op: int | None = None
+    root: int | None = None  # group-local root of rooted collectives
+    peer: int | None = None  # group-local peer of send/recv
+    tag: int | None = None
+    api: str = ""  # the public API that usually issues it (a record names others)
+
+
+WIRE_OPS: dict[str, OpSpec] = {
+    "allreduce_": OpSpec(1, 0, reduce_op=2, api="all_reduce"),
+    "allreduce_coalesced_": OpSpec(1, 0, reduce_op=2, api="all_reduce_coalesced"),
+    "broadcast_": OpSpec(1, 0, root=2, api="broadcast"),
+    "reduce_": OpSpec(1, 0, reduce_op=2, root=3, api="reduce"),
+    "allgather_": OpSpec(2, 1, api="all_gather"),
+    "_allgather_base_": OpSpec(2, 1, api="all_gather_into_tensor"),
+    "allgather_coalesced_": OpSpec(2, 1, api="all_gather_coalesced"),
+    "allgather_into_tensor_coalesced_": OpSpec(2, 1, api="all_gather_into_tensor_coalesced"),
+    "gather_": OpSpec(2, 1, root=3, api="gather"),
+    "scatter_": OpSpec(2, 0, root=3, api="scatter"),
+    "reduce_scatter_": OpSpec(2, 0, reduce_op=3, api="reduce_scatter"),
+    "_reduce_scatter_base_": OpSpec(2, 0, reduce_op=3, api="reduce_scatter_tensor"),
+    "reduce_scatter_tensor_coalesced_": OpSpec(2, 0, reduce_op=3, api="reduce_scatter_tensor_coalesced"),
+    "alltoall_": OpSpec(2, 1, api="all_to_all"),
+    "alltoall_base_": OpSpec(2, 1, api="all_to_all_single"),
+    "barrier": OpSpec(1, None, api="barrier"),
+    "monitored_barrier_": OpSpec(1, None, api="monitored_barrier"),
+    "send": OpSpec(1, 0, peer=2, tag=3, api="send"),
+    "recv_": OpSpec(1, 0, peer=2, tag=3, api="recv"),
+    "recv_any_source_": OpSpec(1, 0, tag=2, api="recv"),
+}

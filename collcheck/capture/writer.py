@@ -1,0 +1,103 @@
+"""Append-only msgpack log of one rank: one write(2) per collective, strings interned.
+
+Durability rule (docs/log-format.md): the record of a collective reaches the OS
+before the collective is issued, so it survives SIGKILL/SIGABRT of a rank that is
+blocked inside it (the page cache outlives the process). Small follow-up records
+(return/completion times) are queued and ride along with the next write, or are
+flushed by the watchdog thread within a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+
+import msgpack
+
+from .. import logformat as lf
+
+_pack = msgpack.Packer(use_bin_type=True).pack  # not thread-safe: only used under the lock
+
+
+def open_exclusive(directory: str, base: str) -> tuple[int, str]:
+    """Create a new log file that no other process is using (restarts, forks, reruns)."""
+    os.makedirs(directory, exist_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+    candidates = [base, f"{base}.{os.getpid()}"] + [f"{base}.{os.getpid()}.{i}" for i in range(1, 100)]
+    for name in candidates:
+        path = os.path.join(directory, name + lf.LOG_SUFFIX)
+        try:
+            return os.open(path, flags, 0o644), path
+        except OSError as exc:
+            if exc.errno != errno.EEXIST:
+                raise
+    raise OSError(errno.EEXIST, f"no free log file name for {base} in {directory}")
+
+
+class LogWriter:
+    """Owns one rank's file descriptor and its intern tables. All methods are thread-safe."""
+
+    def __init__(self, fd: int, path: str):
+        self.fd = fd
+        self.path = path
+        self.lock = threading.Lock()
+        self._pending: list[bytes] = []
+        self._strings: dict[str, int] = {}
+        self._sites: dict[tuple, int] = {}
+        self._tspecs: dict[tuple, int] = {}
+        self.closed = False
+
+    # -- interning (call with self.lock held) -------------------------------------
+    def string_id(self, s: str) -> int:
+        i = self._strings.get(s)
+        if i is None:
+            i = self._strings[s] = len(self._strings)
+            self._pending.append(_pack({"k": lf.STRING, "i": i, "s": s}))
+        return i
+
+    def site_id(self, filename: str, line: int, func: str) -> int:
+        key = (filename, line, func)
+        i = self._sites.get(key)
+        if i is None:
+            f, n = self.string_id(filename), self.string_id(func)
+            i = self._sites[key] = len(self._sites)
+            self._pending.append(_pack({"k": lf.SITE, "i": i, "f": f, "l": line, "n": n}))
+        return i
+
+    def tspec_id(self, key: tuple) -> int:
+        """key: tuple of (dtype str, shape tuple) for the tensors that ranks must agree on."""
+        i = self._tspecs.get(key)
+        if i is None:
+            spec = [[self.string_id(d), list(s)] for d, s in key]
+            i = self._tspecs[key] = len(self._tspecs)
+            self._pending.append(_pack({"k": lf.TSPEC, "i": i, "t": spec}))
+        return i
+
+    # -- output (call with self.lock held) ----------------------------------------
+    def queue(self, record: dict) -> None:
+        self._pending.append(_pack(record))
+
+    def write(self, record: dict | None = None) -> None:
+        """Write queued records plus `record` in one write(2) call."""
+        if record is not None:
+            self._pending.append(_pack(record))
+        if not self._pending or self.closed:
+            return
+        data = b"".join(self._pending)
+        self._pending.clear()
+        view = memoryview(data)
+        while view:
+            n = os.write(self.fd, view)
+            view = view[n:]
+
+    def flush(self) -> None:
+        with self.lock:
+            self.write()
+
+    def close(self) -> None:
+        with self.lock:
+            if not self.closed:
+                self.write()
+                self.closed = True
+                os.close(self.fd)
