@@ -1,0 +1,1 @@
+"""Analysis: align the ranks' sequences, classify divergences, analyse hangs."""

@@ -1,0 +1,259 @@
+"""Align the members of one group in issue order and classify the first divergences.
+
+Ranks whose sequences are byte-identical are compared once (the common case costs
+one hash per rank and group). At a divergence the majority is the reference; with
+no majority, a torch-internal call outranks a user call, then a call site that every
+rank executes outranks one that only some do, then the lowest rank decides.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import Counter
+
+from ..model import P2P_OPS, RankLog, Run, Signature
+from .findings import Finding
+
+LOOKAHEAD = 4  # events compared to tell a skipped collective from a changed one
+ORDER_WINDOW = 16  # longest permutation reported as an order mismatch
+MAX_FINDINGS_PER_GROUP = 20
+
+
+class GroupSequences:
+    """The collective (non-P2P) event indices of each member of a group."""
+
+    def __init__(self, run: Run, name: str, p2p_sigs: set[int]):
+        self.run = run
+        self.name = name
+        self.index: dict[int, array] = {}
+        self.seq: dict[int, array] = {}
+        for rank, log in run.ranks.items():
+            idx = log.by_group.get(name)
+            if idx is None:
+                continue
+            sig = log.sig
+            if p2p_sigs:
+                idx = array("I", (i for i in idx if sig[i] not in p2p_sigs))
+            self.index[rank] = idx
+            self.seq[rank] = array("I", (sig[i] for i in idx))
+
+
+def align_group(run: Run, seqs: GroupSequences, waiting: set[int]) -> list[Finding]:
+    """Findings for one group; `waiting` are ranks blocked in some collective at the end."""
+    members = _members(run, seqs)
+    if len(members) < 2:
+        return []
+    by_bytes = {}
+    for r in members:
+        by_bytes.setdefault(seqs.seq.get(r, array("I")).tobytes(), []).append(r)
+    if len(by_bytes) == 1:
+        return []
+    return _Aligner(run, seqs, members, waiting).run()
+
+
+def _members(run: Run, seqs: GroupSequences) -> list[int]:
+    declared = run.group_members(seqs.name)
+    return sorted(r for r in declared if r in run.ranks) if declared else sorted(seqs.seq)
+
+
+class _Aligner:
+    def __init__(self, run: Run, seqs: GroupSequences, members: list[int], waiting: set[int]):
+        self.run = run
+        self.name = seqs.name
+        self.members = members
+        self.seq = {r: seqs.seq.get(r, array("I")) for r in members}
+        self.index = {r: seqs.index.get(r, array("I")) for r in members}
+        self.pos = {r: 0 for r in members}
+        self.waiting = waiting
+        self.findings: list[Finding] = []
+        self.tie = False
+        self._sites: dict[int, set] = {}
+
+    # -- helpers ---------------------------------------------------------------------
+    def sig(self, r: int, offset: int = 0) -> int | None:
+        p = self.pos[r] + offset
+        s = self.seq[r]
+        return s[p] if p < len(s) else None
+
+    def event(self, r: int, offset: int = 0):
+        p = self.pos[r] + offset
+        idx = self.index[r]
+        return self.run.ranks[r].event(idx[p]) if p < len(idx) else None
+
+    def window(self, r: int, start: int, n: int) -> list[int]:
+        p = self.pos[r] + start
+        return list(self.seq[r][p:p + n])
+
+    def sites_of(self, r: int) -> set:
+        cached = self._sites.get(r)
+        if cached is None:
+            log: RankLog = self.run.ranks[r]
+            cached = self._sites[r] = set(log.site)
+        return cached
+
+    # -- main loop -----------------------------------------------------------------------
+    def run(self) -> list[Finding]:
+        while len(self.findings) < MAX_FINDINGS_PER_GROUP:
+            current = {r: self.sig(r) for r in self.members}
+            live = {r: s for r, s in current.items() if s is not None}
+            if not live:
+                break
+            if len(live) == len(self.members) and len(set(live.values())) == 1:
+                for r in self.members:
+                    self.pos[r] += 1
+                continue
+            if not self.divergence(current, live):
+                break
+        return self.findings
+
+    def reference(self, live: dict[int, int], ended: list[int]) -> tuple[int | None, list[int]]:
+        """The majority signature (None = 'no event': the ranks that ended) and the culprits."""
+        counts = Counter(live.values())
+        options = [(n, s) for s, n in counts.items()] + ([(len(ended), None)] if ended else [])
+        best = max(n for n, _ in options)
+        tied = [s for n, s in options if n == best]
+        if len(tied) > 1:
+            tied.sort(key=lambda s: self._rank_key(s, live, ended))
+        ref = tied[0]
+        culprits = sorted(r for r in self.members if live.get(r) != ref)
+        self.tie = len(tied) > 1
+        return ref, culprits
+
+    def _rank_key(self, s, live, ended):
+        holders = [r for r, v in live.items() if v == s] if s is not None else ended
+        if s is None:
+            # 'ended' wins a tie only when the live ranks' call is one the ended ranks never make
+            site_known = all(self._site_known(r, ended) for r, v in live.items())
+            return (1 if site_known else -1, 0, min(holders))
+        role = self.run.signatures[s].role
+        return (0, 0 if role is not None else 1, min(holders))
+
+    def _site_known(self, r: int, others: list[int]) -> bool:
+        ev = self.event(r)
+        if ev is None or ev.site is None:
+            return True
+        site_id = self.run.ranks[r].site[self.index[r][self.pos[r]]]
+        return all(site_id in self.sites_of(o) for o in others)
+
+    def divergence(self, current: dict, live: dict) -> bool:
+        ended = [r for r, s in current.items() if s is None]
+        ref, culprits = self.reference(live, ended)
+        if ref is None:
+            # the majority has stopped: the culprits issued collectives nobody else did
+            self.add("extra", culprits, None, details={"after_end": True})
+            for r in culprits:
+                self.pos[r] = len(self.seq[r])
+            return True
+        ref_rank = min(r for r, s in live.items() if s == ref)
+        if ended and all(r in culprits for r in ended):
+            stopped = [r for r in ended if r not in self.waiting]
+            if stopped:
+                self.add("missing", stopped, ref_rank, details={"stopped": True})
+            return False  # what follows is the consequence of ranks that stopped
+        kinds = {}
+        for r in culprits:
+            kinds.setdefault(self.classify(r, ref_rank), []).append(r)
+        if self.tie and len(kinds) == 1:
+            kinds, ref_rank, culprits = self._settle_tie(kinds, ref_rank, culprits)
+        for (kind, extra), ranks in sorted(kinds.items(), key=lambda kv: kv[1][0]):
+            self.add(kind, ranks, ref_rank, details=dict(extra))
+        if len(kinds) > 1:
+            return False
+        (kind, extra), = kinds.items()
+        if kind == "missing":
+            for r in self.members:
+                if r not in culprits:
+                    self.pos[r] += 1
+        elif kind == "extra":
+            for r in culprits:
+                self.pos[r] += 1
+        elif kind == "order_mismatch":
+            k = dict(extra)["window"]
+            for r in self.members:
+                self.pos[r] += k
+        else:
+            for r in self.members:
+                self.pos[r] += 1
+        return True
+
+    def _settle_tie(self, kinds, ref_rank, culprits):
+        """No majority: 'rank A skipped a call' beats 'rank B made an extra call' when A
+        makes that call elsewhere (its call site is known to A)."""
+        (kind, extra), = kinds.items()
+        others = [r for r in self.members if r not in culprits]
+        if kind == "extra" and all(self._site_known(r, others) for r in culprits):
+            return {("missing", ()): others}, culprits[0], others
+        if kind == "missing" and not self._site_known(ref_rank, culprits):
+            return {("extra", ()): others}, culprits[0], others
+        return kinds, ref_rank, culprits
+
+    def classify(self, r: int, ref_rank: int) -> tuple[str, tuple]:
+        mine, theirs = self.sig(r), self.sig(ref_rank)
+        if mine is None:
+            return ("missing", ())
+        for k in range(2, ORDER_WINDOW + 1):
+            a, b = self.window(r, 0, k), self.window(ref_rank, 0, k)
+            if len(a) < k or len(b) < k:
+                break
+            if Counter(a) == Counter(b):
+                perm = _permutation(b, a)
+                return ("order_mismatch", (("window", k), ("permutation", tuple(perm))))
+        ahead_missing = self.window(r, 0, LOOKAHEAD) == self.window(ref_rank, 1, LOOKAHEAD)
+        ahead_extra = self.window(r, 1, LOOKAHEAD) == self.window(ref_rank, 0, LOOKAHEAD)
+        if ahead_missing and not ahead_extra:
+            return ("missing", ())
+        if ahead_extra and not ahead_missing:
+            return ("extra", ())
+        return (field_mismatch(self.run.signatures[mine], self.run.signatures[theirs]), ())
+
+    def add(self, kind: str, culprits: list[int], ref_rank: int | None, details: dict) -> None:
+        events = {r: self.event(r) for r in self.members}
+        expected = self.event(ref_rank) if ref_rank is not None else None
+        position = self.pos[ref_rank] if ref_rank is not None else min(self.pos[r] for r in culprits)
+        times = [e.t_issue for e in events.values() if e is not None]
+        f = Finding(kind, self.name, position, sorted(culprits), "", events, expected, details,
+                    min(times) if times else 0)
+        if kind == "op_mismatch" and _barrier_vs_scalar_allreduce(events):
+            f.details["nccl_note"] = ("under NCCL barrier() is an all-reduce of one element: it would pair "
+                                      "silently with this all-reduce (a semantic mismatch)")
+        self.findings.append(f)
+
+
+def field_mismatch(a: Signature, b: Signature) -> str:
+    """The most telling difference between two signatures in the same slot."""
+    if a.op != b.op:
+        return "op_mismatch"
+    if a.shapes != b.shapes:
+        return "shape_mismatch"
+    if a.dtypes != b.dtypes:
+        return "dtype_mismatch"
+    if a.reduce_op != b.reduce_op:
+        return "reduce_op_mismatch"
+    if a.root != b.root:
+        return "root_mismatch"
+    if a.role != b.role:
+        return "semantic_mismatch"
+    return "op_mismatch"  # api name or tag differ
+
+
+def _permutation(reference: list[int], actual: list[int]) -> list[int]:
+    """For each slot of `actual`, the slot of `reference` holding the same collective."""
+    used = [False] * len(reference)
+    out = []
+    for s in actual:
+        for j, t in enumerate(reference):
+            if not used[j] and t == s:
+                used[j] = True
+                out.append(j)
+                break
+    return out
+
+
+def _barrier_vs_scalar_allreduce(events) -> bool:
+    ops = {e.sig.op: e for e in events.values() if e is not None}
+    ar = ops.get("allreduce_")
+    return "barrier" in ops and ar is not None and ar.sig.numel == 1
+
+
+def p2p_signature_ids(run: Run) -> set[int]:
+    return {i for i, s in enumerate(run.signatures) if s.op in P2P_OPS}

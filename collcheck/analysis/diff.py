@@ -1,0 +1,141 @@
+"""`analyse(run)`: every group aligned, P2P paired, group creation compared, hang analysed."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from ..model import Run
+from .align import GroupSequences, align_group, p2p_signature_ids
+from .findings import Finding
+from .fold import rank_ranges
+from .hang import HangAnalysis, analyse_hang, hang_findings
+from .p2p import match_p2p
+
+
+@dataclass
+class Report:
+    run: Run
+    findings: list[Finding]
+    hang: HangAnalysis
+    counts: dict = field(default_factory=dict)  # group -> collectives per rank (majority)
+
+    @property
+    def verdict(self) -> str:
+        kinds = {f.kind for f in self.findings}
+        if "deadlock" in kinds:
+            return "deadlock"
+        if "hang" in kinds or self.hang.waiting:
+            return "hang"
+        return "mismatch" if self.findings else "clean"
+
+    @property
+    def first(self) -> Finding | None:
+        return self.findings[0] if self.findings else None
+
+
+def analyse(run: Run) -> Report:
+    hang = analyse_hang(run)
+    p2p = p2p_signature_ids(run)
+    findings: list[Finding] = []
+    counts = {}
+    findings += group_creation_findings(run)
+    for name in run.group_names():
+        seqs = GroupSequences(run, name, p2p)
+        lengths = Counter(len(s) for s in seqs.seq.values())
+        counts[name] = lengths.most_common(1)[0][0] if lengths else 0
+        findings += align_group(run, seqs, hang.waiting)
+    findings += match_p2p(run, p2p, hang.waiting)
+    divergences = sorted(findings, key=lambda f: (f.time, f.group, f.position))
+    findings = divergences + hang_findings(run, hang)
+    for f in findings:
+        f.message = explain(run, f)
+    return Report(run, findings, hang, counts)
+
+
+def group_creation_findings(run: Run) -> list[Finding]:
+    """The i-th new_group/split_group must name the same ranks on every rank."""
+    seqs = {r: [c for c in log.creations if c.op in ("new", "split")] for r, log in run.ranks.items()}
+    if len({tuple(c.ranks for c in s) for s in seqs.values()}) <= 1:
+        return []
+    n = max(len(s) for s in seqs.values())
+    for i in range(n):
+        at = {r: (s[i].ranks if i < len(s) else None) for r, s in seqs.items()}
+        counts = Counter(at.values())
+        if len(counts) == 1:
+            continue
+        ref = max(counts.items(), key=lambda kv: (kv[1], kv[0] is not None, -min(r for r, v in at.items() if v == kv[0])))[0]
+        culprits = sorted(r for r, v in at.items() if v != ref)
+        name = next((s[i].name for s in seqs.values() if i < len(s) and s[i].ranks == ref and s[i].name), "?")
+        details = {"creations": {r: (list(v) if v is not None else None) for r, v in at.items()},
+                   "sites": {r: s[i].site for r, s in seqs.items() if i < len(s)}, "index": i}
+        return [Finding("group_mismatch", name, i, culprits, "", {}, None, details, 0)]
+    return []
+
+
+def _ev(e) -> str:
+    if e is None:
+        return "nothing (its sequence ended)"
+    label = f" [{e.label}]" if e.label else ""
+    return f"{e.sig.describe()}{label} at {e.where()}"
+
+
+def explain(run: Run, f: Finding) -> str:
+    """One paragraph a user can act on."""
+    who = f"rank{'s' if len(f.ranks) != 1 else ''} {rank_ranges(f.ranks)}"
+    others = sorted(r for r, e in f.events.items() if r not in f.ranks)
+    ref = f.expected
+    if f.kind == "missing":
+        states = {r: f.events.get(r) for r in f.ranks}
+        how = "stopped" if f.details.get("stopped") else "skipped it"
+        state = ", ".join(f"rank {r}: {run.ranks[r].state}" for r in f.ranks) if f.details.get("stopped") else ""
+        text = (f"{who} {how} before {_ev(ref)} which rank{'s' if len(others) != 1 else ''} "
+                f"{rank_ranges(others)} issued as collective #{f.position} of group {f.group}")
+        if state:
+            text += f" ({state})"
+        del states
+        return text
+    if f.kind == "extra":
+        e = next((f.events[r] for r in f.ranks if f.events.get(r)), None)
+        return (f"{who} issued {_ev(e)} as collective #{f.position} of group {f.group}; "
+                f"rank{'s' if len(others) != 1 else ''} {rank_ranges(others) if others else '-'} never did")
+    if f.kind == "order_mismatch":
+        e = {r: f.events.get(r) for r in f.ranks}
+        threads = {e.thread for e in f.events.values() if e is not None}
+        return (f"{who} issued collectives #{f.position}..#{f.position + f.details['window'] - 1} of group "
+                f"{f.group} in a different order (permutation {list(f.details['permutation'])} of the "
+                f"majority's order); first: {_ev(next(iter(e.values())))} vs {_ev(ref)}"
+                + (f"; threads: {', '.join(sorted(threads))}" if len(threads) > 1 else ""))
+    if f.kind == "group_mismatch":
+        c = f.details["creations"]
+        parts = "; ".join(f"rank {r}: {v}" for r, v in sorted(c.items()))
+        return f"new_group call #{f.details['index']} got different ranks: {parts}"
+    if f.kind == "unmatched_p2p":
+        d = f.details
+        e = next((x for x in f.events.values() if x is not None), None)
+        return (f"{_ev(e)}: rank {d['src']} -> rank {d['dst']} message #{f.position} in group {f.group} "
+                f"has no matching {d['missing']}")
+    if f.kind in ("hang", "deadlock"):
+        return hang_text(run, f)
+    mine = next((f.events[r] for r in f.ranks if f.events.get(r)), None)
+    text = f"{who} issued {_ev(mine)} where rank{'s' if len(others) != 1 else ''} {rank_ranges(others)} issued {_ev(ref)} (collective #{f.position} of group {f.group})"
+    if f.details.get("p2p"):
+        d = f.details
+        text = f"send rank {d['src']} -> rank {d['dst']} #{f.position}: {_ev(f.events.get(d['src']))} vs recv {_ev(f.events.get(d['dst']))}"
+    if f.details.get("nccl_note"):
+        text += "; " + f.details["nccl_note"]
+    return text
+
+
+def hang_text(run: Run, f: Finding) -> str:
+    if f.kind == "deadlock":
+        cyc = f.details["cycle"]
+        hops = " -> ".join(f"rank {r} (in group {g})" for r, g in zip(cyc, f.details["groups"]))
+        return f"wait-for cycle across groups: {hops} -> rank {cyc[0]}"
+    roots = f.details.get("root_causes") or []
+    waiting = f.details.get("waiting") or []
+    text = f"rank{'s' if len(waiting) != 1 else ''} {rank_ranges(waiting)} never completed their last collective"
+    if roots:
+        states = ", ".join(f"rank {r} {run.ranks[r].state if r in run.ranks else 'has no log'}" for r in roots)
+        text += f"; they wait on {states}"
+    return text

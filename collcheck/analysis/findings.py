@@ -1,0 +1,103 @@
+"""Finding kinds, and what each does under NCCL and under gloo (sources in docs/findings.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..model import Event
+
+# kind -> (title, severity, NCCL consequence, gloo consequence, usual fix)
+KINDS = {
+    "missing": ("missing collective", "error",
+                "the other ranks block in it until the NCCL watchdog timeout (default 10 min) aborts the job",
+                "the other ranks block until the group timeout, then raise 'Timed out waiting ... for recv'",
+                "make every rank reach the call: move it out of the rank-dependent branch or early exit"),
+    "extra": ("extra collective", "error",
+              "the rank blocks in it forever, or it silently pairs with the next collective of the others",
+              "the rank blocks until the group timeout, or pairs with the next collective of the others",
+              "issue it on every rank of the group, or on none (use a subgroup for a subset)"),
+    "op_mismatch": ("different collectives in the same slot", "error",
+                    "undefined: NCCL does not check the op; usually a hang, or silent garbage when sizes agree "
+                    "(barrier is a 1-element all-reduce and can pair with one)",
+                    "gloo pairs ops by slot: a hang until the timeout or a size-mismatch abort",
+                    "make the ranks issue the same collectives in the same order"),
+    "shape_mismatch": ("tensor size mismatch", "error",
+                       "NCCL does not check sizes: reads/writes out of bounds, hangs or silent garbage",
+                       "the receiving rank aborts with SIGABRT ('op.preamble.length <= op.nbytes'), "
+                       "its peers get 'Connection reset by peer'",
+                       "make the tensor shape independent of the rank (pad the last batch, or all-gather sizes first)"),
+    "dtype_mismatch": ("dtype mismatch", "error",
+                       "NCCL does not check dtypes: silent garbage (or a hang when byte counts differ)",
+                       "equal byte counts complete silently with garbage; different ones abort like a size mismatch",
+                       "cast to one dtype on every rank before the collective"),
+    "reduce_op_mismatch": ("reduce op mismatch", "error",
+                           "NCCL does not check the op: silently wrong results",
+                           "gloo does not check the op: silently wrong results",
+                           "use the same ReduceOp on every rank"),
+    "root_mismatch": ("root / source rank mismatch", "error",
+                      "several roots send and nobody receives, or vice versa: a hang or garbage",
+                      "a hang until the timeout, or garbage",
+                      "pass the same src/dst (a global rank) on every rank"),
+    "order_mismatch": ("same collectives in a different order", "error",
+                       "NCCL matches by order: a hang (different sizes) or silently swapped data (same sizes)",
+                       "gloo matches by order: a hang, a size-mismatch abort, or silently swapped data",
+                       "issue collectives in a deterministic order on every rank (do not iterate sets, "
+                       "do not issue from several threads)"),
+    "group_mismatch": ("process groups created differently", "error",
+                       "ranks disagree on group membership: the store rendezvous or the first collective hangs",
+                       "the store rendezvous or the first collective hangs until the timeout",
+                       "call new_group with the same ranks in the same order on every rank, members or not"),
+    "unmatched_p2p": ("unmatched point-to-point", "error",
+                      "the send or recv blocks forever (or until the watchdog timeout)",
+                      "the send or recv blocks until the timeout",
+                      "pair every send with a recv on the peer, in the same order"),
+    "semantic_mismatch": ("calls that agree in shape but not in purpose", "error",
+                          "NCCL pairs them silently: each side reads the other's value (wrong results, "
+                          "or a later hang)",
+                          "gloo pairs them silently: each side reads the other's value",
+                          "do not interleave your own collectives with DDP join()/internal ones; "
+                          "issue them on every rank or use a separate group"),
+    "hang": ("hang", "error",
+             "ranks wait in collectives until the NCCL watchdog timeout",
+             "ranks wait until the group timeout and raise",
+             "see the first divergence above; fix it and the hang goes"),
+    "deadlock": ("cross-group deadlock", "error",
+                 "each rank waits in a different group for a rank that waits elsewhere: a permanent hang",
+                 "a permanent hang until the group timeouts fire",
+                 "issue collectives on different groups in one global order on every rank"),
+}
+
+SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+
+
+@dataclass
+class Finding:
+    kind: str
+    group: str
+    position: int  # slot in the group's sequence (majority numbering); -1 when not applicable
+    ranks: list[int]  # culprits
+    message: str
+    events: dict[int, Event | None] = field(default_factory=dict)  # rank -> its event at the slot
+    expected: Event | None = None  # the majority's event at the slot
+    details: dict = field(default_factory=dict)
+    time: int = 0  # earliest wall-clock us of the involved events, for ordering
+
+    @property
+    def title(self) -> str:
+        return KINDS[self.kind][0]
+
+    @property
+    def severity(self) -> str:
+        return KINDS[self.kind][1]
+
+    @property
+    def nccl(self) -> str:
+        return KINDS[self.kind][2]
+
+    @property
+    def gloo(self) -> str:
+        return self.details.get("gloo_observed") or KINDS[self.kind][3]
+
+    @property
+    def fix(self) -> str:
+        return KINDS[self.kind][4]

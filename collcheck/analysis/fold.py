@@ -1,0 +1,27 @@
+"""Compact rank lists: 0-3,5,7-1022."""
+
+from __future__ import annotations
+
+
+def rank_ranges(ranks) -> str:
+    ranks = sorted(set(ranks))
+    if not ranks:
+        return "-"
+    out = []
+    start = prev = ranks[0]
+    for r in ranks[1:]:
+        if r == prev + 1:
+            prev = r
+            continue
+        out.append(f"{start}" if start == prev else f"{start}-{prev}")
+        start = prev = r
+    out.append(f"{start}" if start == prev else f"{start}-{prev}")
+    return ",".join(out)
+
+
+def fold_identical(columns: dict[int, tuple]) -> list[tuple[list[int], tuple]]:
+    """Group ranks whose columns are equal: [(ranks, column), ...] in rank order."""
+    groups: dict[tuple, list[int]] = {}
+    for rank in sorted(columns):
+        groups.setdefault(columns[rank], []).append(rank)
+    return sorted(((ranks, col) for col, ranks in groups.items()), key=lambda x: x[0][0])

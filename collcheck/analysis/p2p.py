@@ -1,0 +1,58 @@
+"""Pair point-to-point ops per (group, src, dst) in issue order."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ..model import Run
+from .findings import Finding
+
+
+def _global(run: Run, group: str, group_rank: int | None) -> int | None:
+    members = run.group_members(group)
+    if group_rank is None or not members or group_rank >= len(members) or group_rank < 0:
+        return group_rank
+    return members[group_rank]
+
+
+def match_p2p(run: Run, p2p_sigs: set[int], waiting: set[int]) -> list[Finding]:
+    sends: dict[tuple, list] = defaultdict(list)  # (group, src, dst) -> [(rank, event index)]
+    recvs: dict[tuple, list] = defaultdict(list)
+    for rank, log in run.ranks.items():
+        if not p2p_sigs:
+            break
+        for i in range(len(log)):
+            sid = log.sig[i]
+            if sid not in p2p_sigs:
+                continue
+            sig = run.signatures[sid]
+            group = log.groups[log.gid[i]].name
+            peer = _global(run, group, sig.root)
+            if sig.op == "send":
+                sends[(group, rank, peer)].append(i)
+            else:
+                recvs[(group, peer, rank)].append(i)
+    findings = []
+    for key in sorted(set(sends) | set(recvs), key=str):
+        group, src, dst = key
+        s, r = sends.get(key, []), recvs.get(key, [])
+        for k in range(max(len(s), len(r))):
+            se = run.ranks[src].event(s[k]) if k < len(s) else None
+            re = run.ranks[dst].event(r[k]) if k < len(r) and dst in run.ranks else None
+            if se is not None and re is not None:
+                if se.sig.shapes != re.sig.shapes or se.sig.dtypes != re.sig.dtypes:
+                    kind = "shape_mismatch" if se.sig.shapes != re.sig.shapes else "dtype_mismatch"
+                    findings.append(Finding(kind, group, k, sorted({src, dst}), "", {src: se, dst: re}, None,
+                                            {"p2p": True, "src": src, "dst": dst}, min(se.t_issue, re.t_issue)))
+                continue
+            lonely = se or re
+            owner = src if se is not None else dst
+            peer = dst if se is not None else src
+            if peer in waiting and owner in waiting and lonely is not None and lonely.t_done is None:
+                pass  # still reported: an unmatched op is the cause, not a consequence
+            findings.append(Finding("unmatched_p2p", group, k, sorted({owner, peer} - {None}), "",
+                                    {owner: lonely}, None,
+                                    {"p2p": True, "src": src, "dst": dst,
+                                     "missing": "recv" if se is not None else "send"},
+                                    lonely.t_issue if lonely else 0))
+    return findings

@@ -1,0 +1,142 @@
+"""`collcheck` command line: record, show, diff, demo.
+
+Exit codes: 0 no finding, 1 findings, 2 usage or input error, 3 internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+
+OK, FINDINGS, INPUT_ERROR, INTERNAL_ERROR = 0, 1, 2, 3
+SCENARIOS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scenarios")
+DEFAULT_DEMO = "seed004_case4"
+
+
+class UsageError(Exception):
+    pass
+
+
+def cmd_record(args) -> int:
+    """Run a command with recording on (sets COLLCHECK=1 and a fresh run id)."""
+    from .capture.config import new_run_id
+
+    if not args.command:
+        raise UsageError("collcheck record: give a command, e.g. collcheck record -- torchrun --nproc-per-node 2 train.py")
+    env = dict(os.environ, COLLCHECK="1", COLLCHECK_RUN_ID=os.environ.get("COLLCHECK_RUN_ID") or new_run_id())
+    if args.dir:
+        env["COLLCHECK_DIR"] = args.dir
+    try:
+        rc = subprocess.call(args.command, env=env)
+    except FileNotFoundError:
+        raise UsageError(f"collcheck record: command not found: {args.command[0]}") from None
+    directory = os.path.join(env.get("COLLCHECK_DIR", "collcheck-logs"), env["COLLCHECK_RUN_ID"])
+    print(f"collcheck: logs in {directory} (command exited with {rc})", file=sys.stderr)
+    return rc
+
+
+def cmd_show(args) -> int:
+    """Print one rank's log as a table."""
+    from .show import show
+
+    show(args.log, sys.stdout, limit=args.limit)
+    return OK
+
+
+def cmd_diff(args) -> int:
+    """Align the ranks' collectives, report the first divergence and any hang."""
+    from .analysis.diff import analyse
+    from .model import load_run
+    from .report import render
+
+    run = load_run(_latest_run(args.logs))
+    report = analyse(run)
+    out = open(args.output, "w") if args.output else sys.stdout
+    try:
+        render(report, args.format, out, context=args.context)
+    finally:
+        if args.output:
+            out.close()
+    return OK if args.exit_zero or not report.findings else FINDINGS
+
+
+def _latest_run(target: str) -> str:
+    """A logs root with several run directories: take the newest one."""
+    if not os.path.isdir(target):
+        return target
+    entries = [os.path.join(target, d) for d in os.listdir(target)]
+    if any(e.endswith(".msgpack") for e in entries):
+        return target
+    runs = [e for e in entries if os.path.isdir(e)]
+    if len(runs) > 1:
+        newest = max(runs, key=os.path.getmtime)
+        print(f"collcheck: {target} holds {len(runs)} runs; using the newest, {newest}", file=sys.stderr)
+        return newest
+    return target
+
+
+def cmd_demo(args) -> int:
+    """Record a scenario under torchrun, then diff it."""
+    from .demo import run_demo
+
+    return run_demo(args.name, args.dir, keep=args.keep)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="collcheck", description=__doc__.split("\n")[0])
+    from . import __version__
+
+    p.add_argument("--version", action="version", version=f"collcheck {__version__}")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("record", help=cmd_record.__doc__)
+    r.add_argument("--dir", help="log directory (COLLCHECK_DIR, default ./collcheck-logs)")
+    r.add_argument("command", nargs=argparse.REMAINDER)
+    r.set_defaults(func=cmd_record)
+    s = sub.add_parser("show", help=cmd_show.__doc__)
+    s.add_argument("log")
+    s.add_argument("--limit", type=int, default=0, help="show only the last N collectives")
+    s.set_defaults(func=cmd_show)
+    d = sub.add_parser("diff", help=cmd_diff.__doc__)
+    d.add_argument("logs", help="run directory (or a logs root: the newest run is used)")
+    d.add_argument("--format", choices=["text", "json", "junit", "github"], default="text")
+    d.add_argument("--output", "-o", help="write the report to this file")
+    d.add_argument("--context", type=int, default=4, help="collectives shown around the divergence")
+    d.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
+    d.set_defaults(func=cmd_diff)
+    m = sub.add_parser("demo", help=cmd_demo.__doc__)
+    m.add_argument("name", nargs="?", default=DEFAULT_DEMO, help=f"scenario name (default {DEFAULT_DEMO})")
+    m.add_argument("--dir", default=None, help="where to keep the logs (default: a temporary directory)")
+    m.add_argument("--keep", action="store_true", help="keep the logs")
+    m.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv=None) -> int:
+    from .reader import LogError
+
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return INPUT_ERROR if exc.code not in (0, None) else OK
+    try:
+        return args.func(args)
+    except (LogError, UsageError) as exc:
+        print(f"collcheck: error: {exc}", file=sys.stderr)
+        return INPUT_ERROR
+    except KeyboardInterrupt:
+        return INPUT_ERROR
+    except BrokenPipeError:
+        return OK
+    except Exception as exc:  # a bug in collcheck: say so in one line, details on request
+        print(f"collcheck: internal error: {type(exc).__name__}: {exc} (set COLLCHECK_DEBUG=1 for a traceback)",
+              file=sys.stderr)
+        if os.environ.get("COLLCHECK_DEBUG"):
+            raise
+        return INTERNAL_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,22 @@
+"""GitHub Actions workflow commands: an annotation at each culprit's call site."""
+
+from __future__ import annotations
+
+import os
+
+
+def _esc(s: str) -> str:
+    return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def render(report, out) -> None:
+    for f in report.findings:
+        e = next((f.events.get(r) for r in f.ranks if f.events.get(r) is not None and f.events[r].site), None)
+        params = []
+        if e is not None:
+            path = os.path.relpath(e.site[0]) if os.path.isabs(e.site[0]) else e.site[0]
+            params += [f"file={path}", f"line={e.site[1]}"]
+        params.append(f"title={_esc(f'collcheck {f.kind} (group {f.group}, #{f.position})')}")
+        out.write(f"::error {','.join(params)}::{_esc(f.message)}\n")
+    if not report.findings:
+        out.write("::notice title=collcheck::no divergence found\n")

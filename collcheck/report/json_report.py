@@ -1,0 +1,68 @@
+"""Machine-readable report (schema version in JSON_VERSION; documented in docs/diff.md)."""
+
+from __future__ import annotations
+
+import json
+
+from ..model import REDUCE_OPS
+
+JSON_VERSION = 1
+
+
+def event_dict(e) -> dict | None:
+    if e is None:
+        return None
+    s = e.sig
+    return {
+        "rank": e.rank, "index": e.index, "group": e.group, "position": e.position, "op": s.op, "api": s.api,
+        "dtypes": list(s.dtypes), "shapes": [list(x) for x in s.shapes], "numel": s.numel, "bytes": s.nbytes,
+        "reduce_op": REDUCE_OPS.get(s.reduce_op, s.reduce_op) if s.reduce_op is not None else None,
+        "root_or_peer": s.root, "role": s.role, "label": e.label,
+        "site": {"file": e.site[0], "line": e.site[1], "function": e.site[2]} if e.site else None,
+        "thread": e.thread, "async": e.async_op, "native": e.native, "completed": e.completed,
+        "error": e.error,
+    }
+
+
+def finding_dict(f) -> dict:
+    return {
+        "kind": f.kind, "title": f.title, "severity": f.severity, "group": f.group, "position": f.position,
+        "ranks": f.ranks, "message": f.message,
+        "events": {str(r): event_dict(e) for r, e in sorted(f.events.items())},
+        "expected": event_dict(f.expected),
+        "consequence": {"nccl": f.nccl, "gloo": f.gloo}, "fix": f.fix,
+        "details": _plain(f.details),
+    }
+
+
+def _plain(x):
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if isinstance(x, (str, int, float, bool)) or x is None:
+        return x
+    return str(x)
+
+
+def to_dict(report) -> dict:
+    run = report.run
+    return {
+        "collcheck_json": JSON_VERSION,
+        "run": run.directory, "world": run.world, "verdict": report.verdict,
+        "ranks": {str(r): {"state": s.state, "detail": s.detail,
+                           "collectives": len(run.ranks[r]) if r in run.ranks else 0,
+                           "blocked_in": [event_dict(e) for e in s.blocked[:3]]}
+                  for r, s in sorted(report.hang.states.items())},
+        "groups": {name: {"members": list(run.group_members(name)), "collectives": n}
+                   for name, n in report.counts.items()},
+        "findings": [finding_dict(f) for f in report.findings],
+        "wait_for": [[a, b, d.get("group")] for a, b, d in report.hang.graph.edges(data=True)],
+        "cycles": report.hang.cycles, "root_causes": report.hang.root_causes,
+        "warnings": run.warnings,
+    }
+
+
+def render(report, out) -> None:
+    json.dump(to_dict(report), out, indent=1)
+    out.write("\n")

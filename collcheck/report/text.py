@@ -1,0 +1,131 @@
+"""Human report (rich): the first divergence side by side per rank, as in seed 004's
+hand-made traces, then the other findings, then the hang summary."""
+
+from __future__ import annotations
+
+import os
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from ..analysis.fold import fold_identical, rank_ranges
+
+MAX_COLUMNS = 8
+
+
+def _cell(e) -> str:
+    if e is None:
+        return "—"
+    s = e.sig
+    shape = ",".join(f"{d}[{'x'.join(map(str, sh))}]" for d, sh in s.tensors)
+    extra = ""
+    if s.root is not None:
+        extra = f" {'peer' if s.op in ('send', 'recv_') else 'root'} {s.root}"
+    label = f"\n  ({e.label})" if e.label else ""
+    state = "" if e.completed else (" ✗" if e.error else " ⏳")
+    return f"{s.api} {shape}{extra}{state}{label}\n  @{e.where()}"
+
+
+def side_by_side(report, finding, context: int) -> Table | None:
+    run = report.run
+    if finding.kind in ("group_mismatch",) or finding.details.get("p2p"):
+        return None
+    group = finding.group
+    members = [r for r in run.group_members(group) if r in run.ranks] or sorted(run.ranks)
+    cols = {}
+    for r in members:
+        log = run.ranks[r]
+        idx = [i for i in log.group_events(group) if run.signatures[log.sig[i]].op not in ("send", "recv_")]
+        # centre each column on the rank's own event at the finding (or its sequence end)
+        ev = finding.events.get(r)
+        centre = ev.position if ev is not None else len(idx)
+        centre = min(centre, len(idx))
+        lo = max(0, centre - context)
+        rows = []
+        for k in range(centre - context, centre + context + 1):
+            rows.append(_cell(log.event(idx[k])) if 0 <= k < len(idx) else ("" if k < 0 else "— (nothing)" if k == centre else ""))
+        del lo
+        cols[r] = tuple(rows)
+    folded = fold_identical(cols)
+    table = Table(title=f"group {group}: collectives around #{finding.position}", show_lines=True, expand=False)
+    table.add_column("", style="dim", no_wrap=True)
+    for ranks, _ in folded[:MAX_COLUMNS]:
+        style = "bold red" if any(r in finding.ranks for r in ranks) else "bold"
+        table.add_column(f"rank{'s' if len(ranks) > 1 else ''} {rank_ranges(ranks)}", header_style=style)
+    for k in range(2 * context + 1):
+        offset = k - context
+        marker = "▶" if offset == 0 else f"{offset:+d}"
+        cells = [Text(col[k], style="red" if offset == 0 else "") for _, col in folded[:MAX_COLUMNS]]
+        if any(c.plain for c in cells):
+            table.add_row(marker, *cells)
+    return table
+
+
+def _finding_panel(report, f, index: int) -> Panel:
+    body = Text()
+    body.append(f.message + "\n\n")
+    sites = {r: e for r, e in sorted(f.events.items()) if e is not None and e.site}
+    if sites:
+        body.append("call sites:\n", style="bold")
+        for r, e in list(sites.items())[:8]:
+            body.append(f"  rank {r}: {e.site[0]}:{e.site[1]} in {e.site[2]}()  [thread {e.thread}]\n")
+    if f.kind == "group_mismatch":
+        for r, site in sorted(f.details.get("sites", {}).items()):
+            if site:
+                body.append(f"  rank {r}: new_group at {site[0]}:{site[1]}\n")
+    body.append("under NCCL: ", style="bold")
+    body.append(f.nccl + "\n")
+    body.append("under gloo: ", style="bold")
+    body.append(f.gloo + "\n")
+    body.append("usual fix: ", style="bold")
+    body.append(f.fix)
+    title = f"{'FIRST DIVERGENCE' if index == 0 else f'finding {index + 1}'}: {f.title} — group {f.group}, #{f.position}, culprit rank{'s' if len(f.ranks) != 1 else ''} {rank_ranges(f.ranks)}"
+    return Panel(body, title=title, title_align="left", border_style="red" if f.severity == "error" else "yellow")
+
+
+def render(report, out, context: int = 4) -> None:
+    console = Console(file=out, width=int(os.environ.get("COLUMNS", "120")), highlight=False,
+                      force_terminal=False, color_system=None if not getattr(out, "isatty", lambda: False)() else "auto")
+    run = report.run
+    console.print(f"collcheck diff: {run.directory}  ({len(run.ranks)}/{run.world} ranks, "
+                  f"{sum(len(l) for l in run.ranks.values())} collectives)  verdict: [bold]{report.verdict.upper()}[/bold]")
+    for w in run.warnings:
+        console.print(f"warning: {w}")
+    if not report.findings:
+        console.print("No divergence: every group's collectives line up on all ranks.")
+    for i, f in enumerate(report.findings):
+        console.print(_finding_panel(report, f, i))
+        if i == 0:
+            table = side_by_side(report, f, context)
+            if table is not None:
+                console.print(table)
+        if i >= 9:
+            console.print(f"... {len(report.findings) - 10} more findings (use --format json for all)")
+            break
+    _hang_summary(console, report)
+
+
+def _hang_summary(console, report) -> None:
+    states = report.hang.states
+    if all(s.state == "finished" for s in states.values()) and not report.hang.waiting:
+        return
+    t = Table(title="final state of each rank", show_lines=False)
+    t.add_column("ranks")
+    t.add_column("state")
+    t.add_column("blocked in")
+    t.add_column("detail")
+    rows = {r: (s.state, _cell(s.blocked[0]).replace("\n", " ") if s.blocked else "", s.detail) for r, s in states.items()}
+    for ranks, row in fold_identical(rows):
+        t.add_row(rank_ranges(ranks), *row)
+    console.print(t)
+    edges = list(report.hang.graph.edges(data=True))
+    if edges:
+        waits: dict = {}
+        for a, b, d in edges:
+            waits.setdefault((a, d.get("group")), []).append(b)
+        lines = [f"  rank {a} waits in group {g} on rank{'s' if len(bs) > 1 else ''} {rank_ranges(bs)}" for (a, g), bs in sorted(waits.items())]
+        console.print("wait-for graph:\n" + "\n".join(lines[:40]))
+    if report.hang.root_causes:
+        console.print(f"root cause rank(s): {rank_ranges(report.hang.root_causes)} (waited on, waiting on nobody)")

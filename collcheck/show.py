@@ -1,0 +1,40 @@
+"""`collcheck show LOG`: one rank's log as a readable table."""
+
+from __future__ import annotations
+
+import os
+
+from rich.console import Console
+from rich.table import Table
+
+from .model import REDUCE_OPS, load_run
+
+
+def show(path: str, out, limit: int = 0) -> None:
+    run = load_run([path])
+    (log,) = run.ranks.values()
+    h = log.header
+    console = Console(file=out, width=int(os.environ.get("COLUMNS", "140")), highlight=False, color_system=None)
+    console.print(f"rank {h['rank']}/{h['world']}  run {h['run']}  host {h.get('host')} pid {h.get('pid')}  "
+                  f"torch {h.get('torch')}  backend {h.get('backend')}  state: {log.state}")
+    if log.exception:
+        console.print(f"uncaught exception: {log.exception[0]}: {log.exception[1].splitlines()[0] if log.exception[1] else ''}")
+    if log.torn:
+        console.print("the file ends in a torn record (the process died while writing)")
+    t = Table(show_lines=False)
+    for col in ("#", "group", "pos", "api", "op", "tensors", "reduce", "root/peer", "label", "site", "thread", "µs", "state"):
+        t.add_column(col)
+    start = max(0, len(log) - limit) if limit else 0
+    for i in range(start, len(log)):
+        e = log.event(i)
+        s = e.sig
+        dur = str(e.t_done - e.t_issue) if e.t_done is not None else ""
+        state = "ok" if e.completed else (f"error: {e.error[:40]}" if e.error else "not completed")
+        t.add_row(str(i), e.group, str(e.position), s.api, s.op,
+                  " ".join(f"{d}[{'x'.join(map(str, sh))}]" for d, sh in s.tensors),
+                  REDUCE_OPS.get(s.reduce_op, "") if s.reduce_op is not None else "",
+                  "" if s.root is None else str(s.root), e.label or "", e.where(), e.thread, dur, state)
+    console.print(t)
+    for c in log.creations:
+        console.print(f"group {c.op}: {c.name} ranks={list(c.ranks) if c.ranks else '?'}"
+                      + (f" at {os.path.basename(c.site[0])}:{c.site[1]}" if c.site else ""))
