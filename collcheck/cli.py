@@ -11,7 +11,10 @@ import subprocess
 import sys
 
 OK, FINDINGS, INPUT_ERROR, INTERNAL_ERROR = 0, 1, 2, 3
-SCENARIOS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scenarios")
+# scenarios/ lives in the source checkout (editable install); COLLCHECK_SCENARIOS overrides
+SCENARIOS_DIR = os.environ.get("COLLCHECK_SCENARIOS") or next(
+    (d for d in (os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scenarios"),
+                 os.path.abspath("scenarios")) if os.path.isdir(d)), "scenarios")
 DEFAULT_DEMO = "seed004_case4"
 
 

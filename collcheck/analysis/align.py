@@ -48,7 +48,7 @@ def align_group(run: Run, seqs: GroupSequences, waiting: set[int]) -> list[Findi
         by_bytes.setdefault(seqs.seq.get(r, array("I")).tobytes(), []).append(r)
     if len(by_bytes) == 1:
         return []
-    return _Aligner(run, seqs, members, waiting).run()
+    return _Aligner(run, seqs, members, waiting).align()
 
 
 def _members(run: Run, seqs: GroupSequences) -> list[int]:
@@ -92,7 +92,7 @@ class _Aligner:
         return cached
 
     # -- main loop -----------------------------------------------------------------------
-    def run(self) -> list[Finding]:
+    def align(self) -> list[Finding]:
         while len(self.findings) < MAX_FINDINGS_PER_GROUP:
             current = {r: self.sig(r) for r in self.members}
             live = {r: s for r, s in current.items() if s is not None}

@@ -135,7 +135,14 @@ def hang_text(run: Run, f: Finding) -> str:
     roots = f.details.get("root_causes") or []
     waiting = f.details.get("waiting") or []
     text = f"rank{'s' if len(waiting) != 1 else ''} {rank_ranges(waiting)} never completed their last collective"
+    if not roots and not report_edges(f):
+        return text + (f"; they are all inside collective #{f.position} of group {f.group} but issued different "
+                       "collectives there (see the first divergence)")
     if roots:
         states = ", ".join(f"rank {r} {run.ranks[r].state if r in run.ranks else 'has no log'}" for r in roots)
         text += f"; they wait on {states}"
     return text
+
+
+def report_edges(f: Finding) -> bool:
+    return bool(f.details.get("root_causes")) or bool(f.details.get("edges"))

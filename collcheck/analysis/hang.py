@@ -113,5 +113,6 @@ def hang_findings(run: Run, hang: HangAnalysis) -> list[Finding]:
                            {"cycle": list(cyc), "groups": groups}, last + 1))
     if not out:
         out.append(Finding("hang", ev.group, ev.position, hang.root_causes or sorted(hang.waiting), "", events,
-                           None, {"waiting": sorted(hang.waiting), "root_causes": hang.root_causes}, last + 1))
+                           None, {"waiting": sorted(hang.waiting), "root_causes": hang.root_causes,
+                            "edges": [[a, b] for a, b in hang.graph.edges]}, last + 1))
     return out

@@ -28,9 +28,9 @@ except ImportError:  # pragma: no cover
 # torch/distributed/utils.py (torch 2.13).
 ROLE_OF_FUNCTION = {
     "_check_global_requires_backward_grad_sync": "backward-sync flag",
-    "notify_join_context": "join: not-joined signal",
-    "_get_num_nonjoined_procs": "join: not-joined signal",
-    "_notify_procs_to_terminate": "join: not-joined signal",
+    "notify_join_context": "not-joined count",
+    "_get_num_nonjoined_procs": "not-joined count",
+    "_notify_procs_to_terminate": "not-joined count",
     "_match_all_reduce_for_bwd_pass": "gradient bucket",
     "_match_unused_params_allreduce": "unused-parameter map",
     "_find_common_rank": "authoritative rank",

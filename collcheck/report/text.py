@@ -92,7 +92,7 @@ def render(report, out, context: int = 4) -> None:
     console.print(f"collcheck diff: {run.directory}  ({len(run.ranks)}/{run.world} ranks, "
                   f"{sum(len(l) for l in run.ranks.values())} collectives)  verdict: [bold]{report.verdict.upper()}[/bold]")
     for w in run.warnings:
-        console.print(f"warning: {w}")
+        console.print(f"warning: {w}", markup=False)
     if not report.findings:
         console.print("No divergence: every group's collectives line up on all ranks.")
     for i, f in enumerate(report.findings):
@@ -118,7 +118,7 @@ def _hang_summary(console, report) -> None:
     t.add_column("detail")
     rows = {r: (s.state, _cell(s.blocked[0]).replace("\n", " ") if s.blocked else "", s.detail) for r, s in states.items()}
     for ranks, row in fold_identical(rows):
-        t.add_row(rank_ranges(ranks), *row)
+        t.add_row(rank_ranges(ranks), *(Text(x) for x in row))
     console.print(t)
     edges = list(report.hang.graph.edges(data=True))
     if edges:
@@ -126,6 +126,6 @@ def _hang_summary(console, report) -> None:
         for a, b, d in edges:
             waits.setdefault((a, d.get("group")), []).append(b)
         lines = [f"  rank {a} waits in group {g} on rank{'s' if len(bs) > 1 else ''} {rank_ranges(bs)}" for (a, g), bs in sorted(waits.items())]
-        console.print("wait-for graph:\n" + "\n".join(lines[:40]))
+        console.print("wait-for graph:\n" + "\n".join(lines[:40]), markup=False)
     if report.hang.root_causes:
         console.print(f"root cause rank(s): {rank_ranges(report.hang.root_causes)} (waited on, waiting on nobody)")
