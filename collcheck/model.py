@@ -380,6 +380,8 @@ def _build_rank(run: Run, raw: RawLog) -> RankLog:
                         log.t_return[i] = base_us + rec["r"]
                     if "c" in rec:
                         log.t_done[i] = base_us + rec["c"]
+                    elif "r" in rec and "e" not in rec:
+                        log.t_done[i] = base_us + rec["r"]  # no future (gloo P2P): done at return
                     if "e" in rec:
                         log.errors[i] = str(rec["e"])
             elif k == lf.STRING:

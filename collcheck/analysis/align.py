@@ -204,7 +204,18 @@ class _Aligner:
             return ("missing", ())
         if ahead_extra and not ahead_missing:
             return ("extra", ())
-        return (field_mismatch(self.run.signatures[mine], self.run.signatures[theirs]), ())
+        kind = field_mismatch(self.run.signatures[mine], self.run.signatures[theirs])
+        if kind != "op_mismatch" and not (ahead_missing or ahead_extra):
+            # the sequences end here (a hang or abort followed): call sites decide whether the
+            # culprit made a call the others never make (extra) or skipped one (missing)
+            others = [x for x in self.members if x != r and self.sig(x) == theirs]
+            mine_known = self._site_known(r, others)
+            theirs_known = self._site_known(ref_rank, [r])
+            if not mine_known and theirs_known:
+                return ("extra", ())
+            if mine_known and not theirs_known:
+                return ("missing", ())
+        return (kind, ())
 
     def add(self, kind: str, culprits: list[int], ref_rank: int | None, details: dict) -> None:
         events = {r: self.event(r) for r in self.members}

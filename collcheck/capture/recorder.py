@@ -256,8 +256,19 @@ class Recorder:
         if work is None:
             self.finish(eid, t_ret)
             return
-        fut = _unbox_work(work).get_future()
+        try:
+            fut = _unbox_work(work).get_future()
+        except RuntimeError:
+            # gloo P2P work has no future: completion stays unknown (docs/log-format.md)
+            self.returned_only(eid, t_ret)
+            return
         fut.add_done_callback(lambda f, eid=eid, r=t_ret: self._completed(eid, r, f))
+
+    def returned_only(self, eid: int, t_ret: int) -> None:
+        w = self.writer
+        with w.lock:
+            self.inflight.pop(eid, None)
+            w.queue({"k": lf.DONE, "i": eid, "r": t_ret})
 
     def _completed(self, eid: int, t_ret: int, fut) -> None:
         try:
