@@ -45,8 +45,13 @@ def analyse(run: Run) -> Report:
         lengths = Counter(len(s) for s in seqs.seq.values())
         counts[name] = lengths.most_common(1)[0][0] if lengths else 0
         findings += align_group(run, seqs, hang.waiting)
-    findings += match_p2p(run, p2p, hang.waiting)
-    divergences = sorted(findings, key=lambda f: (f.time, f.group, f.position))
+    p2p_findings = match_p2p(run, p2p, hang.waiting)
+    if p2p_findings:  # clocks of different processes cannot order them among themselves
+        first = min(f.time for f in p2p_findings)
+        for f in p2p_findings:
+            f.time = first
+    findings += p2p_findings
+    divergences = sorted(findings, key=lambda f: (f.time, f.group, f.position, f.ranks))
     findings = divergences + hang_findings(run, hang)
     for f in findings:
         f.message = explain(run, f)

@@ -1,0 +1,32 @@
+"""Seed 004, case 6: DDP with uneven inputs inside model.join(), one barrier after the join block."""
+import datetime
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+NUM_INPUTS = 5
+
+
+def main():
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=6))
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    model = DDP(torch.nn.Linear(1, 1))
+    # Rank 1 gets one more input than rank 0
+    inputs = [torch.tensor([1]).float() for _ in range(NUM_INPUTS + rank)]
+    num_inputs = 0
+
+    with model.join():
+        for input in inputs:
+            num_inputs += 1
+            loss = model(input).sum()
+            loss.backward()
+    dist.barrier()
+    print(f"Rank {rank} has exhausted all {num_inputs} of its inputs!", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
+

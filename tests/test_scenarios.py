@@ -1,0 +1,55 @@
+"""Every scenario, recorded under real torchrun processes, diagnosed by the real CLI.
+
+The expected findings (verdict, kind, group, position, culprit ranks, call-site lines) are in
+scenarios/<name>/expected.json; valid scenarios expect verdict "clean" and no finding.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from collcheck.cli import SCENARIOS_DIR
+from collcheck.demo import record_scenario, scenario_names
+
+NAMES = [n for n in scenario_names() if os.path.exists(os.path.join(SCENARIOS_DIR, n, "expected.json"))]
+
+
+def diff_json(run_dir: str) -> tuple[int, dict]:
+    proc = subprocess.run([sys.executable, "-m", "collcheck.cli", "diff", run_dir, "--format", "json"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def summarize(finding: dict) -> dict:
+    lines = {r: e["site"]["line"] for r, e in finding["events"].items() if e and e.get("site")}
+    return {"kind": finding["kind"], "group": finding["group"], "position": finding["position"],
+            "ranks": finding["ranks"], "lines": lines}
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("name", NAMES)
+def test_scenario(name, tmp_path):
+    with open(os.path.join(SCENARIOS_DIR, name, "expected.json")) as f:
+        expected = json.load(f)
+    rc, run_dir, output = record_scenario(name, str(tmp_path), timeout=180)
+    assert rc != -1, output
+    code, report = diff_json(run_dir)
+    assert report["verdict"] == expected["verdict"], json.dumps(report["findings"][:2], indent=1)
+    got = [summarize(f) for f in report["findings"]]
+    if expected["verdict"] == "clean":
+        assert got == [] and code == 0 and rc == 0, output[-2000:]
+        return
+    assert code == 1
+    want = expected["findings"]
+    assert got[: len(want)] == want, json.dumps(got[:3], indent=1)
+
+
+def test_every_scenario_has_expectations():
+    missing = [n for n in scenario_names() if n not in NAMES]
+    assert not missing, f"scenarios without expected.json: {missing}"
