@@ -96,6 +96,7 @@ class GroupCreation:
     ranks: tuple | None
     site: tuple | None
     member: bool = True
+    desc: str = ""  # group_desc: the user's name for the group
 
 
 @dataclass
@@ -424,4 +425,4 @@ def _group_record(log: RankLog, rec: dict, group_slot, run: Run, sites: dict) ->
         return
     site = run.sites[sites[rec["s"]]] if rec.get("s") in sites else None
     log.creations.append(GroupCreation(op, rec.get("g"), tuple(ranks) if ranks is not None else None, site,
-                                       rec.get("m", True)))
+                                       rec.get("m", True), rec.get("d") or ""))

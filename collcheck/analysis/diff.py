@@ -61,18 +61,23 @@ def analyse(run: Run) -> Report:
 def group_creation_findings(run: Run) -> list[Finding]:
     """The i-th new_group/split_group must name the same ranks on every rank."""
     seqs = {r: [c for c in log.creations if c.op in ("new", "split")] for r, log in run.ranks.items()}
-    if len({tuple(c.ranks for c in s) for s in seqs.values()}) <= 1:
+
+    def key(c):  # members, and the user's name for the group when given (group_desc)
+        return (c.ranks, c.desc)
+
+    if len({tuple(key(c) for c in s) for s in seqs.values()}) <= 1:
         return []
     n = max(len(s) for s in seqs.values())
     for i in range(n):
-        at = {r: (s[i].ranks if i < len(s) else None) for r, s in seqs.items()}
+        at = {r: (key(s[i]) if i < len(s) else None) for r, s in seqs.items()}
         counts = Counter(at.values())
         if len(counts) == 1:
             continue
         ref = max(counts.items(), key=lambda kv: (kv[1], kv[0] is not None, -min(r for r, v in at.items() if v == kv[0])))[0]
         culprits = sorted(r for r, v in at.items() if v != ref)
-        name = next((s[i].name for s in seqs.values() if i < len(s) and s[i].ranks == ref and s[i].name), "?")
-        details = {"creations": {r: (list(v) if v is not None else None) for r, v in at.items()},
+        name = next((s[i].name for s in seqs.values() if i < len(s) and key(s[i]) == ref and s[i].name), "?")
+        details = {"creations": {r: ({"ranks": list(v[0]) if v[0] else None, "desc": v[1]} if v is not None else None)
+                                 for r, v in at.items()},
                    "sites": {r: s[i].site for r, s in seqs.items() if i < len(s)}, "index": i}
         return [Finding("group_mismatch", name, i, culprits, "", {}, None, details, 0)]
     return []

@@ -21,8 +21,8 @@ def main():
     right = groups[rank]                  # {rank, rank + 1}
     left = groups[(rank - 1) % world]     # {rank - 1, rank}
     halo = torch.full((4,), float(rank))
-    for group in (right, left):  # collcheck: culprit
-        dist.all_reduce(halo, group=group)
+    for group in (right, left):  # right-hand neighbour first, on every rank: a cycle
+        dist.all_reduce(halo, group=group)  # collcheck: culprit
     print(f"rank {rank}: halo {halo[0].item()}", flush=True)
     dist.destroy_process_group()
 
