@@ -8,6 +8,7 @@ rank executes outranks one that only some do, then the lowest rank decides.
 
 from __future__ import annotations
 
+import math
 from array import array
 from collections import Counter
 
@@ -159,7 +160,7 @@ class _Aligner:
             self.add(kind, ranks, ref_rank, details=dict(extra))
         if len(kinds) > 1:
             return False
-        (kind, extra), = kinds.items()
+        ((kind, extra), _ranks), = kinds.items()
         if kind == "missing":
             for r in self.members:
                 if r not in culprits:
@@ -179,7 +180,7 @@ class _Aligner:
     def _settle_tie(self, kinds, ref_rank, culprits):
         """No majority: 'rank A skipped a call' beats 'rank B made an extra call' when A
         makes that call elsewhere (its call site is known to A)."""
-        (kind, extra), = kinds.items()
+        ((kind, extra), _ranks), = kinds.items()
         others = [r for r in self.members if r not in culprits]
         if kind == "extra" and all(self._site_known(r, others) for r in culprits):
             return {("missing", ()): others}, culprits[0], others
@@ -187,25 +188,61 @@ class _Aligner:
             return {("extra", ()): others}, culprits[0], others
         return kinds, ref_rank, culprits
 
+    def agreement(self, r: int, r_off: int, ref_rank: int, ref_off: int) -> float:
+        """How many signatures of r (from its position + r_off) equal ref_rank's (from its
+        position + ref_off) before the first difference; infinite when both end together."""
+        a, b = self.seq[r], self.seq[ref_rank]
+        i, j = self.pos[r] + r_off, self.pos[ref_rank] + ref_off
+        la, lb = max(len(a) - i, 0), max(len(b) - j, 0)
+        n = min(la, lb)
+        k, step = 0, 16
+        while k < n:  # galloping: cheap when the difference is near, linear in C otherwise
+            s = min(step, n - k)
+            if a[i + k:i + k + s] == b[j + k:j + k + s]:
+                k += s
+                step *= 2
+                continue
+            lo, hi = k, k + s  # equal up to lo; the first difference is in [lo, hi)
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if a[i + lo:i + mid] == b[j + lo:j + mid]:
+                    lo = mid
+                else:
+                    hi = mid
+            return lo
+        return math.inf if la == lb else n
+
     def classify(self, r: int, ref_rank: int) -> tuple[str, tuple]:
         mine, theirs = self.sig(r), self.sig(ref_rank)
         if mine is None:
             return ("missing", ())
+        # Each reading of the slot (skipped call, extra call, permuted window, changed call) is
+        # judged by how far the sequences agree after it: in a loop, a skipped call also looks
+        # like a permutation of one loop body, and a changed call in a run of equal calls also
+        # looks like an extra one, but only the right reading lines the rest up.
+        missing = self.agreement(r, 0, ref_rank, 1)
+        extra = self.agreement(r, 1, ref_rank, 0)
+        same = self.agreement(r, 1, ref_rank, 1)
         for k in range(2, ORDER_WINDOW + 1):
             a, b = self.window(r, 0, k), self.window(ref_rank, 0, k)
             if len(a) < k or len(b) < k:
                 break
             if Counter(a) == Counter(b):
+                if self.agreement(r, k, ref_rank, k) < max(missing, extra):
+                    break
                 perm = _permutation(b, a)
                 return ("order_mismatch", (("window", k), ("permutation", tuple(perm))))
-        ahead_missing = self.window(r, 0, LOOKAHEAD) == self.window(ref_rank, 1, LOOKAHEAD)
-        ahead_extra = self.window(r, 1, LOOKAHEAD) == self.window(ref_rank, 0, LOOKAHEAD)
-        if ahead_missing and not ahead_extra:
+        ahead_missing = missing >= LOOKAHEAD
+        ahead_extra = extra >= LOOKAHEAD
+        if ahead_missing and missing > extra and missing >= same:
             return ("missing", ())
-        if ahead_extra and not ahead_missing:
+        if ahead_extra and extra > missing and extra >= same:
             return ("extra", ())
-        kind = field_mismatch(self.run.signatures[mine], self.run.signatures[theirs])
-        if kind != "op_mismatch" and not (ahead_missing or ahead_extra):
+        a, b = self.run.signatures[mine], self.run.signatures[theirs]
+        kind = field_mismatch(a, b)
+        # Torch-internal calls (DDP, join) are never 'skipped' by a user: keep the mismatch.
+        user_only = kind != "op_mismatch" or (a.role is None and b.role is None)
+        if user_only and not (ahead_missing or ahead_extra):
             # the sequences end here (a hang or abort followed): call sites decide whether the
             # culprit made a call the others never make (extra) or skipped one (missing)
             others = [x for x in self.members if x != r and self.sig(x) == theirs]

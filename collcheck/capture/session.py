@@ -104,12 +104,15 @@ def _at_exit() -> None:
         return
     from . import api
 
+    from . import watchdog
+
     rec.active = False
     api.record_exit(rec, clean=True)
     try:
         rec.writer.close()
     except Exception:
         pass
+    watchdog.unregister_sigterm_dump()  # removes the dump file when nothing was written
 
 
 def _after_fork_in_child() -> None:

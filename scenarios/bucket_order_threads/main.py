@@ -18,8 +18,9 @@ def sync_gradients(groups):
     flats = {name: torch.cat([p.grad.flatten() for p in groups[name]]) for name in groups}
 
     def comm_thread():
-        for name in order:
-            dist.all_reduce(flats[name])  # collcheck: culprit
+        works = [dist.all_reduce(flats[name], async_op=True) for name in order]  # collcheck: culprit
+        for work in works:
+            work.wait()
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="grad-comm") as pool:
         pool.submit(comm_thread).result()  # re-raises a failed all-reduce here

@@ -19,8 +19,11 @@ def main():
         metrics["confusion"] = torch.randint(0, 5, (3, 3)).float()  # computed first for the log
     metrics["loss"] = torch.rand(1)
     metrics.setdefault("confusion", torch.randint(0, 5, (3, 3)).float())
-    for name, value in metrics.items():
-        dist.all_reduce(value)  # collcheck: culprit
+    works = []
+    for name, value in metrics.items():  # launch all reductions, then wait
+        works.append(dist.all_reduce(value, async_op=True))  # collcheck: culprit
+    for work in works:
+        work.wait()
     print(f"rank {rank}: reduced {list(metrics)}", flush=True)
     dist.destroy_process_group()
 

@@ -1,0 +1,29 @@
+"""collcheck.enable()/disable() and collcheck.recording() in a world-size-1 gloo job (no torchrun).
+
+argv: log directory, master port."""
+import datetime
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+import collcheck
+
+directory, port = sys.argv[1], sys.argv[2]
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+
+collcheck.enable(os.path.join(directory, "enabled"), run_id="enabled")  # before init: opens at init
+dist.init_process_group("gloo", rank=0, world_size=1, timeout=datetime.timedelta(seconds=10))
+t = torch.ones(3)
+dist.all_reduce(t)  # @enabled_all_reduce
+path = collcheck.disable()
+print("disabled", path, flush=True)
+dist.all_reduce(t)  # not recorded
+with collcheck.recording(os.path.join(directory, "ctx"), run_id="ctx"):
+    dist.broadcast(torch.zeros(2, dtype=torch.int64), src=0)  # @ctx_broadcast
+    dist.barrier()  # @ctx_barrier
+dist.all_reduce(t)  # not recorded either
+print("value", t.tolist(), flush=True)
+print("patched", hasattr(dist.all_reduce, "__collcheck_original__"), flush=True)
+dist.destroy_process_group()

@@ -1,0 +1,280 @@
+"""The log reader and the CLI on damaged, foreign and mixed inputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+
+import msgpack
+import pytest
+
+from collcheck import logformat as lf, synth
+from collcheck.capture.writer import LogWriter, open_exclusive
+from collcheck.cli import main
+from collcheck.model import load_run
+from collcheck.reader import LogError, parse_log, read_log
+
+
+def small_program(world=2):
+    prog = synth.Program(world, {"0": tuple(range(world))}, [])
+    a, b = prog.add_site(), prog.add_site()
+    prog.ops = [synth.Op("allreduce_", "0", (("float32", (8,)),), 0, site=a),
+                synth.Op("broadcast_", "0", (("bfloat16", (2, 3)),), root=1, site=b),
+                synth.Op("allreduce_", "0", (("float32", (8,)),), 0, site=a)]
+    return prog
+
+
+@pytest.fixture
+def small_log(tmp_path):
+    paths = synth.write_run(str(tmp_path / "run"), small_program())
+    with open(paths[0], "rb") as f:
+        return paths[0], f.read()
+
+
+def _unpack(data: bytes):
+    u = msgpack.Unpacker(raw=False, strict_map_key=False)
+    u.feed(data)
+    return list(u)
+
+
+# -- round trip ------------------------------------------------------------------------
+
+
+def test_writer_reader_round_trip(tmp_path):
+    fd, path = open_exclusive(str(tmp_path), "rank-00000.0")
+    w = LogWriter(fd, path)
+    header = {"k": lf.HEADER, "magic": lf.MAGIC, "v": lf.FORMAT_VERSION, "rank": 0, "world": 1, "run": "r"}
+    with w.lock:
+        w.write(header)
+        s = w.site_id("/x/train.py", 12, "step")
+        t = w.tspec_id((("float32", (4, 2)),))
+        w.write({"k": lf.COLL, "o": w.string_id("allreduce_"), "g": 0, "ts": 5, "t": t, "s": s, "r": 0})
+        w.queue({"k": lf.DONE, "i": 0, "r": 6, "c": 9})
+    w.close()
+    raw = read_log(path)
+    assert raw.header == header
+    assert not raw.torn and raw.junk is None and raw.good_bytes == raw.size == os.path.getsize(path)
+    kinds = [r["k"] for r in raw.records]
+    # interned strings / site / tensor spec come before the record that uses them, in one write
+    assert kinds == ["S", "S", "F", "S", "V", "S", "C", "D"]
+    strings = {r["i"]: r["s"] for r in raw.records if r["k"] == "S"}
+    coll = raw.records[-2]
+    assert strings[coll["o"]] == "allreduce_"
+    spec = next(r for r in raw.records if r["k"] == "V")
+    assert [[strings[d], dims] for d, dims in spec["t"]] == [["float32", [4, 2]]]
+    # a second writer for the same rank does not clobber the first file
+    fd2, path2 = open_exclusive(str(tmp_path), "rank-00000.0")
+    os.close(fd2)
+    assert path2 != path
+
+
+def test_synthetic_run_round_trip(tmp_path):
+    prog = small_program(3)
+    synth.write_run(str(tmp_path), prog)
+    run = load_run(str(tmp_path))
+    assert sorted(run.ranks) == [0, 1, 2] and run.world == 3
+    for rank, log in run.ranks.items():
+        assert log.trailer and log.state == "finished" and not log.torn
+        evs = [log.event(i) for i in range(len(log))]
+        assert [e.sig.op for e in evs] == ["allreduce_", "broadcast_", "allreduce_"]
+        assert evs[1].sig.tensors == (("bfloat16", (2, 3)),) and evs[1].sig.root == 1
+        assert evs[0].site == evs[2].site and evs[0].site != evs[1].site
+        assert all(e.completed for e in evs)
+        assert [e.position for e in evs] == [0, 1, 2]
+
+
+# -- torn files ----------------------------------------------------------------------------
+
+
+def test_cut_at_every_byte_offset(small_log):
+    path, data = small_log
+    full = _unpack(data)
+    ends = []  # byte offset after each complete record
+    u = msgpack.Unpacker(raw=False, strict_map_key=False)
+    u.feed(data)
+    for _ in u:
+        ends.append(u.tell())
+    assert ends[-1] == len(data) and len(full) > 10
+    previous = None
+    for cut in range(len(data) + 1):
+        chunk = data[:cut]
+        complete = sum(1 for e in ends if e <= cut)
+        if complete == 0:
+            with pytest.raises(LogError) as info:
+                parse_log(chunk, path)
+            assert "\n" not in str(info.value)
+            continue
+        raw = parse_log(chunk, path)
+        got = [raw.header] + raw.records
+        assert got == full[:complete], cut
+        assert raw.good_bytes == ends[complete - 1]
+        assert raw.torn == (cut > raw.good_bytes) and raw.junk is None
+        if previous is not None:
+            assert len(got) >= previous  # more bytes never lose a record
+        previous = len(got)
+    assert previous == len(full)
+
+
+def test_cut_file_loads_as_killed_rank(tmp_path):
+    prog = small_program()
+    paths = synth.write_run(str(tmp_path), prog)
+    with open(paths[1], "rb") as f:
+        data = f.read()
+    # cut inside the last C record: rank 1 has issued two collectives, completed one
+    recs = _unpack(data)
+    u = msgpack.Unpacker(raw=False, strict_map_key=False)
+    u.feed(data)
+    offsets = []
+    for rec in u:
+        offsets.append((rec["k"], u.tell()))
+    c_ends = [off for k, off in offsets if k == "C"]
+    cut = c_ends[2] - 3
+    with open(paths[1], "wb") as f:
+        f.write(data[:cut])
+    run = load_run(str(tmp_path))
+    log = run.ranks[1]
+    assert log.torn and not log.trailer and len(log) == 2 and len(recs) > len(log)
+    assert log.state in ("killed", "killed-in-collective")
+
+
+def test_empty_file_raises(tmp_path):
+    p = tmp_path / "rank-00000.0.msgpack"
+    p.write_bytes(b"")
+    with pytest.raises(LogError, match="empty"):
+        read_log(str(p))
+
+
+def test_corrupt_bytes_in_the_middle(small_log):
+    path, data = small_log
+    full = _unpack(data)
+    u = msgpack.Unpacker(raw=False, strict_map_key=False)
+    u.feed(data)
+    ends = []
+    for _ in u:
+        ends.append(u.tell())
+    at = ends[len(ends) // 2]
+    bad = data[:at] + b"\xc1\xc1\xc1 garbage" + data[at:]  # 0xc1 is never valid msgpack
+    raw = parse_log(bad, path)
+    assert [raw.header] + raw.records == full[: len(ends) // 2 + 1]
+    assert raw.junk and "byte" in raw.junk and not raw.torn
+    # a valid msgpack value that is not a record also stops the reader
+    raw = parse_log(data[:at] + msgpack.packb([1, 2, 3]) + data[at:], path)
+    assert raw.junk and "unexpected" in raw.junk and len(raw.records) == len(ends) // 2
+    # zero padding after a crash (a file system that extended the file) is a torn tail
+    raw = parse_log(data[:at] + b"\0" * 64, path)
+    assert raw.torn and raw.junk is None
+
+
+@pytest.mark.parametrize("content", [
+    json.dumps({"k": "H", "magic": "collcheck-log"}).encode(),
+    bytes(random.Random(3).randrange(256) for _ in range(4096)),
+    msgpack.packb({"k": "H", "v": 1, "rank": 0, "world": 1, "run": "x"}),  # no magic
+    msgpack.packb({"hello": "world"}) * 3,
+    b"\x89PNG\r\n\x1a\n" + b"\0" * 100,
+])
+def test_foreign_files_raise_one_line(tmp_path, content):
+    p = tmp_path / "rank-00000.0.msgpack"
+    p.write_bytes(content)
+    with pytest.raises(LogError) as info:
+        read_log(str(p))
+    msg = str(info.value)
+    assert "\n" not in msg and str(p) in msg
+
+
+def test_newer_format_version_asks_to_upgrade():
+    data = msgpack.packb({"k": "H", "magic": lf.MAGIC, "v": lf.FORMAT_VERSION + 1, "rank": 0, "world": 1, "run": "x"})
+    with pytest.raises(LogError, match="upgrade"):
+        parse_log(data, "x.msgpack")
+
+
+def test_header_without_rank_raises():
+    data = msgpack.packb({"k": "H", "magic": lf.MAGIC, "v": 1, "world": 1, "run": "x"})
+    with pytest.raises(LogError, match="rank"):
+        parse_log(data)
+
+
+def test_malformed_record_is_a_log_error(tmp_path):
+    prog = small_program()
+    paths = synth.write_run(str(tmp_path), prog)
+    with open(paths[0], "ab") as f:
+        f.write(msgpack.packb({"k": "C", "o": 999, "g": 0}))  # string id never defined
+    with pytest.raises(LogError, match="malformed"):
+        load_run(str(tmp_path))
+
+
+# -- the CLI on bad inputs ---------------------------------------------------------------------
+
+
+def cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "collcheck.cli", *args], capture_output=True, text=True,
+                          timeout=120, cwd=cwd)
+
+
+def make_case(tmp_path, case):
+    d = tmp_path / case
+    if case == "missing-dir":
+        return d
+    d.mkdir()
+    if case == "empty-dir":
+        return d
+    paths = synth.write_run(str(d), small_program())
+    if case == "zero-bytes":
+        open(paths[0], "wb").close()
+    elif case == "corrupt":
+        with open(paths[0], "wb") as f:
+            f.write(bytes(random.Random(1).randrange(256) for _ in range(500)))
+    elif case == "two-runs":
+        other = small_program(3)  # another run's logs in a subfolder (subfolders are searched)
+        other.run_id = "another-run"
+        synth.write_run(str(d / "x"), other)
+    elif case == "unknown-version":
+        with open(paths[1], "wb") as f:
+            f.write(msgpack.packb({"k": "H", "magic": lf.MAGIC, "v": 99, "rank": 1, "world": 2, "run": "synth"}))
+    elif case == "same-rank-twice":
+        synth.write_run(str(d), small_program())
+    return d
+
+
+CASES = ["empty-dir", "missing-dir", "zero-bytes", "corrupt", "two-runs", "unknown-version", "same-rank-twice"]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_cli_input_errors(tmp_path, case):
+    target = make_case(tmp_path, case)
+    proc = cli("diff", str(target))
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("collcheck: error:"), proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    if case == "unknown-version":
+        assert "upgrade" in lines[0]
+    if case == "two-runs":
+        assert "different runs" in lines[0]
+
+
+@pytest.mark.parametrize("case", ["zero-bytes", "corrupt", "two-runs"])
+def test_cli_main_in_process(tmp_path, case, capsys):
+    assert main(["diff", str(make_case(tmp_path, case))]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("collcheck: error:") and err.count("\n") == 1
+
+
+def test_cli_clean_and_faulty_runs(tmp_path):
+    prog = small_program(3)
+    synth.write_run(str(tmp_path / "clean"), prog)
+    proc = cli("diff", str(tmp_path / "clean"))
+    assert proc.returncode == 0, proc.stderr
+    synth.write_run(str(tmp_path / "bad"), prog, [synth.Fault("shape_mismatch", 2, 1)])
+    proc = cli("diff", str(tmp_path / "bad"), "--format", "json")
+    assert proc.returncode == 1, proc.stderr
+    first = json.loads(proc.stdout)["findings"][0]
+    assert (first["kind"], first["group"], first["position"], first["ranks"]) == ("shape_mismatch", "0", 1, [2])
+
+
+def test_python_dash_m_collcheck(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "collcheck", "diff", str(tmp_path / "nothing")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.startswith("collcheck: error:")

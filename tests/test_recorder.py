@@ -1,0 +1,421 @@
+"""The recorder under real processes: every op, DDP + join, crashes, hangs, forks, internal errors, the API.
+
+Each test launches a few small programs (tests/programs/) under torchrun with COLLCHECK=1 and
+checks the logs through the run model (collcheck.model). Call sites are checked against the
+`# @name` marker comments of the programs.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from collections import defaultdict
+
+import pytest
+from conftest import base_env, free_port, log_files, marker_lines, program, torchrun
+
+from collcheck.model import load_run
+
+SUM, PRODUCT, MIN, MAX = 0, 2, 3, 4
+F32, F64, F16, I64, I32, I16, U8 = "float32", "float64", "float16", "int64", "int32", "int16", "uint8"
+
+
+def events_of(log):
+    return [log.event(i) for i in range(len(log))]
+
+
+def by_line(log, script):
+    out = defaultdict(list)
+    for e in events_of(log):
+        if e.site is not None and e.site[0] == script:
+            out[e.site[1]].append(e)
+    return out
+
+
+def results(stdout: str) -> dict:
+    """`RESULT rank name repr(value)` lines -> {(rank, name): value}."""
+    found = {}
+    for line in stdout.splitlines():
+        if line.startswith("RESULT "):
+            _, rank, name, value = line.split(" ", 3)
+            found[(int(rank), name)] = ast.literal_eval(value) if not value.startswith("'raised") else value
+    return found
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. every op
+# ---------------------------------------------------------------------------------------------
+
+def W(op, api, tensors, reduce_op=None, root=None, tag=0, native=False, async_op=None):
+    """One expected wire record. tensors / root may be {rank: value} when they differ per rank."""
+    return dict(op=op, api=api, tensors=tensors, reduce_op=reduce_op, root=root, tag=tag, native=native,
+                async_op=async_op)
+
+
+def T(*specs):
+    return tuple((d, tuple(s)) for d, s in specs)
+
+
+OTHER = {0: 1, 1: 0}
+# marker -> (ranks that issue it, [expected wire records in order]); None tensors: dtypes not checked
+EXPECTED = {
+    "all_reduce_sum": ((0, 1), [W("allreduce_", "all_reduce", T((F32, [3])), SUM)]),
+    "all_reduce_max": ((0, 1), [W("allreduce_", "all_reduce", T((F64, [2, 2])), MAX)]),
+    "broadcast": ((0, 1), [W("broadcast_", "broadcast", T((I64, [4])), root=1)]),
+    "reduce": ((0, 1), [W("reduce_", "reduce", T((F32, [5])), MIN, root=1)]),
+    "all_gather": ((0, 1), [W("allgather_", "all_gather", T((I32, [2])))]),
+    "all_gather_into_tensor": ((0, 1), [W("_allgather_base_", "all_gather_into_tensor", T((F32, [3])))]),
+    "all_gather_object": ((0, 1), [W("allgather_", "all_gather_object", T((I64, [1]))),
+                                   W("allgather_", "all_gather_object", U8)]),
+    "all_gather_coalesced": ((0, 1), [W("allgather_coalesced_", "all_gather_coalesced", T((F32, [2]), (F32, [2])))]),
+    "gather": ((0, 1), [W("gather_", "gather", T((F32, [4])), root=0)]),
+    "gather_object": ((0, 1), [W("allgather_", "gather_object", T((I64, [1]))),
+                               W("gather_", "gather_object", U8, root=1)]),
+    "scatter": ((0, 1), [W("scatter_", "scatter", T((F16, [2])), root=1)]),
+    "scatter_object_list": ((0, 1), [W("broadcast_", "scatter_object_list", T((I64, [1])), root=0),
+                                     W("scatter_", "scatter_object_list", U8, root=0),
+                                     W("scatter_", "scatter_object_list", T((I64, [1])), root=0)]),
+    "reduce_scatter": ((0, 1), [W("reduce_scatter_", "reduce_scatter", T((F32, [2])), SUM)]),
+    "reduce_scatter_tensor": ((0, 1), [W("_reduce_scatter_base_", "reduce_scatter_tensor", T((F32, [2])), SUM)]),
+    # all-to-all shapes may differ across ranks: the model keeps dtypes only
+    "all_to_all": ((0, 1), [W("alltoall_", "all_to_all", T((F32, []), (F32, [])))]),
+    "all_to_all_single": ((0, 1), [W("alltoall_base_", "all_to_all_single", T((F32, [])))]),
+    "broadcast_object_list": ((0, 1), [W("broadcast_", "broadcast_object_list", T((I64, [2])), root=0),
+                                       W("broadcast_", "broadcast_object_list", U8, root=0)]),
+    "barrier": ((0, 1), [W("barrier", "barrier", ())]),
+    "monitored_barrier": ((0, 1), [W("monitored_barrier_", "monitored_barrier", ())]),
+    "send": ((0,), [W("send", "send", T((I16, [6])), root=1, tag=3)]),
+    "recv": ((1,), [W("recv_", "recv", T((I16, [6])), root=0, tag=3)]),
+    "isend": ((1,), [W("send", "isend", T((F32, [2])), root=0, async_op=True)]),
+    "irecv": ((0,), [W("recv_", "irecv", T((F32, [2])), root=1, async_op=True)]),
+    "batch_isend_irecv": ((0, 1), [W("send", "batch_isend_irecv", T((F32, [3])), root=OTHER, async_op=True),
+                                   W("recv_", "batch_isend_irecv", T((F32, [3])), root=OTHER, async_op=True)]),
+    "send_object_list": ((0,), [W("send", "send_object_list", T((I64, [2])), root=1),
+                                W("send", "send_object_list", U8, root=1)]),
+    "recv_object_list": ((1,), [W("recv_", "recv_object_list", T((I64, [2])), root=0),
+                                W("recv_", "recv_object_list", U8, root=0)]),
+    # the coalesced op goes on the wire at the exit of the `with` block, issued by C++
+    "coalescing": ((0, 1), [W("allreduce_coalesced_", "all_reduce_coalesced", T((F32, [2]), (F32, [3])), SUM,
+                              native=True)]),
+    "group_all_reduce": ((0, 1), [W("allreduce_", "all_reduce", T((F32, [2])), PRODUCT)]),
+    "only0_all_reduce": ((0,), [W("allreduce_", "all_reduce", T((F32, [1])), SUM)]),
+    "sub_all_reduce": ((0, 1), [W("allreduce_", "all_reduce", T((F32, [1])), SUM)]),
+    "funcol": ((0, 1), [W("allreduce_", "all_reduce", T((F32, [4])), SUM, native=True)]),
+    "distribute": ((0, 1), [W("scatter_", "scatter", T((F32, [2, 2])), root=0)]),
+    "redistribute": ((0, 1), [W(("allgather_into_tensor_coalesced_", "_allgather_base_"), None, T((F32, [2, 2])),
+                                native=True)]),
+    "final_barrier": ((0, 1), [W("barrier", "barrier", ())]),
+}
+# expected members of the group each marker's collective runs on, per rank
+GROUP_MEMBERS = {"group_all_reduce": {0: (0, 1), 1: (0, 1)}, "only0_all_reduce": {0: (0,)},
+                 "sub_all_reduce": {0: (0,), 1: (1,)}}
+
+
+@pytest.mark.timeout(120)
+def test_every_op_recorded_on_every_rank(tmp_path):
+    script = program("every_op.py")
+    marks = marker_lines(script)
+    rc, out, err, run_dir = torchrun(script, 2, tmp_path, timeout=100)
+    assert rc == 0, err[-4000:]
+    got = results(out)
+    # recording changes no result
+    for r in (0, 1):
+        assert got[(r, "all_reduce_sum")] == [3.0] * 3
+        assert got[(r, "all_reduce_max")] == [[2.0, 2.0], [2.0, 2.0]]
+        assert got[(r, "broadcast")] == [0, 2, 4, 6]
+        assert got[(r, "all_gather_object")] == [{"rank": 0}, {"rank": 1}]
+        assert got[(r, "batch_isend_irecv")] == [float(1 - r)] * 3
+        assert got[(r, "coalesced")] == [[3.0, 3.0], [3.0, 3.0, 3.0]]
+        assert got[(r, "funcol")] == [3.0] * 4
+        assert got[(r, "redistribute")] == [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0], [6.0, 7.0]]
+        assert got[(r, "sub_all_reduce")] == [float(r + 3)]
+    assert got[(1, "send_recv")] == list(range(6)) and got[(0, "isend_irecv")] == [5.0, 6.0]
+    assert got[(1, "object_p2p")] == ["hello", 42] and got[(1, "gather_object")] == ["r0", "r1"]
+
+    run = load_run(run_dir)
+    assert sorted(run.ranks) == [0, 1] and run.warnings == []
+    raised = {name for (r, name), v in got.items() if isinstance(v, str) and v.startswith("'raised")}
+    for r, log in run.ranks.items():
+        assert log.state == "finished" and not log.torn and log.junk is None and log.disabled is None
+        lines = by_line(log, script)
+        off_program = [e for e in events_of(log) if e.site is None or e.site[0] != script]
+        assert off_program == [], [(e.sig, e.site) for e in off_program]
+        # wire order follows program order
+        order = [name for name, (ranks, _) in sorted(EXPECTED.items(), key=lambda kv: marks[kv[0]]) if r in ranks]
+        seen = []
+        for e in events_of(log):
+            name = next(n for n, line in marks.items() if line == e.site[1])
+            if not seen or seen[-1] != name:
+                seen.append(name)
+        assert seen == order, f"rank {r}"
+        for name, (ranks, wires) in EXPECTED.items():
+            events = lines.get(marks[name], [])
+            if r not in ranks:
+                assert events == [], f"rank {r} {name}"
+                continue
+            assert len(events) == len(wires), f"rank {r} {name}: {[e.sig for e in events]}"
+            for e, want in zip(events, wires):
+                where = f"rank {r} {name}: {e.sig}"
+                ops = want["op"] if isinstance(want["op"], tuple) else (want["op"],)
+                assert e.sig.op in ops, where
+                if want["api"] is not None:
+                    assert e.sig.api == want["api"], where
+                if isinstance(want["tensors"], str):  # serialized objects: dtype only, 1-D
+                    assert [(d, len(s)) for d, s in e.sig.tensors] == [(want["tensors"], 1)], where
+                else:
+                    assert e.sig.tensors == want["tensors"], where
+                assert e.sig.reduce_op == want["reduce_op"], where
+                root = want["root"][r] if isinstance(want["root"], dict) else want["root"]
+                assert e.sig.root == root, where
+                assert e.sig.tag == want["tag"], where
+                assert e.native == want["native"], where
+                if want["async_op"] is not None:
+                    assert e.async_op == want["async_op"], where
+                assert e.site == (script, marks[name], "main"), where
+                assert e.label is None and e.sig.role is None, where
+                if name in raised:  # gloo refused it: the record stays, with the error the user got
+                    assert e.error is not None and not e.completed, where
+                    assert got[(r, name)].startswith(f"'raised {e.error}"), where
+                else:
+                    assert e.completed and e.error is None, where
+                assert e.thread == "MainThread", where
+            if len(events) > 1 and name not in ("batch_isend_irecv",):
+                assert len({e.call_id for e in events}) == 1 and events[0].call_id is not None, name
+            if name in GROUP_MEMBERS:
+                assert run.group_members(events[0].group) == GROUP_MEMBERS[name][r], name
+            elif name != "redistribute":
+                assert events[0].group == "0", name
+        # group creation, in call order, with members and call sites
+        creations = [(c.op, c.ranks, c.site[1] if c.site else None, c.member) for c in log.creations]
+        assert creations == [
+            ("init", (0, 1), marks["init"], True),
+            ("new", (0, 1), marks["new_group"], True),
+            ("new", (0,), marks["new_group_0"], r == 0),
+            ("new", (0,), marks["new_subgroups"], r == 0),
+            ("new", (1,), marks["new_subgroups"], r == 1),
+            ("destroy", None, marks["final_barrier"] + 1, True),
+        ], f"rank {r}"
+    # both ranks saw the same group names for the shared groups
+    g0 = {e.site[1]: e.group for e in events_of(run.ranks[0])}
+    g1 = {e.site[1]: e.group for e in events_of(run.ranks[1])}
+    assert g0[marks["group_all_reduce"]] == g1[marks["group_all_reduce"]] != "0"
+    assert g0[marks["sub_all_reduce"]] != g1[marks["sub_all_reduce"]]
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. DDP + join()
+# ---------------------------------------------------------------------------------------------
+
+def _ddp_step(phase_fwd="DDP forward", rebuild=False):
+    labels = [f"{phase_fwd}: not-joined count"]
+    if rebuild:
+        labels += [f"{phase_fwd}: bucket rebuild"] * 2
+    labels += [f"{phase_fwd}: authoritative rank"] + [f"{phase_fwd}: buffer broadcast"] * 2
+    labels += [f"{phase_fwd}: backward-sync flag", "DDP backward: gradient bucket 0"]
+    return labels
+
+
+SHADOW = (["join(): not-joined count", "join() shadow: authoritative rank"] + ["join() shadow: buffer broadcast"] * 2
+          + ["join() shadow: backward-sync flag", "join() shadow: gradient bucket 0"])
+INIT = ["parameter shape check"] * 2 + ["DDP init: module state broadcast"] * 2
+FINAL = (["join(): not-joined count", "join() final sync: authoritative rank"]
+         + ["join() final sync: module state broadcast"] * 2)
+
+
+@pytest.mark.timeout(120)
+def test_ddp_join_labels_and_clean_diff(tmp_path):
+    from collcheck.analysis.diff import analyse
+
+    script = program("ddp_join.py")
+    marks = marker_lines(script)
+    rc, out, err, run_dir = torchrun(script, 2, tmp_path, timeout=100)
+    assert rc == 0, err[-4000:]
+    sums = {line.split(",")[1] for line in out.splitlines() if "checksum" in line}
+    assert len(sums) == 1, out  # the ranks ended with the same parameters
+    run = load_run(run_dir)
+    labels = {r: [e.label for e in events_of(log)] for r, log in run.ranks.items()}
+    steps = [_ddp_step(rebuild=i == 1) for i in range(5)]
+    # rank 0 has 3 batches, rank 1 has 5: rank 0 shadows rank 1's last two steps
+    assert labels[0] == INIT + sum(steps[:3], []) + SHADOW * 2 + FINAL
+    assert labels[1] == INIT + sum(steps, []) + FINAL
+    ev = {r: events_of(log) for r, log in run.ranks.items()}
+    for a, b in zip(ev[0], ev[1]):  # same wire order and signatures on both ranks
+        assert (a.sig.op, a.sig.tensors, a.sig.reduce_op, a.sig.root, a.sig.role) == \
+               (b.sig.op, b.sig.tensors, b.sig.reduce_op, b.sig.root, b.sig.role)
+        assert a.completed and b.completed
+    for r, events in ev.items():
+        for e in events:
+            if e.label == "DDP backward: gradient bucket 0":
+                assert e.site[1] == marks["backward"] and e.native and e.sig.op == "allreduce_"
+            elif e.label.startswith(("join() shadow", "join():", "join() final")):
+                assert e.site[1] == marks["join"]
+            elif e.label.startswith("DDP forward"):
+                assert e.site[1] == marks["forward"]
+            else:
+                assert e.site[1] == marks["ddp"]
+            if "buffer broadcast" in e.label:
+                assert e.sig.op == "broadcast_" and e.sig.root == 1  # the last rank to join leads
+    bufs = [e for e in ev[0] if e.label.endswith("buffer broadcast")]
+    assert {e.sig.tensors for e in bufs} == {(("float32", (16,)),), (("int64", (1,)),)}  # BN running stats
+    report = analyse(run)
+    assert report.findings == [] and report.verdict == "clean"
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. crash safety, 5. watchdog and SIGTERM dump
+# ---------------------------------------------------------------------------------------------
+
+def last_coll(log):
+    return log.event(len(log) - 1)
+
+
+@pytest.mark.timeout(120)
+def test_sigkill_inside_collective_leaves_readable_log(tmp_path):
+    script = program("crash.py")
+    marks = marker_lines(script)
+    rc, out, err, run_dir = torchrun(script, 2, tmp_path, timeout=100, args=("kill",))
+    assert rc != 0 and "SIGKILL" in err
+    run = load_run(run_dir)
+    log = run.ranks[1]
+    assert log.junk is None and not log.trailer and log.exception is None
+    e = last_coll(log)
+    assert e.sig.op == "allreduce_" and e.sig.tensors == (("float32", (7,)),) and e.site[1] == marks["killed"]
+    assert not e.completed and e.error is None
+    assert log.state == "killed-in-collective"
+    assert [x.site[1] for x in events_of(run.ranks[0])] == [marks["barrier"]]
+
+
+@pytest.mark.timeout(120)
+def test_size_mismatch_abort_leaves_readable_logs(tmp_path):
+    script = program("crash.py")
+    marks = marker_lines(script)
+    rc, out, err, run_dir = torchrun(script, 2, tmp_path, timeout=100, args=("abort",))
+    assert rc != 0 and "SIGABRT" in err, err[-3000:]
+    run = load_run(run_dir)
+    assert sorted(run.ranks) == [0, 1]
+    # the rank that receives more bytes than it expects aborts (rank 0); its peer raises
+    # "Connection closed by peer", unless torchrun's SIGTERM comes first
+    aborted = [r for r, log in run.ranks.items() if log.exception is None and not log.trailer]
+    assert 0 in aborted, {r: log.state for r, log in run.ranks.items()}
+    for r, log in run.ranks.items():
+        assert log.junk is None
+        e = last_coll(log)
+        assert e.sig.op == "allreduce_" and e.site[1] == marks["mismatch"]
+        assert e.sig.tensors == (("float32", (4 if r == 0 else 8,)),)
+        assert not e.completed
+        if r in aborted:
+            assert log.state == "killed-in-collective" and e.error is None
+        else:
+            assert log.state == "raised" and e.error is not None
+
+
+@pytest.mark.timeout(120)
+def test_watchdog_stacks_and_sigterm_dump(tmp_path):
+    script = program("crash.py")
+    marks = marker_lines(script)
+    rc, out, err, run_dir = torchrun(script, 2, tmp_path, timeout=100, args=("watchdog",),
+                                     env={"COLLCHECK_HANG_SECONDS": "1"})
+    assert rc != 0
+    run = load_run(run_dir)
+    log = run.ranks[1]
+    stuck = [e for e in events_of(log) if e.site[1] == marks["stuck"]]
+    assert len(stuck) == 1 and stuck[0].completed  # it waited ~3 s, then completed
+    dumps = [w for w in log.watchdog if w["i"] == stuck[0].index]
+    assert len(dumps) == 1, log.watchdog
+    dump = dumps[0]
+    assert dump["op"] == "allreduce_" and dump["waited_s"] >= 1
+    main = [t for t in dump["threads"] if t["n"] == "MainThread"]
+    assert main and [script, marks["stuck"], "stuck_in_all_reduce"] in main[0]["f"]
+    # SIGTERM while blocked in the second all_reduce: faulthandler wrote the stacks beside the log
+    last = last_coll(log)
+    assert last.site[1] == marks["terminated"] and not last.completed
+    sigterm = log.path[: -len(".msgpack")] + ".sigterm.txt"
+    with open(sigterm) as f:
+        text = f.read()
+    assert "terminated_in_all_reduce" in text and f'line {marks["terminated"]}' in text
+    assert log.sigterm_dump == text
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. recording changes nothing the program sees
+# ---------------------------------------------------------------------------------------------
+
+def per_rank(stdout: str) -> dict:
+    out = defaultdict(list)
+    for line in stdout.splitlines():
+        rank, _, rest = line.partition(" ")
+        if rank.isdigit():
+            out[int(rank)].append(rest)
+    return dict(out)
+
+
+@pytest.mark.timeout(120)
+def test_same_results_with_and_without_recording(tmp_path):
+    script = program("results.py")
+    rc1, plain, err1, _ = torchrun(script, 2, tmp_path, timeout=60, record=False)
+    rc2, recorded, err2, run_dir = torchrun(script, 2, tmp_path, timeout=60)
+    assert rc1 == 0, err1[-3000:]
+    assert rc2 == 0, err2[-3000:]
+    a, b = per_rank(plain), per_rank(recorded)
+    assert sorted(a) == [0, 1] and a == b
+    assert any("invalid root rank" in line for line in a[0])
+    # the errors the user saw are in the log, on the failing call, verbatim
+    run = load_run(run_dir)
+    for r, log in run.ranks.items():
+        errors = [e.error for e in events_of(log) if e.error]
+        shown = [line.split(": ", 1)[1] for line in a[r] if "builtins.RuntimeError" in line]
+        assert [m.replace("builtins.", "", 1) for m in shown] == errors
+        assert log.state == "finished"
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. forked DataLoader workers, internal recorder error
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.timeout(120)
+def test_fork_and_internal_error(tmp_path):
+    script = program("fork_and_fail.py")
+    rc, out, err, run_dir = torchrun(script, 2, tmp_path, timeout=100, args=("break",))
+    assert rc == 0, err[-3000:]
+    for r in (0, 1):
+        assert f"rank {r} loader total [112.0, 128.0]" in out
+        for i in range(3):
+            assert f"rank {r} after {i}: {[float(3 + 2 * i)] * 3}" in out
+        assert f"rank {r} objects [0, 1]" in out
+    # forked workers wrote nothing: one log per rank, nothing else but the SIGTERM dump slots
+    files = sorted(os.listdir(run_dir))
+    assert [f for f in files if f.endswith(".msgpack")] == ["rank-00000.0.msgpack", "rank-00001.0.msgpack"]
+    assert all(f.endswith((".msgpack", ".sigterm.txt")) for f in files), files
+    assert err.count("collcheck: recording disabled") == 1, err[-3000:]
+    run = load_run(run_dir)
+    healthy, broken = run.ranks[0], run.ranks[1]
+    assert healthy.disabled is None and len(healthy) == 4 + 3 + 2
+    assert all(e.completed for e in events_of(healthy))
+    assert broken.disabled is not None and "TypeError" in broken.disabled
+    assert len(broken) == 4 and all(e.completed for e in events_of(broken))
+
+
+# ---------------------------------------------------------------------------------------------
+# 7. the Python API in a world-size-1 job
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.timeout(60)
+def test_enable_disable_and_recording_context(tmp_path):
+    script = program("api_world1.py")
+    marks = marker_lines(script)
+    env = base_env(tmp_path, record=False)
+    proc = subprocess.run([sys.executable, script, str(tmp_path), str(free_port())], env=env, capture_output=True,
+                          text=True, timeout=50)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "value [1.0, 1.0, 1.0]" in proc.stdout and "patched False" in proc.stdout
+    enabled = load_run(str(tmp_path / "enabled" / "enabled"))
+    assert f"disabled {log_files(str(tmp_path / 'enabled' / 'enabled'))[0]}" in proc.stdout
+    log = enabled.ranks[0]
+    assert [(e.sig.op, e.site[1]) for e in events_of(log)] == [("allreduce_", marks["enabled_all_reduce"])]
+    assert log.state == "finished" and log.world == 1
+    ctx = load_run(str(tmp_path / "ctx" / "ctx")).ranks[0]
+    assert [(e.sig.op, e.site[1]) for e in events_of(ctx)] == [("broadcast_", marks["ctx_broadcast"]),
+                                                              ("barrier", marks["ctx_barrier"])]
+    assert ctx.state == "finished"
