@@ -62,6 +62,8 @@ def _child(ranks: int, events: int, groups: int, directory: str | None, profile:
             "load_s": t_load, "analyse_s": t_analyse, "verdict": report.verdict, "findings": len(report.findings),
             "events_per_s": n / (t_load + t_analyse) if t_load + t_analyse else 0.0,
             "rss_before_load_mb": rss_before / 1024, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            # load_run scans files in worker processes: their peak counts too (sum is an upper bound)
+            "worker_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
         }
     finally:
         if directory is None:
@@ -101,10 +103,10 @@ def main(argv=None) -> int:
         else:
             if len(rows) == 1:
                 print(f"{'ranks':>6} {'ev/rank':>8} {'events':>11} {'MB':>8} {'write s':>8} {'load s':>8} "
-                      f"{'analyse s':>9} {'events/s':>11} {'peak RSS MB':>11}  verdict", flush=True)
+                      f"{'analyse s':>9} {'events/s':>11} {'peak RSS MB':>11} {'worker MB':>9}  verdict", flush=True)
             print(f"{row['ranks']:>6} {row['events']:>8} {row['total_events']:>11} {row['bytes'] / 2**20:>8.1f} "
                   f"{row['write_s']:>8.2f} {row['load_s']:>8.2f} {row['analyse_s']:>9.2f} "
-                  f"{row['events_per_s']:>11,.0f} {row['peak_rss_mb']:>11,.0f}  {row['verdict']}", flush=True)
+                  f"{row['events_per_s']:>11,.0f} {row['peak_rss_mb']:>11,.0f} {row['worker_peak_rss_mb']:>9,.0f}  {row['verdict']}", flush=True)
     return 0 if len(rows) == len(sizes) else 1
 
 

@@ -45,12 +45,68 @@ def read_log(path: str) -> RawLog:
     return parse_log(data, path)
 
 
-def parse_log(data: bytes, path: str = "<bytes>") -> RawLog:
+def unpacker_for(data: bytes, use_list: bool = False) -> msgpack.Unpacker:
+    """A bounded msgpack decoder over `data` (never pickle, never eval)."""
+    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, use_list=use_list,
+                                max_buffer_size=max(len(data), 1), max_str_len=_MAX, max_bin_len=_MAX,
+                                max_array_len=_MAX, max_map_len=_MAX)
+    unpacker.feed(data)
+    return unpacker
+
+
+def check_header(header, path: str) -> dict:
+    if not isinstance(header, dict) or header.get("k") != lf.HEADER or header.get("magic") != lf.MAGIC:
+        raise LogError(f"{path}: not a collcheck log (bad magic)")
+    version = header.get("v")
+    if not isinstance(version, int) or version > lf.FORMAT_VERSION:
+        raise LogError(
+            f"{path}: log format version {version} is newer than this collcheck understands "
+            f"({lf.FORMAT_VERSION}); upgrade collcheck"
+        )
+    for key in ("rank", "world", "run"):
+        if key not in header:
+            raise LogError(f"{path}: header lacks {key!r}")
+    if not isinstance(header["rank"], int) or not isinstance(header["world"], int) or not 0 <= header["rank"] < header["world"]:
+        raise LogError(f"{path}: header has an impossible rank/world ({header['rank']!r}/{header['world']!r})")
+    return header
+
+
+def parse_header(data: bytes, path: str) -> tuple[dict, msgpack.Unpacker]:
+    """The checked header, and a decoder positioned on the record after it."""
     if not data:
         raise LogError(f"{path}: empty file (the rank was killed before its first record?)")
-    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=max(len(data), 1),
-                                max_str_len=_MAX, max_bin_len=_MAX, max_array_len=_MAX, max_map_len=_MAX)
-    unpacker.feed(data)
+    unpacker = unpacker_for(data)
+    try:
+        header = next(unpacker)
+    except StopIteration:
+        raise LogError(f"{path}: not a collcheck log (no readable header)") from None
+    except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError, TypeError):
+        raise LogError(f"{path}: not a collcheck log (no readable header)") from None
+    if isinstance(header, dict):
+        header = {k: (list(v) if isinstance(v, tuple) else v) for k, v in header.items()}
+    return check_header(header, path), unpacker
+
+
+def read_header(path: str) -> dict:
+    """Only the header (for checking that files belong to one run before reading them)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(1 << 16)
+    except OSError as exc:
+        raise LogError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        return parse_header(data, path)[0]
+    except LogError as exc:
+        if len(data) == 1 << 16 and "no readable header" in str(exc):  # a header larger than 64 KiB
+            return read_log(path).header
+        raise
+
+
+def parse_log(data: bytes, path: str = "<bytes>") -> RawLog:
+    """Every complete record (for tests and tools; the analysis uses collcheck.scan)."""
+    if not data:
+        raise LogError(f"{path}: empty file (the rank was killed before its first record?)")
+    unpacker = unpacker_for(data, use_list=True)
     records: list[dict] = []
     good = 0
     junk = None
@@ -65,18 +121,7 @@ def parse_log(data: bytes, path: str = "<bytes>") -> RawLog:
         junk = f"undecodable data at byte {good} ({type(exc).__name__})"
     if not records:
         raise LogError(f"{path}: not a collcheck log (no readable header)")
-    header = records[0]
-    if header.get("k") != lf.HEADER or header.get("magic") != lf.MAGIC:
-        raise LogError(f"{path}: not a collcheck log (bad magic)")
-    version = header.get("v")
-    if not isinstance(version, int) or version > lf.FORMAT_VERSION:
-        raise LogError(
-            f"{path}: log format version {version} is newer than this collcheck understands "
-            f"({lf.FORMAT_VERSION}); upgrade collcheck"
-        )
-    for key in ("rank", "world", "run"):
-        if key not in header:
-            raise LogError(f"{path}: header lacks {key!r}")
+    header = check_header(records[0], path)
     torn = good < len(data) and junk is None
     if junk is not None and all(b == 0 for b in data[good:]):
         junk, torn = None, True  # zero padding after a crash

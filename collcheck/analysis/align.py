@@ -26,17 +26,18 @@ class GroupSequences:
     def __init__(self, run: Run, name: str, p2p_sigs: set[int]):
         self.run = run
         self.name = name
-        self.index: dict[int, array] = {}
+        self.index: dict[int, object] = {}
         self.seq: dict[int, array] = {}
         for rank, log in run.ranks.items():
             idx = log.by_group.get(name)
             if idx is None:
                 continue
             sig = log.sig
-            if p2p_sigs:
+            if p2p_sigs and not p2p_sigs.isdisjoint(sig):
                 idx = array("I", (i for i in idx if sig[i] not in p2p_sigs))
             self.index[rank] = idx
-            self.seq[rank] = array("I", (sig[i] for i in idx))
+            # one group and no P2P: the rank's whole signature column is the sequence
+            self.seq[rank] = sig if isinstance(idx, range) and len(idx) == len(sig) else array("I", (sig[i] for i in idx))
 
 
 def align_group(run: Run, seqs: GroupSequences, waiting: set[int]) -> list[Finding]:
@@ -68,7 +69,6 @@ class _Aligner:
         self.waiting = waiting
         self.findings: list[Finding] = []
         self.tie = False
-        self._sites: dict[int, set] = {}
 
     # -- helpers ---------------------------------------------------------------------
     def sig(self, r: int, offset: int = 0) -> int | None:
@@ -86,11 +86,7 @@ class _Aligner:
         return list(self.seq[r][p:p + n])
 
     def sites_of(self, r: int) -> set:
-        cached = self._sites.get(r)
-        if cached is None:
-            log: RankLog = self.run.ranks[r]
-            cached = self._sites[r] = set(log.site)
-        return cached
+        return self.run.ranks[r].site_set
 
     # -- main loop -----------------------------------------------------------------------
     def align(self) -> list[Finding]:
@@ -133,7 +129,7 @@ class _Aligner:
         ev = self.event(r)
         if ev is None or ev.site is None:
             return True
-        site_id = self.run.ranks[r].site[self.index[r][self.pos[r]]]
+        site_id = self.run.site_id(ev.site)
         return all(site_id in self.sites_of(o) for o in others)
 
     def divergence(self, current: dict, live: dict) -> bool:
@@ -254,9 +250,17 @@ class _Aligner:
                 return ("missing", ())
         return (kind, ())
 
+    def _representatives(self, culprits, ref_rank) -> list[int]:
+        seen: dict = {}
+        for r in self.members:
+            seen.setdefault(self.sig(r), r)
+        return sorted(set(culprits[:64]) | set(seen.values()) | ({ref_rank} if ref_rank is not None else set()))
+
     def add(self, kind: str, culprits: list[int], ref_rank: int | None, details: dict) -> None:
-        events = {r: self.event(r) for r in self.members}
-        expected = self.event(ref_rank) if ref_rank is not None else None
+        # every member for small groups; for big ones the culprits and one rank per other signature
+        shown = self.members if len(self.members) <= 16 else self._representatives(culprits, ref_rank)
+        events = {r: self.event(r) for r in shown}
+        expected = events.get(ref_rank) if ref_rank is not None else None
         position = self.pos[ref_rank] if ref_rank is not None else min(self.pos[r] for r in culprits)
         times = [e.t_issue for e in events.values() if e is not None]
         f = Finding(kind, self.name, position, sorted(culprits), "", events, expected, details,

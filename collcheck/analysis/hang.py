@@ -36,14 +36,9 @@ class HangAnalysis:
 
 
 def blocked_events(run: Run, rank: int) -> list:
-    """Events the rank never completed, or that failed with a timeout / connection error."""
+    """Events the rank never completed, or that failed (timeout, connection reset)."""
     log = run.ranks[rank]
-    out = []
-    for i in range(len(log)):
-        err = log.errors.get(i)
-        if log.t_done[i] < 0 or err is not None:
-            out.append(log.event(i))
-    return out
+    return [log.event(i) for i in sorted(log.pending | set(log.errors))]
 
 
 def final_states(run: Run) -> dict[int, RankState]:

@@ -21,8 +21,9 @@ def match_p2p(run: Run, p2p_sigs: set[int], waiting: set[int]) -> list[Finding]:
     for rank, log in run.ranks.items():
         if not p2p_sigs:
             break
-        for i in range(len(log)):
-            sid = log.sig[i]
+        if p2p_sigs.isdisjoint(log.sig):
+            continue
+        for i, sid in enumerate(log.sig):
             if sid not in p2p_sigs:
                 continue
             sig = run.signatures[sid]

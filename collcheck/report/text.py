@@ -29,37 +29,46 @@ def _cell(e) -> str:
 
 
 def side_by_side(report, finding, context: int) -> Table | None:
+    """Each member's collectives around the finding, one column per set of identical ranks.
+
+    Ranks are folded by their signature ids (in memory); only one representative per
+    column is decoded from its log, so this stays cheap for thousands of ranks."""
     run = report.run
     if finding.kind in ("group_mismatch",) or finding.details.get("p2p"):
         return None
     group = finding.group
     members = [r for r in run.group_members(group) if r in run.ranks] or sorted(run.ranks)
-    cols = {}
+    windows = {}
     for r in members:
         log = run.ranks[r]
-        idx = [i for i in log.group_events(group) if run.signatures[log.sig[i]].op not in ("send", "recv_")]
-        # centre each column on the rank's own event at the finding (or its sequence end)
+        idx = log.group_events(group)
         ev = finding.events.get(r)
-        centre = ev.position if ev is not None else len(idx)
-        centre = min(centre, len(idx))
-        lo = max(0, centre - context)
-        rows = []
-        for k in range(centre - context, centre + context + 1):
-            rows.append(_cell(log.event(idx[k])) if 0 <= k < len(idx) else ("" if k < 0 else "— (nothing)" if k == centre else ""))
-        del lo
-        cols[r] = tuple(rows)
-    folded = fold_identical(cols)
+        centre = min(ev.position if ev is not None else len(idx), len(idx))
+        if ev is None and r not in finding.events and finding.expected is not None:
+            centre = min(finding.expected.position, len(idx))
+        rows = tuple(idx[k] if 0 <= k < len(idx) else -1 for k in range(centre - context, centre + context + 1))
+        key = (r in finding.ranks, tuple((log.sig[i], log.completed(i)) if i >= 0 else None for i in rows))
+        windows[r] = (key, rows)
+    folded = fold_identical({r: key for r, (key, _) in windows.items()})
     table = Table(title=f"group {group}: collectives around #{finding.position}", show_lines=True, expand=False)
     table.add_column("", style="dim", no_wrap=True)
+    columns = []
     for ranks, _ in folded[:MAX_COLUMNS]:
+        rep = ranks[0]
+        log = run.ranks[rep]
+        rows = windows[rep][1]
+        columns.append([_cell(log.event(i)) if i >= 0 else "" for i in rows])
         style = "bold red" if any(r in finding.ranks for r in ranks) else "bold"
         table.add_column(f"rank{'s' if len(ranks) > 1 else ''} {rank_ranges(ranks)}", header_style=style)
     for k in range(2 * context + 1):
         offset = k - context
         marker = "▶" if offset == 0 else f"{offset:+d}"
-        cells = [Text(col[k], style="red" if offset == 0 else "") for _, col in folded[:MAX_COLUMNS]]
+        cells = [Text(col[k] or ("— (nothing)" if offset == 0 else ""), style="red" if offset == 0 else "")
+                 for col in columns]
         if any(c.plain for c in cells):
             table.add_row(marker, *cells)
+    if len(folded) > MAX_COLUMNS:
+        table.caption = f"{len(folded) - MAX_COLUMNS} more distinct columns not shown"
     return table
 
 

@@ -1,0 +1,227 @@
+"""Scan one rank's log into compact columns; runs in worker processes for big runs.
+
+Only what the matcher needs is kept per event: a signature id, a group slot and the
+byte offset of the record (about 14 bytes). Everything else (call site, label, times)
+is decoded again from that offset when a report asks for the event (`RankLog.event`).
+"""
+
+from __future__ import annotations
+
+import os
+from array import array
+from dataclasses import dataclass, field
+
+import msgpack
+
+from . import logformat as lf
+from .capture.wire import WIRE_OPS
+from .reader import LogError, parse_header, unpacker_for
+
+SHAPE_FREE_OPS = frozenset(("alltoall_", "alltoall_base_"))
+
+
+@dataclass
+class Scan:
+    """What a worker sends back for one file (all picklable, mostly flat arrays)."""
+
+    path: str
+    header: dict
+    size: int
+    good_bytes: int
+    torn: bool
+    junk: str | None
+    sig: array  # local signature id per event
+    gid: array  # group slot per event
+    off: array  # byte offset of each event's C record
+    signatures: list  # local id -> Signature fields tuple (resolved strings)
+    groups: list  # slot -> (name, ranks or None, desc)
+    pending: set  # events with no completion record
+    errors: dict  # event -> error text
+    creations: list  # (op, name, ranks, site tuple or None, member, desc)
+    sites: list  # every call site defined in the file: (file, line, function)
+    threads: list
+    exception: tuple | None = None
+    trailer: bool = False
+    disabled: str | None = None
+    watchdog: list = field(default_factory=list)
+
+
+def scan_file(path: str) -> Scan:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise LogError(f"{path}: cannot read: {exc.strerror}") from None
+    return scan_bytes(data, path)
+
+
+def scan_bytes(data: bytes, path: str) -> Scan:
+    header, unp = parse_header(data, path)
+    strings: dict[int, str] = {}
+    sites: dict[int, tuple] = {}
+    tspecs: dict[int, tuple] = {}
+    gslot: dict[int, int] = {}
+    groups: list = []
+    group_index: dict[str, int] = {}
+    sig_cache: dict[tuple, int] = {}
+    signatures: list = []
+    sig, gid, off = array("I"), array("H"), array("Q")
+    sig_append, gid_append, off_append = sig.append, gid.append, off.append
+    pending: set = set()
+    pend_add, pend_discard = pending.add, pending.discard
+    errors: dict = {}
+    creations: list = []
+    threads: list = []
+    scan = Scan(path, header, len(data), 0, False, None, sig, gid, off, signatures, groups, pending, errors,
+                creations, [], threads)
+    tell = unp.tell
+    start = tell()
+    n = 0
+    kind = None
+
+    def slot_of(local: int, name=None, ranks=None, desc="") -> int:
+        s = gslot.get(local)
+        if s is None:
+            name = name if name is not None else f"?{local}"
+            s = group_index.get(name)
+            if s is None:
+                s = group_index[name] = len(groups)
+                groups.append([name, tuple(ranks) if ranks is not None else None, desc or ""])
+            gslot[local] = s
+        if ranks is not None and groups[s][1] is None:
+            groups[s][1] = tuple(ranks)
+        return s
+
+    try:
+        for rec in unp:
+            kind = rec.get("k") if type(rec) is dict else None
+            if kind == lf.COLL:
+                get = rec.get
+                key = (rec["o"], rec["g"], get("t"), get("r"), get("p"), get("u"), get("x"), get("tag"), get("sp"))
+                sid = sig_cache.get(key)
+                if sid is None:
+                    sid = sig_cache[key] = len(signatures)
+                    signatures.append(_signature(rec, strings, tspecs))
+                sig_append(sid)
+                g = gslot.get(key[1])
+                gid_append(g if g is not None else slot_of(key[1]))
+                off_append(start)
+                pend_add(n)
+                n += 1
+            elif kind == lf.DONE:
+                i = rec["i"]
+                pend_discard(i)
+                if "e" in rec:
+                    errors[i] = str(rec["e"])
+                elif "c" not in rec and "r" not in rec:
+                    pending.add(i)
+            elif kind == lf.STRING:
+                strings[rec["i"]] = rec["s"]
+            elif kind == lf.SITE:
+                sites[rec["i"]] = (strings[rec["f"]], rec["l"], strings[rec["n"]])
+            elif kind == lf.TSPEC:
+                tspecs[rec["i"]] = tuple((strings[d], tuple(s)) for d, s in rec["t"])
+            elif kind == lf.THREAD:
+                threads.append(rec["n"])
+            elif kind == lf.GROUP:
+                _group(rec, slot_of, sites, creations)
+            elif kind == lf.EXCEPTION:
+                scan.exception = (rec.get("t", "?"), rec.get("m", ""))
+            elif kind == lf.TRAILER:
+                scan.trailer = True
+            elif kind == lf.STACKS:
+                scan.watchdog.append(_lists(rec))
+            elif kind == lf.DISABLED:
+                scan.disabled = rec.get("m", "")
+            elif kind not in lf.ALL_KINDS:
+                scan.junk = f"unexpected data at byte {start}"
+                break
+            start = tell()
+    except (KeyError, TypeError, IndexError) as exc:
+        raise LogError(f"{path}: malformed {kind!r} record ({type(exc).__name__}: {exc})") from None
+    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
+        scan.junk = f"undecodable data at byte {start} ({type(exc).__name__})"
+    scan.good_bytes = start
+    if scan.junk is None and start < len(data):
+        scan.torn = True
+    elif scan.junk is not None and not any(data[start:]):
+        scan.junk, scan.torn = None, True  # zero padding after a crash
+    scan.sites = list(sites.values())
+    scan.groups = [tuple(g) for g in groups]
+    if not threads:
+        threads.append("MainThread")
+    return scan
+
+
+def _lists(x):
+    """Tuples (the fast decoder's arrays) back to lists, for records handed to users."""
+    if isinstance(x, dict):
+        return {k: _lists(v) for k, v in x.items()}
+    if isinstance(x, (tuple, list)):
+        return [_lists(v) for v in x]
+    return x
+
+
+def _signature(rec: dict, strings: dict, tspecs: dict) -> tuple:
+    op = strings[rec["o"]]
+    spec = WIRE_OPS.get(op)
+    tensors = tspecs[rec["t"]] if "t" in rec else ()
+    if op in SHAPE_FREE_OPS:
+        tensors = tuple((d, ()) for d, _ in tensors)
+    api = strings[rec["x"]] if "x" in rec else (spec.api if spec else op)
+    role = strings[rec["u"]] if "u" in rec else None
+    return (op, tensors, rec.get("r"), rec.get("p"), role, api, rec.get("tag") or 0)
+
+
+def _group(rec: dict, slot_of, sites: dict, creations: list) -> None:
+    op = rec.get("op", "seen")
+    ranks = rec.get("r")
+    if "gid" in rec:
+        slot_of(rec["gid"], rec.get("g"), ranks, rec.get("d", ""))
+    if op != "seen":
+        creations.append((op, rec.get("g"), tuple(ranks) if ranks is not None else None, sites.get(rec.get("s")),
+                          rec.get("m", True), rec.get("d") or ""))
+
+
+def decode_event(path: str, offset: int, index: int, header: dict, cache: dict) -> tuple[dict, dict | None, dict]:
+    """Decode the C record at `offset` and find its D record after it.
+
+    Returns (C record, D record or None, lookup tables). `cache` keeps the file's string,
+    site, tensor-spec and thread tables between calls.
+    """
+    data = cache.get("data")
+    if data is None:
+        with open(path, "rb") as f:
+            data = cache["data"] = f.read()
+        tables = cache["tables"] = {"S": {}, "F": {}, "T": {}}
+        _, unp = parse_header(data, path)
+        for rec in unp:  # tables are small and appear before first use
+            k = rec.get("k") if type(rec) is dict else None
+            if k == lf.STRING:
+                tables["S"][rec["i"]] = rec["s"]
+            elif k == lf.SITE:
+                tables["F"][rec["i"]] = rec
+            elif k == lf.THREAD:
+                tables["T"][rec.get("h", 0)] = rec["n"]
+            elif k not in lf.ALL_KINDS:
+                break
+    unp = unpacker_for(data[offset:])
+    coll = next(unp)
+    done = None
+    for _, rec in zip(range(100_000), unp):
+        if type(rec) is dict and rec.get("k") == lf.DONE and rec.get("i") == index:
+            done = rec
+            break
+    return coll, done, cache["tables"]
+
+
+def scan_many(paths: list[str], workers: int) -> list[Scan]:
+    """Scan files, in `workers` processes when it pays off."""
+    if workers <= 1 or len(paths) < 8:
+        return [scan_file(p) for p in paths]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        return list(pool.map(scan_file, paths, chunksize=max(1, len(paths) // (workers * 8))))
