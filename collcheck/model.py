@@ -118,6 +118,7 @@ class Event:
     async_op: bool
     native: bool  # issued below the Python API (C++ reducer, functional collectives)
     stack: tuple | None = None
+    peer_global: int | None = None  # root / peer as a global rank
 
     @property
     def completed(self) -> bool:
@@ -199,14 +200,17 @@ class RankLog:
         base = self.base_us
         g = self.groups[self.gid[i]]
         stack = tuple(site_of(s) for s in coll["st"]) if "st" in coll else None
+        sig = self.run.signatures[self.sig[i]]
+        members = self.run.group_members(g.name)
+        peer = members[sig.root] if sig.root is not None and 0 <= sig.root < len(members) else sig.root
         return Event(
-            rank=self.rank, index=i, group=g.name, position=self._position(i), sig=self.run.signatures[self.sig[i]],
+            rank=self.rank, index=i, group=g.name, position=self._position(i), sig=sig,
             site=site_of(coll.get("s")), label=strings.get(coll["l"]) if "l" in coll else None,
             thread=tables["T"].get(coll.get("h", 0), "MainThread"), t_issue=base + coll.get("ts", 0),
             t_return=base + done["r"] if done and "r" in done else None,
             t_done=None if i in self.pending or done is None else base + done.get("c", done.get("r", 0)),
             error=self.errors.get(i), call_id=coll.get("q"), async_op=bool(coll.get("a")), native=bool(coll.get("n")),
-            stack=stack,
+            stack=stack, peer_global=peer,
         )
 
     def _position(self, i: int) -> int:

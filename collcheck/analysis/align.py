@@ -263,6 +263,8 @@ class _Aligner:
         expected = events.get(ref_rank) if ref_rank is not None else None
         position = self.pos[ref_rank] if ref_rank is not None else min(self.pos[r] for r in culprits)
         times = [e.t_issue for e in events.values() if e is not None]
+        if self.tie and kind in ("missing", "extra"):
+            details = {**details, "no_majority": True}
         f = Finding(kind, self.name, position, sorted(culprits), "", events, expected, details,
                     min(times) if times else 0)
         if kind == "op_mismatch" and _barrier_vs_scalar_allreduce(events):

@@ -96,19 +96,22 @@ def explain(run: Run, f: Finding) -> str:
     others = sorted(r for r, e in f.events.items() if r not in f.ranks)
     ref = f.expected
     if f.kind == "missing":
-        states = {r: f.events.get(r) for r in f.ranks}
         how = "stopped" if f.details.get("stopped") else "skipped it"
-        state = ", ".join(f"rank {r}: {run.ranks[r].state}" for r in f.ranks) if f.details.get("stopped") else ""
         text = (f"{who} {how} before {_ev(ref)} which rank{'s' if len(others) != 1 else ''} "
                 f"{rank_ranges(others)} issued as collective #{f.position} of group {f.group}")
-        if state:
-            text += f" ({state})"
-        del states
+        if f.details.get("stopped"):
+            text += " (" + ", ".join(f"rank {r}: {run.ranks[r].state}" for r in f.ranks) + ")"
+        if f.details.get("no_majority"):
+            text += (f"; with no majority this is the same as rank{'s' if len(others) != 1 else ''} "
+                     f"{rank_ranges(others)} issuing one more collective (e.g. uneven inputs)")
         return text
     if f.kind == "extra":
         e = next((f.events[r] for r in f.ranks if f.events.get(r)), None)
-        return (f"{who} issued {_ev(e)} as collective #{f.position} of group {f.group}; "
+        text = (f"{who} issued {_ev(e)} as collective #{f.position} of group {f.group}; "
                 f"rank{'s' if len(others) != 1 else ''} {rank_ranges(others) if others else '-'} never did")
+        if f.details.get("no_majority"):
+            text += f"; with no majority this is the same as rank{'s' if len(others) != 1 else ''} skipping it"
+        return text
     if f.kind == "order_mismatch":
         e = {r: f.events.get(r) for r in f.ranks}
         threads = {e.thread for e in f.events.values() if e is not None}

@@ -1,0 +1,83 @@
+"""Reporters and exit codes on synthetic runs: text (folded columns), json, junit, github."""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from collcheck import synth
+from collcheck.analysis.diff import analyse
+from collcheck.cli import main
+from collcheck.model import load_run
+from collcheck.report import render
+
+
+def faulty_run(tmp_path, world=64, kind="dtype_mismatch", seed=3):
+    rng = random.Random(seed)
+    for _ in range(200):
+        prog = synth.generate_program(rng, world, 30, groups=0, p2p=False, coalesced=False)
+        cands = synth.fault_candidates(prog, kind)
+        if cands:
+            fault = cands[len(cands) // 2]
+            synth.write_run(str(tmp_path), prog, [fault])
+            return str(tmp_path), fault.expect(prog)
+    pytest.skip("no candidate program")
+
+
+def test_text_report_folds_identical_ranks(tmp_path):
+    d, exp = faulty_run(tmp_path)
+    out = io.StringIO()
+    report = analyse(load_run(d))
+    render(report, "text", out)
+    text = out.getvalue()
+    assert "FIRST DIVERGENCE: dtype mismatch" in text
+    assert f"culprit rank {exp.ranks[0]}" in text
+    others = sorted(set(range(64)) - set(exp.ranks))
+    # 63 agreeing ranks fold into at most two columns around the culprit's
+    assert "ranks 0-" in text or f"ranks {others[0]}-" in text
+    assert "under NCCL" in text and "under gloo" in text
+
+
+def test_json_report_schema(tmp_path):
+    d, exp = faulty_run(tmp_path, world=4)
+    out = io.StringIO()
+    render(analyse(load_run(d)), "json", out)
+    doc = json.loads(out.getvalue())
+    assert doc["collcheck_json"] == 1 and doc["verdict"] == "mismatch" and doc["world"] == 4
+    f = doc["findings"][0]
+    assert (f["kind"], f["group"], f["position"], f["ranks"]) == (exp.kind, exp.group, exp.position, exp.ranks)
+    ev = f["events"][str(exp.ranks[0])]
+    assert ev["site"]["file"] == synth.USER_FILE and ev["dtypes"] != f["expected"]["dtypes"]
+    assert set(doc["ranks"]) == {"0", "1", "2", "3"} and doc["ranks"]["0"]["state"] == "finished"
+
+
+def test_junit_and_github(tmp_path):
+    d, exp = faulty_run(tmp_path, world=4)
+    report = analyse(load_run(d))
+    out = io.StringIO()
+    render(report, "junit", out)
+    suite = ET.fromstring(out.getvalue())
+    assert int(suite.get("failures")) == len(report.findings) >= 1
+    assert suite.find(".//failure").get("type") == exp.kind
+    out = io.StringIO()
+    render(report, "github", out)
+    first = out.getvalue().splitlines()[0]
+    assert first.startswith("::error file=") and "line=" in first and exp.kind in first
+
+
+def test_exit_codes(tmp_path, capsys):
+    d, _ = faulty_run(tmp_path / "bad", world=4)
+    assert main(["diff", d]) == 1
+    assert main(["diff", d, "--exit-zero"]) == 0
+    clean = tmp_path / "clean"
+    prog = synth.generate_program(random.Random(1), 4, 20, groups=1)
+    synth.write_run(str(clean), prog)
+    capsys.readouterr()
+    assert main(["diff", str(clean), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["verdict"] == "clean"
+    assert main(["diff", str(tmp_path / "nope")]) == 2
+    assert main(["show", str(next(clean.iterdir()))]) == 0
