@@ -419,3 +419,17 @@ def test_enable_disable_and_recording_context(tmp_path):
     assert [(e.sig.op, e.site[1]) for e in events_of(ctx)] == [("broadcast_", marks["ctx_broadcast"]),
                                                               ("barrier", marks["ctx_barrier"])]
     assert ctx.state == "finished"
+
+
+@pytest.mark.timeout(120)
+def test_compile_tracing_is_not_recorded(tmp_path):
+    """torch.compile traces with fake tensors: those calls must not appear in the log."""
+    script = program("compiled.py")
+    env = base_env(tmp_path, record=False)
+    proc = subprocess.run([sys.executable, script, str(tmp_path), str(free_port())], env=env, capture_output=True,
+                          text=True, timeout=110)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "value [3.0, 3.0, 3.0, 3.0]" in proc.stdout
+    log = load_run(str(tmp_path / "compiled")).ranks[0]
+    ops = [e.sig.op for e in events_of(log)]
+    assert ops == ["allreduce_"] * 3, ops
