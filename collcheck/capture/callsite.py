@@ -103,7 +103,21 @@ def walk(frame, full: bool):
     return user, names, stack
 
 
+_purposes: dict = {}
+
+
 def purpose(names: list[str] | None) -> tuple[str | None, str | None]:
+    """Cached `_purpose` (the same few torch call paths repeat every step)."""
+    if not names:
+        return None, None
+    key = tuple(names)
+    hit = _purposes.get(key)
+    if hit is None:
+        hit = _purposes[key] = _purpose(names)
+    return hit
+
+
+def _purpose(names: list[str] | None) -> tuple[str | None, str | None]:
     """(role, label) of a call issued by torch internals, or (None, None) for user calls.
 
     The role is what must match across ranks; the label adds the phase for humans,

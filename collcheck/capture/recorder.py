@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections import deque
 import sys
 import threading
 import time
@@ -59,6 +60,7 @@ class Recorder:
         self.bwd_epoch = 0
         self._bucket: dict[int, tuple] = {}  # gid -> (backward epoch, eid, bucket index)
         self._last_in_group: dict[int, int] = {}  # gid -> eid of its latest event
+        self._done_q: deque = deque()  # (eid, returned, completed, future) from gloo threads
         self._dtype_names: dict = {}
         self.rank = None
 
@@ -219,6 +221,8 @@ class Recorder:
             eid = self._eid
             self._eid = eid + 1
             self._label(w, rec, names, eid)
+            if self._done_q:
+                self.drain_completions()
             w.write(rec)
             self.inflight[eid] = (time.monotonic_ns(), threading.get_ident(), opname)
         return eid
@@ -262,24 +266,29 @@ class Recorder:
             # gloo P2P work has no future: completion stays unknown (docs/log-format.md)
             self.returned_only(eid, t_ret)
             return
-        fut.add_done_callback(lambda f, eid=eid, r=t_ret: self._completed(eid, r, f))
+        # The callback runs in a gloo thread: it only appends (atomic under the GIL, no lock,
+        # no packing); the next record, or the watchdog within 0.2 s, writes it out.
+        fut.add_done_callback(lambda f, eid=eid, r=t_ret: self._done_q.append((eid, r, self.now_us(), f)))
+
+    def drain_completions(self) -> None:
+        """Turn futures completed since the last call into D records (writer lock held)."""
+        q = self._done_q
+        w = self.writer
+        while q:
+            eid, t_ret, t_done, fut = q.popleft()
+            self.inflight.pop(eid, None)
+            rec = {"k": lf.DONE, "i": eid, "r": t_ret, "c": t_done}
+            try:
+                fut.value()
+            except BaseException as exc:  # the collective itself failed
+                rec["e"] = f"{type(exc).__name__}: {exc}"[:2000]
+            w.queue(rec)
 
     def returned_only(self, eid: int, t_ret: int) -> None:
         w = self.writer
         with w.lock:
             self.inflight.pop(eid, None)
             w.queue({"k": lf.DONE, "i": eid, "r": t_ret})
-
-    def _completed(self, eid: int, t_ret: int, fut) -> None:
-        try:
-            err = None
-            try:
-                fut.value()
-            except BaseException as exc:  # the collective itself failed
-                err = exc
-            self.finish(eid, t_ret, err)
-        except Exception as exc:  # pragma: no cover - defensive: never raise into gloo threads
-            self.fail(exc)
 
     def finish(self, eid: int, t_ret: int, error: BaseException | None = None) -> None:
         w = self.writer

@@ -67,9 +67,11 @@ def disable() -> str | None:
         from . import api, watchdog
 
         rec.active = False
-        api.record_exit(rec, clean=True)
         path = rec.writer.path if rec.writer else None
         if rec.writer is not None:
+            with rec.writer.lock:
+                rec.drain_completions()
+            api.record_exit(rec, clean=True)
             rec.writer.close()
         api.uninstall(c10d)
         watchdog.unregister_sigterm_dump()
@@ -107,6 +109,11 @@ def _at_exit() -> None:
     from . import watchdog
 
     rec.active = False
+    try:
+        with rec.writer.lock:
+            rec.drain_completions()
+    except Exception:
+        pass
     api.record_exit(rec, clean=True)
     try:
         rec.writer.close()

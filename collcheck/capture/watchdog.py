@@ -36,7 +36,9 @@ class Watchdog(threading.Thread):
                 w = rec.writer
                 if w is None or not rec.active:
                     continue
-                w.flush()
+                with w.lock:
+                    rec.drain_completions()
+                    w.write()
                 limit = rec.config.hang_seconds
                 if limit > 0:
                     self._check(rec, limit)
