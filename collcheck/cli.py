@@ -1,4 +1,4 @@
-"""`collcheck` command line: record, show, diff, demo.
+"""`collcheck` command line: record, show, diff, tui, replay, demo.
 
 Exit codes: 0 no finding, 1 findings, 2 usage or input error, 3 internal error.
 """
@@ -54,7 +54,7 @@ def cmd_diff(args) -> int:
     from .model import load_run
     from .report import render
 
-    run = load_run(_latest_run(args.logs))
+    run = load_run(latest_run(args.logs))
     report = analyse(run)
     out = open(args.output, "w") if args.output else sys.stdout
     try:
@@ -65,7 +65,7 @@ def cmd_diff(args) -> int:
     return OK if args.exit_zero or not report.findings else FINDINGS
 
 
-def _latest_run(target: str) -> str:
+def latest_run(target: str) -> str:
     """A logs root with several run directories: take the newest one."""
     if not os.path.isdir(target):
         return target
@@ -78,6 +78,13 @@ def _latest_run(target: str) -> str:
         print(f"collcheck: {target} holds {len(runs)} runs; using the newest, {newest}", file=sys.stderr)
         return newest
     return target
+
+
+def cmd_tui(args) -> int:
+    """Explore a run in a terminal UI: overview, side-by-side timelines, wait-for graph, step mode."""
+    from tui.app import run_tui
+
+    return run_tui(args.logs)
 
 
 def cmd_demo(args) -> int:
@@ -108,6 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--context", type=int, default=4, help="collectives shown around the divergence")
     d.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
     d.set_defaults(func=cmd_diff)
+    t = sub.add_parser("tui", help=cmd_tui.__doc__)
+    t.add_argument("logs", help="run directory (or a logs root: the newest run is used)")
+    t.set_defaults(func=cmd_tui)
+    from .replay.cli import add_parser as add_replay
+
+    add_replay(sub)
     m = sub.add_parser("demo", help=cmd_demo.__doc__)
     m.add_argument("name", nargs="?", default=DEFAULT_DEMO, help=f"scenario name (default {DEFAULT_DEMO})")
     m.add_argument("--dir", default=None, help="where to keep the logs (default: a temporary directory)")

@@ -14,7 +14,9 @@ def show(path: str, out, limit: int = 0) -> None:
     run = load_run([path])
     (log,) = run.ranks.values()
     h = log.header
-    console = Console(file=out, width=int(os.environ.get("COLUMNS", "140")), highlight=False, color_system=None)
+    # log contents are data, never rich markup (gloo errors look like "[/__w/pytorch/...]")
+    console = Console(file=out, width=int(os.environ.get("COLUMNS", "140")), highlight=False, color_system=None,
+                      markup=False)
     console.print(f"rank {h['rank']}/{h['world']}  run {h['run']}  host {h.get('host')} pid {h.get('pid')}  "
                   f"torch {h.get('torch')}  backend {h.get('backend')}  state: {log.state}")
     if log.exception:

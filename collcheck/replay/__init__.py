@@ -1,0 +1,1 @@
+"""`collcheck replay`: re-issue a recorded run's collectives on local gloo processes (docs/replay.md)."""

@@ -1,0 +1,390 @@
+"""Replay plans: every rank's recorded group creations and collectives, as JSON-able actions.
+
+`build_plan(run)` reads each rank's log once more, in order, to interleave group
+lifecycle records with collectives (the run model keeps them apart) and to pick up what
+the analysis does not need (call sites, labels, async flags, completion times).
+Signatures (op, tensors, reduce op, root, role, api, tag) come from the run model.
+
+Ranks can be selected (`ranks=`): the plan then runs on len(ranks) processes, ranks
+renumbered in order, every group restricted to the selected members, point-to-point ops
+with an unselected peer dropped. Edits (`drop`, `insert`, `move`) change one rank's
+sequence before the plan is finalized. `shrink` caps tensor sizes (see `shrink_shapes`).
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from dataclasses import dataclass, field
+
+from .. import logformat as lf
+from ..model import P2P_OPS, Run
+from ..reader import LogError, parse_header
+
+
+@dataclass
+class Plan:
+    world: int
+    ranks: list  # replay rank -> [action, ...]
+    rank_map: list  # replay rank -> recorded rank
+    timeout_s: float = 5.0
+    notes: list = field(default_factory=list)
+    source: str = ""
+
+    def to_json(self) -> dict:
+        return {"version": 1, "world": self.world, "timeout_s": self.timeout_s, "rank_map": self.rank_map,
+                "source": self.source, "notes": self.notes,
+                "ranks": [[_public(a) for a in acts] for acts in self.ranks]}
+
+    def ops(self, rank: int) -> list:
+        return [a for a in self.ranks[rank] if a["k"] == "op"]
+
+    def n_ops(self) -> int:
+        return sum(len(self.ops(r)) for r in range(self.world))
+
+    def copy(self) -> "Plan":
+        return copy.deepcopy(self)
+
+
+_PRIVATE = ("ts", "td", "or")
+
+
+def _public(a: dict) -> dict:
+    return {k: v for k, v in a.items() if k not in _PRIVATE and v is not None and v != [] and not (k in ("a", "e") and not v)}
+
+
+# ----------------------------------------------------------------------------------------
+# reading
+
+
+def rank_actions(run: Run, rank: int) -> list[dict]:
+    """The rank's creations, collectives and end, in recorded order (global ranks, recorded names)."""
+    log = run.ranks[rank]
+    with open(log.path, "rb") as f:
+        data = f.read()
+    _, unp = parse_header(data, log.path)
+    strings: dict = {}
+    sites: dict = {}
+    actions: list = []
+    by_eid: dict = {}
+    n = 0
+    try:
+        for rec in unp:
+            k = rec.get("k") if type(rec) is dict else None
+            if k == lf.STRING:
+                strings[rec["i"]] = rec["s"]
+            elif k == lf.SITE:
+                sites[rec["i"]] = [strings.get(rec["f"], "?"), rec["l"], strings.get(rec["n"], "?")]
+            elif k == lf.GROUP and rec.get("op") in ("new", "split"):
+                ranks = rec.get("r")
+                actions.append({"k": "new", "ranks": list(ranks) if ranks is not None else None, "desc": rec.get("d"),
+                                "name": rec.get("g") if rec.get("m", True) else None, "s": sites.get(rec.get("s")),
+                                "ts": rec.get("ts")})
+            elif k == lf.GROUP and rec.get("op") == "destroy":
+                actions.append({"k": "destroy", "name": rec.get("g"), "all": bool(rec.get("all", True)), "ts": rec.get("ts")})
+            elif k == lf.COLL:
+                if n >= len(log):
+                    break
+                sig = run.signatures[log.sig[n]]
+                group = log.groups[log.gid[n]].name
+                members = run.group_members(group)
+                peer = sig.root
+                if peer is not None and 0 <= peer < len(members):
+                    peer = members[peer]
+                act = {"k": "op", "i": n, "op": sig.op, "g": group, "t": [[d, list(s)] for d, s in sig.tensors],
+                       "r": sig.reduce_op, "p": peer, "tag": sig.tag or None, "api": sig.api, "role": sig.role,
+                       "label": strings.get(rec["l"]) if "l" in rec else None, "s": sites.get(rec.get("s")),
+                       "a": 1 if rec.get("a") else 0, "q": rec.get("q") if sig.api == "batch_isend_irecv" else None,
+                       "ts": rec.get("ts", 0), "td": None, "or": rank}
+                if sig.op in ("alltoall_", "alltoall_base_"):
+                    act["t"] = [[d, []] for d, _ in sig.tensors]
+                actions.append(act)
+                by_eid[n] = act
+                n += 1
+            elif k == lf.DONE:
+                act = by_eid.get(rec.get("i"))
+                if act is not None:
+                    if "e" in rec:
+                        act["e"] = 1
+                    if "c" in rec:
+                        act["td"] = rec["c"]
+    except (KeyError, TypeError, IndexError) as exc:
+        raise LogError(f"{log.path}: cannot read for replay ({type(exc).__name__}: {exc})") from None
+    except ValueError:
+        pass  # torn tail: what was read is what the rank did
+    state = log.state
+    end = {"k": "end", "state": "finished"}
+    if state == "raised":
+        errored_last = any(a["k"] == "op" and a.get("e") for a in actions[-1:])
+        if not errored_last:
+            end = {"k": "end", "state": "raised", "m": f"{log.exception[0]}: {log.exception[1]}"[:300]}
+    elif state == "killed":
+        end = {"k": "end", "state": "killed"}
+    # the recorded op errored and was the rank's last: nothing continues after it
+    for a in actions:
+        if a["k"] == "op" and a.get("e") and a is _last_op(actions):
+            a["e"] = 0
+    actions.append(end)
+    return actions
+
+
+def _last_op(actions):
+    return next((a for a in reversed(actions) if a["k"] == "op"), None)
+
+
+# ----------------------------------------------------------------------------------------
+# building
+
+
+def build_plan(run: Run, ranks=None, shrink: int | None = None, timeout_s: float = 5.0,
+               edits=(), per_rank: dict | None = None) -> Plan:
+    """A plan replaying `ranks` (default: all) of `run`; edits are applied to recorded ranks' sequences."""
+    if run.world == 0 or not run.ranks:
+        raise LogError(f"{run.directory}: no rank logs to replay")
+    missing = sorted(set(range(run.world)) - set(run.ranks))
+    selected = sorted(set(range(run.world)) if ranks is None else set(ranks))
+    absent = [r for r in selected if r not in run.ranks]
+    if absent:
+        raise LogError(f"cannot replay rank(s) {absent}: no log for them" + (
+            "; select ranks that have logs with --ranks" if missing else ""))
+    if per_rank is None:
+        per_rank = {r: rank_actions(run, r) for r in selected}
+    else:
+        per_rank = {r: copy.deepcopy(per_rank[r]) for r in selected}
+    for edit in edits:
+        apply_edit(per_rank, edit)
+    remap = {r: k for k, r in enumerate(selected)}
+    notes = []
+    plan_ranks = []
+    dropped_p2p = 0
+    substituted: set = set()
+    for r in selected:
+        out = []
+        for a in per_rank[r]:
+            a = dict(a)
+            if a["k"] == "new":
+                if a["ranks"] is None:
+                    continue
+                kept = [remap[x] for x in a["ranks"] if x in remap]
+                if not kept:
+                    continue  # no selected member: not created (group names are mapped back by order)
+                a["ranks"] = kept
+            elif a["k"] == "op":
+                if a["op"] in P2P_OPS and a.get("p") is not None and a["p"] not in remap:
+                    dropped_p2p += 1
+                    continue
+                if a.get("p") is not None:
+                    if a["p"] not in remap:  # rooted op whose root is not selected: the group's lowest selected member
+                        members = [x for x in run.group_members(a["g"]) if x in remap] or [r]
+                        substituted.add((a["g"], a["p"]))
+                        a["p"] = members[0]
+                    a["p"] = remap[a["p"]]
+            out.append(a)
+        plan_ranks.append(out)
+    if substituted:
+        notes.append(f"{len(substituted)} root(s) outside the selected ranks replaced by the group's lowest selected member")
+    if dropped_p2p:
+        notes.append(f"{dropped_p2p} point-to-point op(s) with an unselected peer dropped")
+    if any(a.get("r") in (1, 8) for acts in plan_ranks for a in acts if a["k"] == "op"):
+        notes.append("AVG / PREMUL_SUM reductions are not supported by gloo: the replay raises there")
+    plan = Plan(len(selected), plan_ranks, selected, timeout_s, notes, run.directory)
+    if shrink:
+        shrink_shapes(plan, shrink)
+    finalize(plan)
+    return plan
+
+
+def finalize(plan: Plan) -> None:
+    """Waits for async ops: an async op is waited for before the first later op of its rank that
+    was issued after it completed in the recording (the recorded happens-before, never more)."""
+    for acts in plan.ranks:
+        open_ops = []  # (id, completion time or None) of async ops not waited for yet
+        for a in acts:
+            a.pop("w", None)
+            if open_ops:
+                ts = a.get("ts")
+                if a["k"] == "end":  # a rank that finished had waited for everything
+                    due = [i for i, td in open_ops if td is not None or a.get("state") == "finished"]
+                else:
+                    due = [i for i, td in open_ops if ts is not None and td is not None and ts >= td]
+                if due:
+                    a["w"] = due
+                    open_ops = [(i, td) for i, td in open_ops if i not in due]
+            if a["k"] == "op" and a.get("a"):
+                open_ops.append((a["i"], a.get("td")))
+
+
+# ----------------------------------------------------------------------------------------
+# edits (what-if)
+
+
+@dataclass(frozen=True)
+class Edit:
+    """drop rank:i | insert rank:i=src_rank:src_i (before rank's event i) | move rank:i:j (before event j)."""
+
+    kind: str
+    rank: int
+    index: int
+    other_rank: int | None = None
+    other_index: int | None = None
+
+    def describe(self) -> str:
+        if self.kind == "drop":
+            return f"drop rank {self.rank}'s collective #{self.index}"
+        if self.kind == "insert":
+            return (f"insert rank {self.other_rank}'s collective #{self.other_index} into rank {self.rank} "
+                    f"before its #{self.index}")
+        return f"move rank {self.rank}'s collective #{self.index} before its #{self.other_index}"
+
+
+def parse_edit(kind: str, text: str) -> Edit:
+    from ..cli import UsageError
+
+    try:
+        if kind == "drop":
+            r, i = text.split(":")
+            return Edit("drop", int(r), int(i))
+        if kind == "insert":
+            left, right = text.split("=")
+            r, i = left.split(":")
+            sr, si = right.split(":")
+            return Edit("insert", int(r), int(i), int(sr), int(si))
+        if kind == "move":
+            r, i, j = text.split(":")
+            return Edit("move", int(r), int(i), int(r), int(j))
+    except ValueError:
+        pass
+    forms = {"drop": "RANK:INDEX", "insert": "RANK:INDEX=SRC_RANK:SRC_INDEX", "move": "RANK:INDEX:BEFORE_INDEX"}
+    raise UsageError(f"--{kind} {text!r}: expected {forms[kind]} (indices as `collcheck show` numbers them)")
+
+
+def _find(acts: list, i: int, rank: int) -> int:
+    for k, a in enumerate(acts):
+        if a["k"] == "op" and a["i"] == i:
+            return k
+    raise LogError(f"rank {rank} has no collective #{i} (`collcheck show` lists them)")
+
+
+_inserted = itertools.count(1_000_000_000)
+
+
+def apply_edit(per_rank: dict, e: Edit) -> None:
+    if e.rank not in per_rank:
+        raise LogError(f"what-if on rank {e.rank}, which is not replayed")
+    acts = per_rank[e.rank]
+    if e.kind == "drop":
+        del acts[_find(acts, e.index, e.rank)]
+    elif e.kind == "insert":
+        src = per_rank.get(e.other_rank)
+        if src is None:
+            raise LogError(f"--insert copies from rank {e.other_rank}, which is not replayed")
+        a = dict(src[_find(src, e.other_index, e.other_rank)])
+        a.update(i=next(_inserted), a=0, td=None, e=0)
+        at = _find(acts, e.index, e.rank) if e.index >= 0 else _end_index(acts)
+        a["ts"] = acts[at].get("ts") if at < len(acts) else None
+        acts.insert(at, a)
+    elif e.kind == "move":
+        k = _find(acts, e.index, e.rank)
+        a = acts.pop(k)
+        at = _find(acts, e.other_index, e.rank) if e.other_index >= 0 else _end_index(acts)
+        a = dict(a, a=0, ts=acts[at].get("ts") if at < len(acts) else a.get("ts"))
+        acts.insert(at, a)
+
+
+def _end_index(acts):
+    return len(acts) - 1 if acts and acts[-1]["k"] == "end" else len(acts)
+
+
+# ----------------------------------------------------------------------------------------
+# shrinking
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _shapes_of(numel: int, ndim: int):
+    """Shapes with `ndim` dims and `numel` elements, 1-D first."""
+    if ndim == 0:
+        if numel == 1:
+            yield []
+        return
+    if ndim == 1:
+        yield [numel]
+        return
+    for d in range(numel, 0, -1):
+        if numel % d == 0:
+            for rest in _shapes_of(numel // d, ndim - 1):
+                yield [d] + rest
+
+
+def shrink_shapes(plan: Plan, cap: int) -> None:
+    """Cap every tensor at about `cap` elements, keeping across all ranks: which shapes are
+    equal and which differ, which element counts are equal and their order, and each
+    shape's number of dimensions (so every size relation the analysis or gloo sees stays)."""
+    shapes = sorted({tuple(s) for acts in plan.ranks for a in acts if a["k"] == "op" for _, s in a.get("t") or []},
+                    key=lambda s: (_numel(s), len(s), s))
+    big = [s for s in shapes if _numel(s) > cap]
+    if not big:
+        return
+    small_numels = sorted({_numel(s) for s in shapes if _numel(s) <= cap})
+    numels = sorted({_numel(s) for s in big})
+    mapping: dict = {}
+    used: set = {tuple(s) for s in shapes if _numel(s) <= cap}
+    nxt = 16 * (max(small_numels[-1] // 16, 0) + 1) if small_numels else 16
+    nxt = max(nxt, 16)
+    target = {}
+    for n in numels:  # distinct counts -> distinct increasing multiples of 16 (many divisors)
+        target[n] = nxt
+        nxt += 16
+    for s in big:
+        m = target[_numel(s)]
+        for cand in _shapes_of(m, len(s)):
+            if tuple(cand) not in used:
+                mapping[s] = cand
+                used.add(tuple(cand))
+                break
+        else:
+            mapping[s] = list(s)  # no free small shape: keep it
+    for acts in plan.ranks:
+        for a in acts:
+            if a["k"] == "op" and a.get("t"):
+                a["t"] = [[d, mapping.get(tuple(s), list(s))] for d, s in a["t"]]
+    plan.notes.append(f"tensors capped at ~{cap} elements ({len(mapping)} distinct shapes shrunk)")
+
+
+# ----------------------------------------------------------------------------------------
+# rank selection (scale-down)
+
+
+def involved_ranks(run: Run, finding) -> tuple[list[int], str]:
+    """The ranks a replay needs to reproduce `finding`, and why."""
+    culprits = sorted(finding.ranks)
+    if finding.kind in ("deadlock",):
+        return sorted(finding.details.get("cycle", culprits)), "the ranks of the wait-for cycle"
+    if finding.details.get("p2p") or finding.kind == "unmatched_p2p":
+        d = finding.details
+        return sorted({d.get("src"), d.get("dst"), *culprits} - {None}), "the sender and the receiver"
+    if finding.kind == "hang":
+        ranks = set(finding.details.get("waiting") or []) | set(finding.details.get("root_causes") or [])
+        return sorted(ranks | set(culprits)), "the waiting ranks and the ranks they wait on"
+    members = list(run.group_members(finding.group)) if finding.kind != "group_mismatch" else sorted(run.ranks)
+    members = [m for m in members if m in run.ranks] or sorted(run.ranks)
+    if len(members) <= 4:
+        return members, f"every member of group {finding.group}"
+    others = [m for m in members if m not in culprits]
+    ref = finding.expected.rank if finding.expected is not None else None
+    # representatives of each other signature first, then the reference rank, then the lowest
+    reps = [r for r, e in finding.events.items() if r not in culprits]
+    order = ([ref] if ref in others else []) + [r for r in reps if r in others] + others
+    witnesses: list = []
+    for r in order:
+        if r not in witnesses:
+            witnesses.append(r)
+        if len(witnesses) >= len(culprits) + 1:
+            break
+    return sorted(set(culprits) | set(witnesses)), (
+        f"the culprit rank(s) and {len(witnesses)} other member(s) of group {finding.group} (a majority, as recorded)")

@@ -1,0 +1,286 @@
+"""Execute one rank's replay plan with torch.distributed (gloo, CPU). Torch and stdlib only.
+
+This file is the body of every script `collcheck replay --emit-script` writes (copied
+verbatim, plan embedded), and the replay worker runs the same functions: an emitted
+script behaves exactly like the replay.
+
+A plan is JSON: {"world": N, "timeout_s": T, "ranks": [[action, ...] per rank]}.
+Actions, in the rank's recorded order:
+  {"k": "new", "ranks": [...], "desc": str|None, "name": ..., "s": site}   new_group (every rank)
+  {"k": "destroy", "name": ..., "all": bool}                               destroy_process_group
+  {"k": "op", "i": id, "op": wire op, "g": group, "t": [[dtype, shape]], "r": reduce op,
+   "p": root/peer (global rank), "tag": int, "api": str, "role": str, "label": str,
+   "s": [file, line, function], "a": async, "q": batch id, "w": [ids to wait for first],
+   "e": the recorded call raised and the program went on}
+  {"k": "end", "state": finished|raised|killed, "m": message, "w": [ids]}
+Tensors are zeros of the recorded dtypes and shapes: values never matter, because the
+recorded sequence is replayed as it is (no data-dependent control flow is re-executed).
+
+Call sites and purpose roles: each op is issued through small trampoline functions whose
+code objects carry the recorded call site (file, line, function) and, for calls that torch
+internals made (DDP, join), the name of that internal. A recorder such as collcheck then
+attributes the replayed call to the same site and role as the recorded one.
+"""
+
+import datetime
+import os
+import sys
+import time
+
+# purpose role -> a torch function that plays it; phase -> a torch function that encloses it
+ROLE_FUNCTION = {
+    "backward-sync flag": "_check_global_requires_backward_grad_sync",
+    "not-joined count": "_get_num_nonjoined_procs",
+    "gradient bucket": "_match_all_reduce_for_bwd_pass",
+    "unused-parameter map": "_match_unused_params_allreduce",
+    "authoritative rank": "_find_common_rank",
+    "buffer broadcast": "_sync_module_buffers",
+    "module state broadcast": "_sync_module_states",
+    "parameter shape check": "_verify_param_shape_across_processes",
+    "delayed all-reduce": "_delayed_all_reduce_hook",
+}
+PHASE_FUNCTION = {
+    "join() shadow": "main_hook",
+    "join() final sync": "_sync_final_model",
+    "join()": "__exit__",
+    "DDP forward": "_pre_forward",
+    "DDP backward": "_engine_run_backward",
+    "DDP init": "_ddp_init_helper",
+}
+
+_trampolines = {}
+
+
+def trampoline(filename, name, line):
+    """A function `t(f, *a, **k) -> f(*a, **k)` whose frame reads as `name` at filename:line."""
+    key = (filename, name, line)
+    t = _trampolines.get(key)
+    if t is None:
+        src = "\n" * (max(int(line or 1), 1) - 1) + "def _t(__f, *__a, **__k): return __f(*__a, **__k)\n"
+        ns = {}
+        exec(compile(src, filename, "exec"), ns)
+        t = ns["_t"]
+        code = t.__code__.replace(co_name=name)
+        if hasattr(code, "co_qualname"):
+            code = code.replace(co_qualname=name)
+        t.__code__ = code
+        _trampolines[key] = t
+    return t
+
+
+def role_functions(role, label):
+    """Torch function names, innermost first, that make a recorder see `role` (and the label's phase)."""
+    if role is None:
+        return []
+    phase = label.split(": ", 1)[0] if label and ": " in label else None
+    if role == "bucket rebuild":
+        return ["main_hook" if phase == "join() shadow" else "_pre_forward"]
+    if role == "gradient bucket" and phase == "DDP backward":
+        return ["_engine_run_backward"]
+    names = [ROLE_FUNCTION.get(role, "_match_all_reduce_for_bwd_pass")]
+    if phase in PHASE_FUNCTION and phase != "DDP backward":
+        names.append(PHASE_FUNCTION[phase])
+    return names
+
+
+def call_as(op, fn, /, *args, **kwargs):
+    """Call fn from the recorded call site, through the recorded torch internals."""
+    import torch
+
+    chain = []
+    site = op.get("s")
+    if site:
+        chain.append(trampoline(site[0], site[2], site[1]))
+    join_file = os.path.join(os.path.dirname(torch.__file__), "distributed", "algorithms", "join.py")
+    for name in reversed(role_functions(op.get("role"), op.get("label"))):  # outermost first
+        chain.append(trampoline(join_file, name, 1))
+    if not chain:
+        return fn(*args, **kwargs)
+    return chain[0](*chain[1:], fn, *args, **kwargs)
+
+
+class Replayer:
+    def __init__(self, plan, rank):
+        import torch
+        import torch.distributed as dist
+
+        self.torch, self.dist = torch, dist
+        self.plan = plan
+        self.rank = rank
+        self.actions = plan["ranks"][rank]
+        self.timeout = datetime.timedelta(seconds=float(os.environ.get("REPLAY_TIMEOUT_S", plan["timeout_s"])))
+        self.groups = {"0": None}  # recorded group name -> ProcessGroup (None: the default group)
+        self.pending = {}  # op id -> Work of an async op not waited for yet
+        self.verbose = os.environ.get("REPLAY_VERBOSE", "") not in ("", "0")
+
+    # -- tensors and groups -------------------------------------------------------------
+    def zeros(self, spec):
+        dtype, shape = spec
+        return self.torch.zeros(tuple(shape), dtype=getattr(self.torch, dtype))
+
+    def group(self, op):
+        name = op["g"]
+        if name not in self.groups:
+            raise RuntimeError(f"replay: rank {self.rank} has no group {name!r} for {op['op']} #{op['i']}")
+        return self.groups[name]
+
+    def size(self, pg):
+        return self.dist.get_world_size(pg)
+
+    # -- one op ----------------------------------------------------------------------------
+    def issue(self, op):
+        """Issue one recorded op; returns its Work for async ops, else None."""
+        dist, torch = self.dist, self.torch
+        kind, api, pg, a = op["op"], op.get("api"), self.group(op), bool(op.get("a"))
+        ts = [self.zeros(t) for t in op.get("t") or []]
+        t = ts[0] if ts else torch.zeros(1)
+        red = dist.ReduceOp.RedOpType(op["r"] if op.get("r") is not None else 0)
+        root = op.get("p")
+        n = self.size(pg) if kind not in ("send", "recv_", "recv_any_source_") else 1
+        me = dist.get_rank()
+
+        def cat(x):  # output of gather-into-tensor / input of reduce-scatter-tensor
+            shape = tuple(x.shape)
+            return torch.zeros((n * shape[0],) + shape[1:] if shape else (n,), dtype=x.dtype)
+
+        def go(fn, *args, **kw):
+            return call_as(op, fn, *args, **kw)
+
+        if kind == "allreduce_":
+            return go(dist.all_reduce, t, op=red, group=pg, async_op=a)
+        if kind == "allreduce_coalesced_":
+            return go(dist.all_reduce_coalesced, ts, op=red, group=pg, async_op=a)
+        if kind == "broadcast_":
+            return go(dist.broadcast, t, src=root, group=pg, async_op=a)
+        if kind == "reduce_":
+            return go(dist.reduce, t, dst=root, op=red, group=pg, async_op=a)
+        if kind == "allgather_":
+            return go(dist.all_gather, [torch.zeros_like(t) for _ in range(n)], t, group=pg, async_op=a)
+        if kind == "_allgather_base_":
+            return go(dist.all_gather_into_tensor, cat(t), t, group=pg, async_op=a)
+        if kind == "allgather_coalesced_":
+            return go(dist.all_gather_coalesced, [[torch.zeros_like(x) for _ in range(n)] for x in ts], ts,
+                      group=pg, async_op=a)
+        if kind in ("allgather_into_tensor_coalesced_", "reduce_scatter_tensor_coalesced_"):
+            def coalesced():
+                with dist._coalescing_manager(group=pg, async_ops=a) as cm:
+                    for x in ts:
+                        if kind.startswith("allgather"):
+                            dist.all_gather_into_tensor(cat(x), x, group=pg)
+                        else:
+                            dist.reduce_scatter_tensor(x, cat(x), op=red, group=pg)
+                return cm if a else None
+            return go(coalesced)
+        if kind == "gather_":
+            lst = [torch.zeros_like(t) for _ in range(n)] if me == root else None
+            return go(dist.gather, t, lst, dst=root, group=pg, async_op=a)
+        if kind == "scatter_":
+            lst = [torch.zeros_like(t) for _ in range(n)] if me == root else None
+            return go(dist.scatter, t, lst, src=root, group=pg, async_op=a)
+        if kind == "reduce_scatter_":
+            return go(dist.reduce_scatter, t, [torch.zeros_like(t) for _ in range(n)], op=red, group=pg, async_op=a)
+        if kind == "_reduce_scatter_base_":
+            return go(dist.reduce_scatter_tensor, t, cat(t), op=red, group=pg, async_op=a)
+        if kind == "alltoall_":  # shapes are not compared for all-to-all: one element per peer
+            dts = [x.dtype for x in ts] or [torch.float32]
+            ins = [torch.zeros(1, dtype=dts[k % len(dts)]) for k in range(n)]
+            return go(dist.all_to_all, [torch.zeros_like(x) for x in ins], ins, group=pg, async_op=a)
+        if kind == "alltoall_base_":
+            x = torch.zeros(n, dtype=t.dtype)
+            return go(dist.all_to_all_single, torch.zeros_like(x), x, group=pg, async_op=a)
+        if kind == "barrier":
+            return go(dist.barrier, group=pg, async_op=a)
+        if kind == "monitored_barrier_":
+            return go(dist.monitored_barrier, group=pg, timeout=self.timeout)
+        tag = op.get("tag") or 0
+        if kind == "send":
+            if a or api == "isend":
+                return go(dist.isend, t, dst=root, group=pg, tag=tag)
+            return go(dist.send, t, dst=root, group=pg, tag=tag)
+        if kind in ("recv_", "recv_any_source_"):
+            src = root if kind == "recv_" else None
+            if a or api == "irecv":
+                return go(dist.irecv, t, src=src, group=pg, tag=tag)
+            return go(dist.recv, t, src=src, group=pg, tag=tag)
+        raise RuntimeError(f"replay: unsupported op {kind!r}")
+
+    def batch(self, ops):
+        """batch_isend_irecv of consecutive recorded P2P ops of one call."""
+        dist = self.dist
+        p2p = []
+        for op in ops:
+            t = self.zeros(op["t"][0]) if op.get("t") else self.torch.zeros(1)
+            fn = dist.isend if op["op"] == "send" else dist.irecv
+            p2p.append(dist.P2POp(fn, t, op["p"], self.group(op), op.get("tag") or 0))
+        return call_as(ops[0], dist.batch_isend_irecv, p2p)
+
+    # -- the rank's sequence -------------------------------------------------------------------
+    def wait_for(self, ids):
+        for i in ids or ():
+            work = self.pending.pop(i, None)
+            if work is not None:
+                work.wait()
+
+    def run(self):
+        dist = self.dist
+        dist.init_process_group("gloo", timeout=self.timeout)
+        k, actions = 0, self.actions
+        while k < len(actions):
+            act = actions[k]
+            self.wait_for(act.get("w"))
+            kind = act["k"]
+            if kind == "new":
+                fn = dist.new_group
+                pg = call_as(act, fn, act["ranks"], timeout=self.timeout, group_desc=act.get("desc") or None)
+                if act.get("name") is not None and pg is not None and pg is not dist.GroupMember.NON_GROUP_MEMBER:
+                    self.groups[act["name"]] = pg
+            elif kind == "destroy":
+                if act.get("all", True):
+                    self.wait_for(list(self.pending))
+                    dist.destroy_process_group()
+                elif self.groups.get(act.get("name")) is not None:
+                    dist.destroy_process_group(self.groups.pop(act["name"]))
+            elif kind == "end":
+                self.end(act)
+            else:
+                ops = [act]
+                if act.get("api") == "batch_isend_irecv" and act.get("q") is not None:
+                    while k + 1 < len(actions) and actions[k + 1].get("q") == act["q"] and actions[k + 1]["k"] == "op":
+                        k += 1
+                        ops.append(actions[k])
+                if self.verbose:
+                    print(f"[replay rank {self.rank}] {act['op']} group {act['g']} #{act['i']}", file=sys.stderr, flush=True)
+                try:
+                    if len(ops) > 1:
+                        works = self.batch(ops)
+                        for op, w in zip(ops, works or ()):
+                            self.pending[op["i"]] = w
+                    else:
+                        work = self.issue(act)
+                        if hasattr(work, "wait"):  # async ops (recv returns the sender's rank)
+                            self.pending[act["i"]] = work
+                except Exception as exc:
+                    if not act.get("e") or k + 1 >= len(actions) or actions[k + 1]["k"] == "end":
+                        raise
+                    print(f"[replay rank {self.rank}] {act['op']} #{act['i']} raised as recorded: {exc}",
+                          file=sys.stderr, flush=True)
+            k += 1
+
+    def end(self, act):
+        state = act.get("state", "finished")
+        if state == "raised":
+            raise RuntimeError(f"replay: rank {self.rank} raised here in the recorded run: {act.get('m', '')}")
+        if state == "killed":
+            sys.stderr.write(f"replay: rank {self.rank} was killed here in the recorded run\n")
+            sys.stderr.flush()
+            time.sleep(0.5)  # let a recorder flush its buffered records
+            os._exit(137)
+
+
+def main(plan, rank=None):
+    """Replay `plan` as this process's rank (RANK/WORLD_SIZE/MASTER_* from torchrun or the replayer)."""
+    rank = int(os.environ["RANK"]) if rank is None else rank
+    world = int(os.environ.get("WORLD_SIZE", plan["world"]))
+    if world != plan["world"]:
+        sys.exit(f"this plan needs {plan['world']} processes (torchrun --nproc-per-node {plan['world']}), not {world}")
+    Replayer(plan, rank).run()

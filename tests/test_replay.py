@@ -1,0 +1,270 @@
+"""`collcheck replay`: recorded scenarios replayed on local gloo processes, scale-down,
+minimized repro scripts and what-ifs.
+
+Each replay starts one Python process per rank (about 1-2 s on a 2-core machine, plus the
+replay timeout when it hangs). The full scenario sweep runs with COLLCHECK_SLOW=1 (see
+test_every_scenario_replays): the default run replays a representative subset.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+
+from collcheck import synth
+from collcheck.analysis.diff import analyse
+from collcheck.cli import SCENARIOS_DIR
+from collcheck.demo import free_port, record_scenario, scenario_names
+from collcheck.model import load_run
+from collcheck.replay import runtime
+from collcheck.replay.cli import main as replay_main
+from collcheck.replay.minimize import Minimizer, emit_script
+from collcheck.replay.plan import Edit, build_plan, involved_ranks, shrink_shapes
+from collcheck.replay.runner import finding_key, run_plan, site_key
+
+TIMEOUT = 2.0  # replay process-group timeout: hangs end quickly
+SUBSET = ["seed004_case4", "shape_mismatch", "semantic_mismatch", "cross_group_deadlock", "unmatched_p2p",
+          "p2p_pipeline", "join_uneven_inputs"]
+
+
+def expected(name):
+    with open(os.path.join(SCENARIOS_DIR, name, "expected.json")) as f:
+        return json.load(f)
+
+
+_recorded: dict = {}
+
+
+def recorded(name, tmp_path_factory):
+    """Record a scenario once per session."""
+    if name not in _recorded:
+        d = tmp_path_factory.mktemp(f"rec-{name}")
+        rc, run_dir, output = record_scenario(name, str(d), timeout=120)
+        assert rc != -1, output
+        _recorded[name] = run_dir
+    return _recorded[name]
+
+
+def check_replay(name, run_dir, tmp_path):
+    run = load_run(run_dir)
+    original = analyse(run)
+    plan = build_plan(run, timeout_s=TIMEOUT)
+    out = run_plan(plan, str(tmp_path / "replay"))
+    want = expected(name)
+    if want["verdict"] == "clean":
+        assert original.first is None
+        assert out.status == "completed" and out.first_key() is None, (out.status, out.first_key(), out.outputs)
+        return out
+    orig = finding_key(original.first)
+    assert out.first_key() == orig, (out.status, out.outputs)
+    ew = want["findings"][0]
+    exp = (ew["kind"], ew["group"], ew["position"], tuple(ew["ranks"]))
+    if orig == exp:  # the recording matched scenarios/<name>/expected.json: so must the replay
+        assert out.first_key() == exp
+    return out
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name", SUBSET)
+def test_scenario_replays(name, tmp_path, tmp_path_factory):
+    check_replay(name, recorded(name, tmp_path_factory), tmp_path)
+
+
+@pytest.mark.skipif(not os.environ.get("COLLCHECK_SLOW"), reason="every scenario: set COLLCHECK_SLOW=1 (~3 min)")
+@pytest.mark.timeout(900)
+def test_every_scenario_replays(tmp_path, tmp_path_factory):
+    failures = []
+    for name in scenario_names():
+        if not os.path.exists(os.path.join(SCENARIOS_DIR, name, "expected.json")):
+            continue
+        try:
+            check_replay(name, recorded(name, tmp_path_factory), tmp_path / name)
+        except AssertionError as exc:
+            failures.append(f"{name}: {str(exc)[:300]}")
+    assert not failures, "\n".join(failures)
+
+
+# -- what-if -----------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(120)
+def test_what_if_removing_the_culprit_completes_seed004_case4(tmp_path, tmp_path_factory, capsys):
+    run_dir = recorded("seed004_case4", tmp_path_factory)
+    run = load_run(run_dir)
+    f = analyse(run).first
+    (culprit,) = f.ranks
+    other = next(r for r in f.events if r != culprit)
+    i, j = f.events[culprit].index, f.events[other].index
+    # the culprit's barrier removed; the recording ends there, so the culprit's next call is
+    # added: the join() collective its peer was waiting in
+    code = replay_main([run_dir, "--timeout", str(TIMEOUT), "--drop", f"{culprit}:{i}",
+                        "--insert", f"{culprit}:-1={other}:{j}"])
+    text = capsys.readouterr().out
+    assert code == 0, text
+    assert "replay COMPLETED" in text and "fixes it" in text
+    # dropping only the culprit leaves the peer's join() collective unmatched: still a hang
+    plan = build_plan(run, timeout_s=TIMEOUT, edits=[Edit("drop", culprit, i)])
+    out = run_plan(plan, str(tmp_path / "drop-only"))
+    assert out.status != "completed"
+
+
+def test_bad_edit_is_an_input_error(tmp_path_factory, capsys):
+    run_dir = recorded("seed004_case4", tmp_path_factory)
+    assert replay_main([run_dir, "--drop", "1:9999"]) == 2
+    assert replay_main([run_dir, "--drop", "x"]) == 2
+    assert "expected RANK:INDEX" in capsys.readouterr().err
+
+
+# -- scale-down ----------------------------------------------------------------------------------
+
+
+def synthetic_32(tmp_path, pair=(5, 17)):
+    """32 ranks; a shape mismatch inside a 2-member subgroup, so the divergence involves 2 ranks."""
+    rng = random.Random(10)
+    prog = synth.generate_program(rng, 32, 60, groups=[list(pair), [0, 9, 20, 31]], coalesced=False)
+    faults = [f for f in synth.fault_candidates(prog, "shape_mismatch") if prog.ops[f.index].group == "1"]
+    fault = faults[len(faults) // 2]
+    d = tmp_path / "synth32"
+    d.mkdir()
+    synth.write_run(str(d), prog, [fault])
+    return str(d), fault.expect(prog)
+
+
+@pytest.mark.timeout(120)
+def test_32_rank_recording_replays_on_few_processes(tmp_path, capsys):
+    run_dir, exp = synthetic_32(tmp_path)
+    run = load_run(run_dir)
+    first = analyse(run).first
+    assert finding_key(first) == (exp.kind, exp.group, exp.position, tuple(exp.ranks))
+    ranks, _ = involved_ranks(run, first)
+    assert len(ranks) <= 4
+    code = replay_main([run_dir, "--timeout", str(TIMEOUT), "--format", "json"])  # world 32: --ranks auto
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert doc["world"] <= 4 and doc["matches"], doc
+    assert doc["replayed"]["kind"] == "shape_mismatch" and doc["replayed"]["ranks"] == exp.ranks
+
+
+@pytest.mark.timeout(60)
+def test_scale_down_says_when_it_cannot(tmp_path_factory, capsys):
+    run_dir = recorded("cross_group_deadlock", tmp_path_factory)
+    code = replay_main([run_dir, "--ranks", "auto", "--timeout", str(TIMEOUT)])
+    text = capsys.readouterr().out
+    assert "cannot scale down" in text and "all 4 ranks" in text
+    assert code == 1
+
+
+# -- minimization and emitted scripts -------------------------------------------------------------
+
+
+def synthetic_long(tmp_path):
+    """2 ranks, 300 collectives each (600 recorded), a shape mismatch near the end."""
+    rng = random.Random(3)
+    prog = synth.generate_program(rng, 2, 300, groups=0, p2p=False, coalesced=False)
+    faults = [f for f in synth.fault_candidates(prog, "shape_mismatch") if f.index > 250]
+    d = tmp_path / "long"
+    d.mkdir()
+    synth.write_run(str(d), prog, [faults[0]])
+    return str(d)
+
+
+def torchrun_recorded(script, nproc, log_dir, timeout=120):
+    run_id = f"repro-{os.getpid()}-{free_port()}"
+    env = dict(os.environ, COLLCHECK="1", COLLCHECK_DIR=str(log_dir), COLLCHECK_RUN_ID=run_id, OMP_NUM_THREADS="1")
+    env.pop("TORCHELASTIC_RUN_ID", None)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--master-addr",
+           "127.0.0.1", "--master-port", str(free_port()), script]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=str(log_dir))
+    return proc, os.path.join(str(log_dir), run_id)
+
+
+@pytest.mark.timeout(240)
+def test_minimized_script_reproduces_with_torchrun(tmp_path):
+    run_dir = synthetic_long(tmp_path)
+    run = load_run(run_dir)
+    first = analyse(run).first
+    plan = build_plan(run, timeout_s=TIMEOUT)
+    assert plan.n_ops() >= 500
+    target = (first.kind, first.group, tuple(sorted(first.ranks)), site_key(first))
+    m = Minimizer(plan, target, str(tmp_path / "min"), timeout_s=TIMEOUT, max_tests=8)
+    (tmp_path / "min").mkdir()
+    small = m.run(first.group, first.position)
+    assert small.n_ops() <= 30 and m.tests <= 8
+    script = str(tmp_path / "repro.py")
+    emit_script(small, script, "test")
+    with open(script) as f:
+        text = f.read()
+    assert "collcheck" not in text.split('"""', 2)[2]  # standalone: torch only
+    proc, repro_run = torchrun_recorded(script, small.world, tmp_path)
+    assert proc.returncode != 0  # it fails as the recording did
+    again = analyse(load_run(repro_run)).first
+    assert (again.kind, again.group, tuple(again.ranks), site_key(again)) == target, proc.stderr[-2000:]
+
+
+@pytest.mark.timeout(180)
+def test_cli_emits_script_for_scenario(tmp_path, tmp_path_factory, capsys):
+    run_dir = recorded("shape_mismatch", tmp_path_factory)
+    script = str(tmp_path / "repro.py")
+    code = replay_main([run_dir, "--timeout", str(TIMEOUT), "--emit-script", script, "--max-tests", "6"])
+    text = capsys.readouterr().out
+    assert code == 1 and os.path.exists(script), text
+    assert "matches the recording: yes" in text
+    proc, repro_run = torchrun_recorded(script, 2, tmp_path)
+    f = analyse(load_run(repro_run)).first
+    orig = analyse(load_run(run_dir)).first
+    assert (f.kind, f.group, f.ranks) == (orig.kind, orig.group, orig.ranks)
+
+
+# -- pieces ------------------------------------------------------------------------------------------
+
+
+def test_shrink_keeps_size_relations():
+    from collcheck.replay.plan import Plan
+
+    shapes = [[1000, 10], [10, 1000], [10000], [5000, 2], [3], [100, 100]]
+    acts = [[{"k": "op", "i": i, "op": "allreduce_", "g": "0", "t": [["float32", s]]} for i, s in enumerate(shapes)]]
+    plan = Plan(1, acts, [0])
+    shrink_shapes(plan, 64)
+    new = [a["t"][0][1] for a in plan.ranks[0]]
+    numel = [__import__("math").prod(s) for s in new]
+    old_numel = [__import__("math").prod(s) for s in shapes]
+    assert all(n <= 128 for n in numel)
+    assert len({tuple(s) for s in new}) == len({tuple(s) for s in shapes})  # distinct shapes stay distinct
+    for a in range(len(shapes)):
+        assert len(new[a]) == len(shapes[a])
+        for b in range(len(shapes)):
+            assert (old_numel[a] == old_numel[b]) == (numel[a] == numel[b])
+            assert (old_numel[a] < old_numel[b]) == (numel[a] < numel[b])
+
+
+def test_role_chains_match_the_recorder():
+    """The runtime's torch-function chains make the recorder see the recorded role and label phase."""
+    from collcheck.capture import callsite
+
+    roles = set(callsite.ROLE_OF_FUNCTION.values()) | {"bucket rebuild"}
+    phases = set(callsite.PHASE_OF_FUNCTION.values())
+    for role in roles:
+        for phase in [None, *phases]:
+            if role == "bucket rebuild" and phase not in ("DDP forward", "join() shadow"):
+                continue  # the recorder labels bucket rebuilds with these phases only
+            label = f"{phase}: {role}" if phase else role
+            want_role, want_label = callsite._purpose(runtime.role_functions(role, label))
+            assert want_role == role, (role, label)
+            if phase and want_label is not None and phase not in ("DDP backward", "DDP init"):
+                assert want_label.startswith(phase), (role, label, want_label)
+
+
+def test_trampoline_reports_the_recorded_site():
+    seen = []
+
+    def probe():
+        f = sys._getframe(1)
+        seen.append((f.f_code.co_filename, f.f_lineno, f.f_code.co_name))
+
+    runtime.trampoline("/somewhere/train.py", "<module>", 42)(probe)
+    assert seen == [("/somewhere/train.py", 42, "<module>")]

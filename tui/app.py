@@ -1,0 +1,313 @@
+"""`collcheck tui RUN_DIR`: the Textual app (overview, timelines, detail, wait-for, step mode)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.reactive import reactive
+from textual.widgets import ContentSwitcher, Footer, Label, LoadingIndicator, Static
+
+from collcheck.analysis.fold import rank_ranges
+
+from . import navigation
+from .messages import CursorMoved, Loaded, LoadFailed, LoadProgress
+from .model import Grid
+from .screens.prompts import GroupScreen, HelpScreen, PromptScreen
+from .widgets import panes
+from .widgets.timeline import Timeline
+
+from .navigation import MERGED
+
+
+class CollcheckApp(App):
+    """Browse one recorded run: where each rank stopped, which ranks disagree, and how."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "collcheck"
+    BINDINGS = [
+        Binding("o", "view('overview')", "overview"),
+        Binding("t", "view('timelines')", "timelines"),
+        Binding("w", "view('waitfor')", "wait-for"),
+        Binding("f", "first", "first divergence"),
+        Binding("n", "finding(1)", "next"),
+        Binding("p", "finding(-1)", "prev"),
+        Binding("g", "choose_group", "group"),
+        Binding("slash", "search", "search"),
+        Binding("r", "goto_rank", "rank"),
+        Binding("d,enter", "toggle_detail", "detail"),
+        Binding("s", "toggle_step", "step"),
+        Binding("question_mark", "help", "help"),
+        Binding("q", "quit", "quit"),
+    ]
+
+    view: reactive[str] = reactive("overview")
+    show_detail: reactive[bool] = reactive(False)
+    step_mode: reactive[bool] = reactive(False)
+    finding: reactive[int] = reactive(-1)
+
+    def __init__(self, target: str, start_view: str = "overview", loader=None) -> None:
+        super().__init__()
+        self.target = target
+        self.start_view = start_view
+        self.loader = loader  # tests / benchmark: a callable returning a Report
+        self.report = None
+        self.grid: Grid | None = None
+        self.group = MERGED
+        self.error: str | None = None
+        self.load_seconds = 0.0
+        self.grids: dict[str, Grid] = {}
+
+    def compose(self) -> ComposeResult:
+        yield Static("collcheck: loading ...", id="summary-line")
+        with Vertical(id="loading"):
+            yield LoadingIndicator()
+            yield Label("reading logs ...", id="loading-stage")
+        with ContentSwitcher(id="views", initial="overview"):
+            with VerticalScroll(id="overview"):
+                yield Static("", id="overview-text")
+            with Horizontal(id="timelines"):
+                with Vertical(id="timeline-pane"):
+                    yield Timeline(id="timeline")
+                    yield Static("", id="steps")
+                with VerticalScroll(id="detail"):
+                    yield Static("", id="detail-text")
+            with VerticalScroll(id="waitfor"):
+                yield Static("", id="waitfor-text")
+        yield Static("", id="status-line")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#views").display = False
+        self.load()
+
+    # -- loading (worker thread) -------------------------------------------------------
+    @work(thread=True, exclusive=True)
+    def load(self) -> None:
+        from collcheck.reader import LogError
+
+        t0 = time.perf_counter()
+        try:
+            if self.loader is not None:
+                report = self.loader()
+            else:
+                from collcheck.analysis.diff import analyse
+                from collcheck.model import load_run
+
+                self.post_message(LoadProgress(f"reading the logs of {self.target} ..."))
+                run = load_run(self.target)
+                self.post_message(LoadProgress(f"analysing {len(run.ranks)} ranks ..."))
+                report = analyse(run)
+            group = navigation.default_group(report, MERGED)
+            self.post_message(LoadProgress("laying out the timelines ..."))
+            grid = Grid(report, None if group == MERGED else group)
+        except LogError as exc:
+            self.post_message(LoadFailed(str(exc)))
+            return
+        except Exception as exc:  # noqa: BLE001 - shown like the CLI's internal error
+            self.post_message(LoadFailed(f"internal error: {type(exc).__name__}: {exc}"))
+            return
+        self.grids[group] = grid
+        self.group = group
+        self.post_message(Loaded(report, time.perf_counter() - t0))
+
+    def on_load_progress(self, message: LoadProgress) -> None:
+        self.query_one("#loading-stage", Label).update(message.stage)
+
+    def on_load_failed(self, message: LoadFailed) -> None:
+        self.error = message.error
+        self.exit(return_code=2)
+
+    def on_loaded(self, message: Loaded) -> None:
+        self.report, self.load_seconds = message.report, message.seconds
+        self.query_one("#loading").display = False
+        self.query_one("#views").display = True
+        self.query_one("#overview-text", Static).update(panes.overview(self.report))
+        self.query_one("#waitfor-text", Static).update(panes.waitfor(self.report))
+        self._set_grid(self.grids[self.group])
+        self.view = self.start_view
+        self.query_one(Timeline).focus()
+
+    # -- state -------------------------------------------------------------------------
+    def _set_grid(self, grid: Grid, row: int | None = None, col: int = 0) -> None:
+        self.grid = grid
+        tl = self.query_one(Timeline)
+        marks, culprits = navigation.marks(self.report, grid, self.finding)
+        tl.set_grid(grid, marks, culprits, tl.cursor_row if row is None else row, col)
+        self._summary()
+
+    def switch_group(self, group: str) -> None:
+        if group == self.group and self.grid is not None:
+            return
+        grid = self.grids.get(group)
+        if grid is None:
+            grid = self.grids[group] = Grid(self.report, None if group == MERGED else group)
+        self.group = group
+        self._set_grid(grid, 0, 0)
+
+    def _summary(self) -> None:
+        r = self.report
+        if r is None:
+            return
+        run = r.run
+        g = "all groups" if self.group == MERGED else f"group {self.group}"
+        f = f"finding {self.finding + 1}/{len(r.findings)}" if self.finding >= 0 else f"{len(r.findings)} findings"
+        self.query_one("#summary-line", Static).update(
+            f"collcheck  {os.path.basename(os.path.normpath(run.directory))}  {len(run.ranks)} ranks  "
+            f"verdict {r.verdict.upper()}  |  {self.view}  |  {g}  |  {f}  |  ? help")
+
+    def watch_view(self, view: str) -> None:
+        self.query_one(ContentSwitcher).current = view
+        if view == "timelines":
+            self.query_one(Timeline).focus()
+        self._summary()
+
+    def watch_show_detail(self, shown: bool) -> None:
+        self.query_one("#detail").set_class(shown, "shown")
+        self._refresh_side()
+
+    def watch_step_mode(self, on: bool) -> None:
+        self.query_one("#steps").set_class(on, "shown")
+        self.query_one(Timeline).step_mode = on
+        self._refresh_side()
+
+    def on_cursor_moved(self, message: CursorMoved) -> None:
+        self._refresh_side()
+
+    def _refresh_side(self) -> None:
+        g = self.grid
+        if g is None or not len(g) or not g.columns:
+            return
+        tl = self.query_one(Timeline)
+        row, col = tl.cursor_row, tl.cursor_col
+        column = g.columns[col]
+        if self.show_detail:
+            self.query_one("#detail-text", Static).update(panes.detail(g, column.rep, row))
+        if self.step_mode:
+            self.query_one("#steps", Static).update(panes.steps(g, row))
+        grp, k = g.slot(row)
+        status = g.status(column.rep, row)
+        ev = g.event(column.rep, row) if status not in ("not member", "after exit") else None
+        where = f" at {ev.where()}" if ev is not None else ""
+        text = f"{column.title}  group {grp} #{k}: {status}{where}"
+        if self.finding >= 0 and self.report.findings:
+            f = self.report.findings[self.finding]
+            text += f"\n{f.title}: {f.message}"
+        self.query_one("#status-line", Static).update(text)
+
+    # -- actions -----------------------------------------------------------------------
+    def action_view(self, view: str) -> None:
+        if self.report is not None:
+            self.view = view
+
+    def action_first(self) -> None:
+        self.select_finding(0)
+
+    def action_finding(self, delta: int) -> None:
+        if self.report is not None and self.report.findings:
+            self.select_finding((self.finding + delta) % len(self.report.findings))
+
+    def select_finding(self, index: int) -> None:
+        if self.report is None or not self.report.findings:
+            self.notify("no findings: the run is clean")
+            return
+        self.finding = index
+        f = self.report.findings[index]
+        group, row, rank = navigation.locate(self.report, self.group, f, self.grids, MERGED)
+        self.switch_group(group)
+        grid = self.grid
+        row = navigation.finding_row(grid, f) if row is None else row
+        col = grid.column_of(rank) if rank is not None and rank in grid.fold_of else 0
+        self._set_grid(grid, row if row is not None else self.query_one(Timeline).cursor_row, col)
+        self.view = "timelines"
+        self._refresh_side()
+
+    def action_choose_group(self) -> None:
+        if self.report is None:
+            return
+        self.push_screen(GroupScreen(navigation.group_choices(self.report, MERGED), self.group),
+                         lambda g: g and self.switch_group(g))
+
+    def action_search(self) -> None:
+        if self.report is not None:
+            self.push_screen(PromptScreen("search by op or call site (e.g. barrier, main.py:25, train_step)"),
+                             self.search)
+
+    def search(self, query: str) -> None:
+        if not query or self.grid is None:
+            return
+        tl = self.query_one(Timeline)
+        hit = navigation.search(self.grid, query, tl.cursor_row, tl.cursor_col)
+        if hit is None:
+            self.notify(f"no match for {query!r}", severity="warning")
+            return
+        self.view = "timelines"
+        tl.move_to(*hit)
+
+    def action_goto_rank(self) -> None:
+        if self.report is not None:
+            self.push_screen(PromptScreen("go to rank"), self.goto_rank)
+
+    def goto_rank(self, text: str) -> None:
+        if not text:
+            return
+        try:
+            rank = int(text)
+        except ValueError:
+            self.notify(f"not a rank: {text!r}", severity="error")
+            return
+        if rank not in self.report.run.ranks:
+            self.notify(f"no log for rank {rank}", severity="error")
+            return
+        if self.grid is None or rank not in self.grid.fold_of:
+            self.switch_group(MERGED)
+        self.view = "timelines"
+        self.query_one(Timeline).show_rank(rank)
+
+    def action_toggle_detail(self) -> None:
+        if self.report is not None:
+            self.show_detail = not self.show_detail
+            if self.show_detail:
+                self.view = "timelines"
+
+    def action_toggle_step(self) -> None:
+        if self.report is not None:
+            self.step_mode = not self.step_mode
+            if self.step_mode:
+                self.view = "timelines"
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    # -- what tests read ---------------------------------------------------------------
+    def selected(self) -> tuple:
+        """(column title, group, position, status) of the cursor cell."""
+        tl = self.query_one(Timeline)
+        col = self.grid.columns[tl.cursor_col]
+        g, k = self.grid.slot(tl.cursor_row)
+        return col.title, g, k, self.grid.status(col.rep, tl.cursor_row)
+
+
+def run_tui(target: str) -> int:
+    """Run the TUI on a run directory (or a logs root: the newest run); 0, or 2 when it cannot be read."""
+    from collcheck import cli
+    from collcheck.reader import LogError, find_logs
+
+    latest = cli.latest_run
+    try:
+        target = latest(target)
+        find_logs(target)
+    except LogError as exc:
+        print(f"collcheck: error: {exc}", file=sys.stderr)
+        return 2
+    app = CollcheckApp(target)
+    app.run()
+    if app.error is not None:
+        print(f"collcheck: error: {app.error}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,39 @@
+"""Messages posted by the loader worker and the widgets back to the app."""
+
+from __future__ import annotations
+
+from textual.message import Message
+
+
+class LoadProgress(Message):
+    """The loader moved to a new stage (reading logs, analysing)."""
+
+    def __init__(self, stage: str) -> None:
+        super().__init__()
+        self.stage = stage
+
+
+class Loaded(Message):
+    """The run is loaded and analysed."""
+
+    def __init__(self, report, seconds: float) -> None:
+        super().__init__()
+        self.report = report
+        self.seconds = seconds
+
+
+class LoadFailed(Message):
+    """The run cannot be read: `error` is the one-line message the CLI prints."""
+
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error
+
+
+class CursorMoved(Message):
+    """The timeline cursor moved to (row, column)."""
+
+    def __init__(self, row: int, col: int) -> None:
+        super().__init__()
+        self.row = row
+        self.col = col
