@@ -110,7 +110,8 @@ def explain(run: Run, f: Finding) -> str:
         text = (f"{who} issued {_ev(e)} as collective #{f.position} of group {f.group}; "
                 f"rank{'s' if len(others) != 1 else ''} {rank_ranges(others) if others else '-'} never did")
         if f.details.get("no_majority"):
-            text += f"; with no majority this is the same as rank{'s' if len(others) != 1 else ''} skipping it"
+            text += (f"; with no majority this is the same as rank{'s' if len(others) != 1 else ''} "
+                     f"{rank_ranges(others)} skipping it")
         return text
     if f.kind == "order_mismatch":
         e = {r: f.events.get(r) for r in f.ranks}

@@ -10,7 +10,8 @@ from ..model import Event
 KINDS = {
     "missing": ("missing collective", "error",
                 "the other ranks block in it until the NCCL watchdog timeout (default 10 min) aborts the job",
-                "the other ranks block until the group timeout, then raise 'Timed out waiting ... for recv'",
+                "the other ranks block until the group timeout, then raise 'Timed out waiting ... for recv'; "
+                "if the rank that skipped it has exited, they fail at once with 'Connection closed by peer'",
                 "make every rank reach the call: move it out of the rank-dependent branch or early exit"),
     "extra": ("extra collective", "error",
               "the rank blocks in it forever, or it silently pairs with the next collective of the others",

@@ -51,7 +51,6 @@ class Recorder:
         self.failed = False
         self.tls = threading.local()
         self.t0 = time.monotonic_ns()
-        self._groups: dict[int, tuple[int, object]] = {}  # id(pg) -> (gid, pg kept alive)
         self._group_names: dict[str, int] = {}
         self._threads: dict[int, int] = {}
         self.inflight: dict[int, tuple[int, int, str]] = {}  # eid -> (t_ns, thread ident, op)
@@ -120,7 +119,6 @@ class Recorder:
         self.active = False
         self.tls = threading.local()
         self.inflight = {}
-        self._groups = {}
         self._group_names = {}
         self._threads = {}
 
@@ -137,9 +135,8 @@ class Recorder:
         return h
 
     def group_id(self, w: LogWriter, pg) -> int:
-        entry = self._groups.get(id(pg))
-        if entry is not None:
-            return entry[0]
+        # keyed by name, never holding the group: a reference kept here would stop
+        # destroy_process_group() from joining gloo's threads before interpreter exit (abort)
         name = pg.group_name
         gid = self._group_names.get(name)
         if gid is None:
@@ -149,7 +146,6 @@ class Recorder:
             if ranks is not None:
                 rec["r"] = ranks
             w.queue(rec)
-        self._groups[id(pg)] = (gid, pg)
         return gid
 
     def _site(self, w: LogWriter, frame):
