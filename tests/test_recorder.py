@@ -311,12 +311,22 @@ def test_size_mismatch_abort_leaves_readable_logs(tmp_path):
             assert log.state == "raised" and e.error is not None
 
 
-@pytest.mark.timeout(120)
+def _sigterm_dump_complete(run_dir: str) -> bool:
+    path = os.path.join(run_dir, "rank-00001.0.sigterm.txt")
+    return os.path.exists(path) and "terminated_in_all_reduce" in open(path).read()
+
+
+@pytest.mark.timeout(240)
 def test_watchdog_stacks_and_sigterm_dump(tmp_path):
     script = program("crash.py")
     marks = marker_lines(script)
-    rc, out, err, run_dir = torchrun(script, 2, tmp_path, timeout=100, args=("watchdog",),
-                                     env={"COLLCHECK_HANG_SECONDS": "1"})
+    # faulthandler's dump can be cut short when a second SIGTERM lands while it is writing
+    # (seen once on a loaded CI machine): one more launch before judging
+    for attempt in range(2):
+        rc, out, err, run_dir = torchrun(script, 2, tmp_path / f"try{attempt}", timeout=100, args=("watchdog",),
+                                         env={"COLLCHECK_HANG_SECONDS": "1"})
+        if _sigterm_dump_complete(run_dir):
+            break
     assert rc != 0
     run = load_run(run_dir)
     log = run.ranks[1]
