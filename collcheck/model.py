@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from . import logformat as lf
 from .reader import LogError, find_logs, read_header
-from .scan import SHAPE_FREE_OPS, Scan, decode_event, scan_many
+from .scan import Scan, decode_event, scan_many
 
 P2P_OPS = frozenset(("send", "recv_", "recv_any_source_"))
 ROOTED_OPS = frozenset(("broadcast_", "reduce_", "gather_", "scatter_"))
@@ -190,7 +190,7 @@ class RankLog:
         return i not in self.pending and i not in self.errors
 
     def event(self, i: int) -> Event:
-        coll, done, tables = decode_event(self.path, self.off[i], i, self.header, self.run.file_cache(self.path))
+        coll, done, tables = decode_event(self.path, self.off[i], i, self.run.file_cache(self.path))
         strings, sites = tables["S"], tables["F"]
 
         def site_of(sid):

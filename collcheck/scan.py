@@ -183,7 +183,7 @@ def _group(rec: dict, slot_of, sites: dict, creations: list) -> None:
                           rec.get("m", True), rec.get("d") or ""))
 
 
-def decode_event(path: str, offset: int, index: int, header: dict, cache: dict) -> tuple[dict, dict | None, dict]:
+def decode_event(path: str, offset: int, index: int, cache: dict) -> tuple[dict, dict | None, dict]:
     """Decode the C record at `offset` and find its D record after it.
 
     Returns (C record, D record or None, lookup tables). `cache` keeps the file's string,

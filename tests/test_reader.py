@@ -118,6 +118,24 @@ def test_cut_at_every_byte_offset(small_log):
     assert previous == len(full)
 
 
+def test_scanner_cut_at_every_byte_offset(small_log):
+    """The analysis reads through collcheck.scan: it must agree with parse_log at every cut."""
+    from collcheck.scan import scan_bytes
+
+    path, data = small_log
+    for cut in range(len(data) + 1):
+        chunk = data[:cut]
+        try:
+            raw = parse_log(chunk, path)
+        except LogError:
+            with pytest.raises(LogError):
+                scan_bytes(chunk, path)
+            continue
+        scan = scan_bytes(chunk, path)
+        assert len(scan.sig) == sum(1 for r in raw.records if r["k"] == "C"), cut
+        assert (scan.good_bytes, scan.torn, scan.junk) == (raw.good_bytes, raw.torn, raw.junk), cut
+
+
 def test_cut_file_loads_as_killed_rank(tmp_path):
     prog = small_program()
     paths = synth.write_run(str(tmp_path), prog)

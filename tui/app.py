@@ -13,7 +13,6 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import ContentSwitcher, Footer, Label, LoadingIndicator, Static
 
-from collcheck.analysis.fold import rank_ranges
 
 from . import navigation
 from .messages import CursorMoved, Loaded, LoadFailed, LoadProgress

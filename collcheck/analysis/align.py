@@ -12,7 +12,7 @@ import math
 from array import array
 from collections import Counter
 
-from ..model import P2P_OPS, RankLog, Run, Signature
+from ..model import P2P_OPS, Run, Signature
 from .findings import Finding
 
 LOOKAHEAD = 4  # events compared to tell a skipped collective from a changed one

@@ -45,7 +45,7 @@ def analyse(run: Run) -> Report:
         lengths = Counter(len(s) for s in seqs.seq.values())
         counts[name] = lengths.most_common(1)[0][0] if lengths else 0
         findings += align_group(run, seqs, hang.waiting)
-    p2p_findings = match_p2p(run, p2p, hang.waiting)
+    p2p_findings = match_p2p(run, p2p)
     if p2p_findings:  # clocks of different processes cannot order them among themselves
         first = min(f.time for f in p2p_findings)
         for f in p2p_findings:

@@ -15,7 +15,7 @@ def _global(run: Run, group: str, group_rank: int | None) -> int | None:
     return members[group_rank]
 
 
-def match_p2p(run: Run, p2p_sigs: set[int], waiting: set[int]) -> list[Finding]:
+def match_p2p(run: Run, p2p_sigs: set[int]) -> list[Finding]:
     sends: dict[tuple, list] = defaultdict(list)  # (group, src, dst) -> [(rank, event index)]
     recvs: dict[tuple, list] = defaultdict(list)
     for rank, log in run.ranks.items():
@@ -49,8 +49,6 @@ def match_p2p(run: Run, p2p_sigs: set[int], waiting: set[int]) -> list[Finding]:
             lonely = se or re
             owner = src if se is not None else dst
             peer = dst if se is not None else src
-            if peer in waiting and owner in waiting and lonely is not None and lonely.t_done is None:
-                pass  # still reported: an unmatched op is the cause, not a consequence
             findings.append(Finding("unmatched_p2p", group, k, sorted({owner, peer} - {None}), "",
                                     {owner: lonely}, None,
                                     {"p2p": True, "src": src, "dst": dst,

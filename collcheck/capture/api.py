@@ -56,7 +56,6 @@ def _wrap_collective(rec: Recorder, name: str, fn):
     async_index, _ = _param_index(fn, "async_op")
     multi = name in MULTI_OP
     always_async = name in ALWAYS_ASYNC
-    tls = rec.tls
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -89,7 +88,6 @@ def _wrap_collective(rec: Recorder, name: str, fn):
             for eid, t_ret in call.returned.items():
                 rec.finish(eid, t_ret)
 
-    del tls
     wrapper.__collcheck_original__ = fn
     return wrapper
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 
 import torch
 
@@ -137,11 +136,3 @@ def _purpose(names: list[str] | None) -> tuple[str | None, str | None]:
     if phase is None and role == "module state broadcast":
         phase = "DDP init"
     return role, f"{phase}: {role}" if phase else role
-
-
-def user_site(depth: int = 2):
-    """(file, line, function) of the first user frame above the caller, for API wrappers."""
-    user, _, _ = walk(sys._getframe(depth), False)
-    if user is None:
-        return None
-    return user.f_code.co_filename, user.f_lineno, user.f_code.co_name

@@ -195,9 +195,9 @@ class Recorder:
                 rec["h"] = h
             if reduce_op is not None:
                 rec["r"] = reduce_op
-            for field, index in (("p", spec.root), ("p", spec.peer)):
-                if index is not None and index < len(args):
-                    rec[field] = args[index]
+            index = spec.root if spec.root is not None else spec.peer
+            if index is not None and index < len(args):
+                rec["p"] = args[index]
             if spec.tag is not None and spec.tag < len(args) and args[spec.tag]:
                 rec["tag"] = args[spec.tag]
             if opname == "alltoall_base_":
@@ -300,12 +300,12 @@ class Recorder:
                 w.queue(rec)
 
     # -- process-level records ---------------------------------------------------------
-    def record(self, rec: dict, now: bool = True) -> None:
+    def record(self, rec: dict) -> None:
         w = self.writer
         if w is None:
             return
         with w.lock:
-            w.write(rec) if now else w.queue(rec)
+            w.write(rec)
 
     def record_group(self, op: str, pg, ranks, desc, frame, extra=None) -> None:
         w = self.writer

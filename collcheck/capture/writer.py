@@ -91,10 +91,6 @@ class LogWriter:
             n = os.write(self.fd, view)
             view = view[n:]
 
-    def flush(self) -> None:
-        with self.lock:
-            self.write()
-
     def close(self) -> None:
         with self.lock:
             if not self.closed:
