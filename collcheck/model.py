@@ -153,6 +153,7 @@ class RankLog:
         self.watchdog = scan.watchdog
         self.torn = scan.torn
         self.junk = scan.junk
+        self.partial = scan.partial  # only the first collectives were read (a preview)
         self.site_set = {run.site_id(site) for site in scan.sites}
         self.base_us = h.get("wall_ns", 0) // 1000
         self._by_group: dict[str, object] | None = None
@@ -221,10 +222,12 @@ class RankLog:
 
     @property
     def state(self) -> str:
-        """finished | raised | stuck | killed-in-collective | killed."""
+        """finished | raised | stuck | killed-in-collective | killed.
+
+        A partial (preview) log's end is not known yet: it reads as finished."""
         if self.exception is not None:
             return "raised"
-        if self.trailer:
+        if self.trailer or self.partial:
             return "finished"
         if self.watchdog:
             return "stuck"
@@ -286,15 +289,18 @@ class Run:
         return list(seen)
 
 
-def load_run(target: str | list[str], workers: int | None = None) -> Run:
-    """Load a run directory (or a list of log files) and check that they belong together."""
+def load_run(target: str | list[str], workers: int | None = None, preview: int | None = None) -> Run:
+    """Load a run directory (or a list of log files) and check that they belong together.
+
+    `preview`: read only each rank's first `preview` collectives (fast first screen of a
+    huge run in the TUI); the logs' ends are then unknown (`RankLog.partial`)."""
     paths = target if isinstance(target, list) else find_logs(target)
     run = Run(target if isinstance(target, str) else os.path.commonpath(paths))
     headers = [read_header(p) for p in paths]
     paths = _same_run(paths, headers)
     if workers is None:
         workers = int(os.environ.get("COLLCHECK_WORKERS", "0")) or (os.cpu_count() or 1)
-    for scan in scan_many(paths, workers):
+    for scan in scan_many(paths, workers, preview):
         sig_map = [run.sig_id(Signature(*t)) for t in scan.signatures]
         log = RankLog(run, scan, sig_map)
         run.ranks[log.rank] = log

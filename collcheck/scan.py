@@ -7,6 +7,7 @@ is decoded again from that offset when a report asks for the event (`RankLog.eve
 
 from __future__ import annotations
 
+import functools
 import os
 from array import array
 from dataclasses import dataclass, field
@@ -44,18 +45,29 @@ class Scan:
     trailer: bool = False
     disabled: str | None = None
     watchdog: list = field(default_factory=list)
+    partial: bool = False  # stopped at `limit` collectives: a preview of the file's beginning
 
 
-def scan_file(path: str) -> Scan:
+def scan_file(path: str, limit: int | None = None) -> Scan:
+    """Scan a whole log, or only its first `limit` collectives (reading about that much of it)."""
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            if limit is None:
+                return scan_bytes(f.read(), path)
+            want = 65536 + 160 * limit  # records are ~50-100 bytes: usually enough
+            data = f.read(want)
+            scan = scan_bytes(data, path, limit)
+            if not scan.partial and len(data) == want:
+                data += f.read()  # the prefix held fewer than `limit` collectives: read it all
+                scan = scan_bytes(data, path, limit)
+            return scan
     except OSError as exc:
         raise LogError(f"{path}: cannot read: {exc.strerror}") from None
-    return scan_bytes(data, path)
 
 
-def scan_bytes(data: bytes, path: str) -> Scan:
+def scan_bytes(data: bytes, path: str, limit: int | None = None) -> Scan:
+    """Columns of one log's bytes; with `limit`, stop after that many collectives (`partial`):
+    their completions may lie beyond, so a partial scan reports none as pending."""
     header, unp = parse_header(data, path)
     strings: dict[int, str] = {}
     sites: dict[int, tuple] = {}
@@ -108,6 +120,10 @@ def scan_bytes(data: bytes, path: str) -> Scan:
                 off_append(start)
                 pend_add(n)
                 n += 1
+                if n == limit:
+                    scan.partial = True
+                    start = tell()
+                    break
             elif kind == lf.DONE:
                 i = rec["i"]
                 pend_discard(i)
@@ -142,7 +158,9 @@ def scan_bytes(data: bytes, path: str) -> Scan:
     except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
         scan.junk = f"undecodable data at byte {start} ({type(exc).__name__})"
     scan.good_bytes = start
-    if scan.junk is None and start < len(data):
+    if scan.partial:
+        pending.clear()
+    elif scan.junk is None and start < len(data):
         scan.torn = True
     elif scan.junk is not None and not any(data[start:]):
         scan.junk, scan.torn = None, True  # zero padding after a crash
@@ -215,13 +233,14 @@ def decode_event(path: str, offset: int, index: int, cache: dict) -> tuple[dict,
     return coll, done, cache["tables"]
 
 
-def scan_many(paths: list[str], workers: int) -> list[Scan]:
-    """Scan files, in `workers` processes when it pays off."""
-    if workers <= 1 or len(paths) < 8:
-        return [scan_file(p) for p in paths]
+def scan_many(paths: list[str], workers: int, limit: int | None = None) -> list[Scan]:
+    """Scan files, in `workers` processes when it pays off (not for short previews)."""
+    if workers <= 1 or len(paths) < 8 or (limit is not None and limit * len(paths) < 2_000_000):
+        return [scan_file(p, limit) for p in paths]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        return list(pool.map(scan_file, paths, chunksize=max(1, len(paths) // (workers * 8))))
+        return list(pool.map(functools.partial(scan_file, limit=limit), paths,
+                             chunksize=max(1, len(paths) // (workers * 8))))

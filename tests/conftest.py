@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -65,3 +66,27 @@ def marker_lines(script: str) -> dict[str, int]:
 
 def log_files(run_dir: str) -> list[str]:
     return sorted(os.path.join(run_dir, f) for f in os.listdir(run_dir) if f.endswith(".msgpack"))
+
+
+_scenario_runs: dict = {}
+_scenario_locks: dict = {}
+_scenario_guard = threading.Lock()
+
+
+@pytest.fixture(scope="session")
+def scenario_run(tmp_path_factory):
+    """`scenario_run(name)` -> (torchrun rc, run dir, output): each scenario in scenarios/ is
+    recorded under real torchrun once per test session and shared by the scenario, replay and
+    TUI tests (thread-safe, so fixtures may record several in parallel)."""
+    from collcheck.demo import record_scenario
+
+    def get(name: str):
+        with _scenario_guard:
+            lock = _scenario_locks.setdefault(name, threading.Lock())
+        with lock:
+            if name not in _scenario_runs:
+                d = tmp_path_factory.mktemp(f"rec-{name}")
+                _scenario_runs[name] = record_scenario(name, str(d), timeout=180)
+            return _scenario_runs[name]
+
+    return get

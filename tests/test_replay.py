@@ -2,8 +2,8 @@
 minimized repro scripts and what-ifs.
 
 Each replay starts one Python process per rank (about 1-2 s on a 2-core machine, plus the
-replay timeout when it hangs). The full scenario sweep runs with COLLCHECK_SLOW=1 (see
-test_every_scenario_replays): the default run replays a representative subset.
+replay timeout when it hangs). Every scenario is replayed; recordings are shared with
+test_scenarios.py through the `scenario_run` fixture (conftest.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 from collcheck import synth
 from collcheck.analysis.diff import analyse
 from collcheck.cli import SCENARIOS_DIR
-from collcheck.demo import free_port, record_scenario, scenario_names
+from collcheck.demo import free_port, scenario_names
 from collcheck.model import load_run
 from collcheck.replay import runtime
 from collcheck.replay.cli import main as replay_main
@@ -28,8 +28,7 @@ from collcheck.replay.plan import Edit, build_plan, involved_ranks, shrink_shape
 from collcheck.replay.runner import finding_key, run_plan, site_key
 
 TIMEOUT = 2.0  # replay process-group timeout: hangs end quickly
-SUBSET = ["seed004_case4", "shape_mismatch", "semantic_mismatch", "cross_group_deadlock", "unmatched_p2p",
-          "p2p_pipeline", "join_uneven_inputs"]
+NAMES = [n for n in scenario_names() if os.path.exists(os.path.join(SCENARIOS_DIR, n, "expected.json"))]
 
 
 def expected(name):
@@ -37,17 +36,15 @@ def expected(name):
         return json.load(f)
 
 
-_recorded: dict = {}
-
-
-def recorded(name, tmp_path_factory):
-    """Record a scenario once per session."""
-    if name not in _recorded:
-        d = tmp_path_factory.mktemp(f"rec-{name}")
-        rc, run_dir, output = record_scenario(name, str(d), timeout=120)
+@pytest.fixture
+def recorded(scenario_run):
+    """name -> run directory of the scenario's recording (made once per session)."""
+    def get(name):
+        rc, run_dir, output = scenario_run(name)
         assert rc != -1, output
-        _recorded[name] = run_dir
-    return _recorded[name]
+        return run_dir
+
+    return get
 
 
 def check_replay(name, run_dir, tmp_path):
@@ -69,52 +66,46 @@ def check_replay(name, run_dir, tmp_path):
     return out
 
 
-@pytest.mark.timeout(120)
-@pytest.mark.parametrize("name", SUBSET)
-def test_scenario_replays(name, tmp_path, tmp_path_factory):
-    check_replay(name, recorded(name, tmp_path_factory), tmp_path)
-
-
-@pytest.mark.skipif(not os.environ.get("COLLCHECK_SLOW"), reason="every scenario: set COLLCHECK_SLOW=1 (~3 min)")
-@pytest.mark.timeout(900)
-def test_every_scenario_replays(tmp_path, tmp_path_factory):
-    failures = []
-    for name in scenario_names():
-        if not os.path.exists(os.path.join(SCENARIOS_DIR, name, "expected.json")):
-            continue
-        try:
-            check_replay(name, recorded(name, tmp_path_factory), tmp_path / name)
-        except AssertionError as exc:
-            failures.append(f"{name}: {str(exc)[:300]}")
-    assert not failures, "\n".join(failures)
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("name", NAMES)
+def test_scenario_replays(name, tmp_path, recorded):
+    check_replay(name, recorded(name), tmp_path)
 
 
 # -- what-if -----------------------------------------------------------------------------------
 
 
-@pytest.mark.timeout(120)
-def test_what_if_removing_the_culprit_completes_seed004_case4(tmp_path, tmp_path_factory, capsys):
-    run_dir = recorded("seed004_case4", tmp_path_factory)
+@pytest.mark.timeout(180)
+def test_what_if_removing_the_culprit_completes_seed004_case4(tmp_path, recorded, capsys):
+    run_dir = recorded("seed004_case4")
     run = load_run(run_dir)
     f = analyse(run).first
     (culprit,) = f.ranks
     other = next(r for r in f.events if r != culprit)
     i, j = f.events[culprit].index, f.events[other].index
-    # the culprit's barrier removed; the recording ends there, so the culprit's next call is
-    # added: the join() collective its peer was waiting in
-    code = replay_main([run_dir, "--timeout", str(TIMEOUT), "--drop", f"{culprit}:{i}",
-                        "--insert", f"{culprit}:-1={other}:{j}"])
+    # the culprit's barrier removed: both ranks were cut by the hang, so after their
+    # recordings end they follow their peers (the culprit joins the peer's join() all-reduce)
+    code = replay_main([run_dir, "--timeout", str(TIMEOUT), "--drop", f"{culprit}:{i}"])
     text = capsys.readouterr().out
     assert code == 0, text
-    assert "replay COMPLETED" in text and "fixes it" in text
-    # dropping only the culprit leaves the peer's join() collective unmatched: still a hang
-    plan = build_plan(run, timeout_s=TIMEOUT, edits=[Edit("drop", culprit, i)])
-    out = run_plan(plan, str(tmp_path / "drop-only"))
+    assert "replay COMPLETED" in text and "fixes it" in text and f"rank {culprit} +1" in text
+    # the same with the follow-up call given explicitly: no following needed
+    plan = build_plan(run, timeout_s=TIMEOUT, edits=[Edit("drop", culprit, i), Edit("insert", culprit, -1, other, j)])
+    assert not any("follow" in n for n in plan.notes)
+    out = run_plan(plan, str(tmp_path / "drop-insert"))
+    assert out.status == "completed" and out.first_key() is None, out.outputs
+    # without following, the peer's join() all-reduce has no partner: still a hang
+    plan = build_plan(run, timeout_s=TIMEOUT, edits=[Edit("drop", culprit, i)], follow=False)
+    out = run_plan(plan, str(tmp_path / "no-follow"))
     assert out.status != "completed"
+    # removing the wrong collective (the one before) does not fix it
+    code = replay_main([run_dir, "--timeout", str(TIMEOUT), "--drop", f"{culprit}:{i - 1}"])
+    text = capsys.readouterr().out
+    assert code == 1 and "does not make the replay complete" in text, text
 
 
-def test_bad_edit_is_an_input_error(tmp_path_factory, capsys):
-    run_dir = recorded("seed004_case4", tmp_path_factory)
+def test_bad_edit_is_an_input_error(recorded, capsys):
+    run_dir = recorded("seed004_case4")
     assert replay_main([run_dir, "--drop", "1:9999"]) == 2
     assert replay_main([run_dir, "--drop", "x"]) == 2
     assert "expected RANK:INDEX" in capsys.readouterr().err
@@ -151,8 +142,8 @@ def test_32_rank_recording_replays_on_few_processes(tmp_path, capsys):
 
 
 @pytest.mark.timeout(60)
-def test_scale_down_says_when_it_cannot(tmp_path_factory, capsys):
-    run_dir = recorded("cross_group_deadlock", tmp_path_factory)
+def test_scale_down_says_when_it_cannot(recorded, capsys):
+    run_dir = recorded("cross_group_deadlock")
     code = replay_main([run_dir, "--ranks", "auto", "--timeout", str(TIMEOUT)])
     text = capsys.readouterr().out
     assert "cannot scale down" in text and "all 4 ranks" in text
@@ -207,8 +198,8 @@ def test_minimized_script_reproduces_with_torchrun(tmp_path):
 
 
 @pytest.mark.timeout(180)
-def test_cli_emits_script_for_scenario(tmp_path, tmp_path_factory, capsys):
-    run_dir = recorded("shape_mismatch", tmp_path_factory)
+def test_cli_emits_script_for_scenario(tmp_path, recorded, capsys):
+    run_dir = recorded("shape_mismatch")
     script = str(tmp_path / "repro.py")
     code = replay_main([run_dir, "--timeout", str(TIMEOUT), "--emit-script", script, "--max-tests", "6"])
     text = capsys.readouterr().out

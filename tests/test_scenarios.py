@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from collcheck.cli import SCENARIOS_DIR
-from collcheck.demo import record_scenario, scenario_names
+from collcheck.demo import scenario_names
 
 NAMES = [n for n in scenario_names() if os.path.exists(os.path.join(SCENARIOS_DIR, n, "expected.json"))]
 
@@ -34,10 +34,10 @@ def summarize(finding: dict) -> dict:
 
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("name", NAMES)
-def test_scenario(name, tmp_path):
+def test_scenario(name, scenario_run):
     with open(os.path.join(SCENARIOS_DIR, name, "expected.json")) as f:
         expected = json.load(f)
-    rc, run_dir, output = record_scenario(name, str(tmp_path), timeout=180)
+    rc, run_dir, output = scenario_run(name)
     assert rc != -1, output
     code, report = diff_json(run_dir)
     assert report["verdict"] == expected["verdict"], json.dumps(report["findings"][:2], indent=1)

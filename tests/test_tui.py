@@ -25,14 +25,10 @@ SCENARIOS = ("seed004_case4", "cross_group_deadlock", "join_uneven_inputs")
 
 
 @pytest.fixture(scope="session")
-def recorded(tmp_path_factory):
-    """Each scenario recorded once per session, in parallel (real torchrun)."""
-    from collcheck.demo import record_scenario
-
-    root = str(tmp_path_factory.mktemp("tui-logs"))
+def recorded(scenario_run):
+    """Each scenario recorded once per session (shared with the other tests), in parallel."""
     with ThreadPoolExecutor(len(SCENARIOS)) as pool:
-        runs = dict(zip(SCENARIOS, pool.map(lambda n: record_scenario(n, root)[1], SCENARIOS)))
-    return runs
+        return dict(zip(SCENARIOS, pool.map(lambda n: scenario_run(n)[1], SCENARIOS)))
 
 
 @pytest.fixture(scope="session")
@@ -251,3 +247,68 @@ def _snap_app(hang_dir, keys):
 def test_snapshot(snap_compare, hang_dir, name, keys):
     app, before = _snap_app(hang_dir, keys)
     assert snap_compare(app, run_before=before, terminal_size=SIZE)
+
+
+# -- preview of a big run ------------------------------------------------------------------------
+
+
+def test_big_run_shows_a_preview_while_the_full_run_loads(hang_dir):
+    """Over PREVIEW_BYTES the timelines of each rank's first collectives come first; keys that
+    need the whole run say so; the full analysis then replaces the grid and keeps the cursor."""
+    import threading
+
+    release = threading.Event()
+
+    class HeldApp(CollcheckApp):
+        PREVIEW_EVENTS, PREVIEW_MIN = 8 * 10, 10  # 10 collectives per rank of 8
+
+        def _load_preview(self):
+            super()._load_preview()
+            release.wait(30)  # hold the full load until the test has looked at the preview
+
+    async def main():
+        app = HeldApp(hang_dir, preview_bytes=0)
+        async with app.run_test(size=SIZE) as pilot:
+            for _ in range(600):
+                if app.preview:
+                    break
+                await pilot.pause(0.05)
+            assert app.preview == 10 and app.view == "timelines"
+            assert len(app.grid) == 10 and app.selected() == ("ranks 0-7", "0", 0, "matched")
+            assert "preview: first 10 collectives per rank" in plain(app, "#summary-line")
+            assert "(analysing ...)" in plain(app, "#summary-line")
+            assert all(log.partial and len(log) == 10 for log in app.report.run.ranks.values())
+            await pilot.press("f")  # needs the whole run
+            assert app.finding == -1 and app.view == "timelines"
+            await pilot.press("down", "down", "down")
+            assert app.selected()[2] == 3
+            release.set()
+            await wait_full(pilot, app)
+            assert app.preview == 0 and app.view == "timelines"  # the user moved: view kept
+            assert app.selected()[2] == 3 and len(app.grid) > 10
+            assert "verdict HANG" in plain(app, "#summary-line")
+            await pilot.press("f")
+            assert app.finding == 0 and app.selected()[2] == HANG_STOP
+
+    asyncio.run(main())
+
+
+async def wait_full(pilot, app):
+    for _ in range(600):
+        if app.report is not None and not app.preview and app.load_seconds:
+            await pilot.pause()
+            return
+        await pilot.pause(0.05)
+    raise AssertionError("the full run did not load")
+
+
+def test_preview_reads_only_the_first_collectives(hang_dir):
+    from collcheck.model import load_run
+
+    full, preview = load_run(hang_dir), load_run(hang_dir, preview=7)
+    assert all(len(log) == 7 and log.partial and log.state == "finished" and not log.pending
+               for log in preview.ranks.values())
+    for r, log in preview.ranks.items():  # the same first events as the full load
+        assert [preview.signatures[s] for s in log.sig] == [full.signatures[s] for s in full.ranks[r].sig[:7]]
+    assert not any(log.partial for log in full.ranks.values())
+    assert len(load_run(hang_dir, preview=1000).ranks[HANG_RANK]) == HANG_STOP  # shorter than the limit: all of it

@@ -15,7 +15,7 @@ from textual.widgets import ContentSwitcher, Footer, Label, LoadingIndicator, St
 
 
 from . import navigation
-from .messages import CursorMoved, Loaded, LoadFailed, LoadProgress
+from .messages import CursorMoved, Loaded, LoadFailed, LoadProgress, Previewed
 from .model import Grid
 from .screens.prompts import GroupScreen, HelpScreen, PromptScreen
 from .widgets import panes
@@ -27,7 +27,7 @@ from .navigation import MERGED
 class CollcheckApp(App):
     """Browse one recorded run: where each rank stopped, which ranks disagree, and how."""
 
-    CSS_PATH = "app.tcss"
+    CSS_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "app.tcss")  # absolute: subclasses work
     TITLE = "collcheck"
     BINDINGS = [
         Binding("o", "view('overview')", "overview"),
@@ -50,8 +50,18 @@ class CollcheckApp(App):
     step_mode: reactive[bool] = reactive(False)
     finding: reactive[int] = reactive(-1)
 
-    def __init__(self, target: str, start_view: str = "overview", loader=None) -> None:
+    # Runs bigger than this are previewed: the first PREVIEW_EVENTS collectives (all ranks
+    # together) are shown within a second or two while the full logs are read and analysed.
+    PREVIEW_BYTES = 32 << 20
+    PREVIEW_EVENTS = 300_000
+    PREVIEW_MIN = 100  # per rank
+
+    def __init__(self, target: str, start_view: str = "overview", loader=None,
+                 preview_bytes: int | None = None) -> None:
         super().__init__()
+        self.preview_bytes = self.PREVIEW_BYTES if preview_bytes is None else preview_bytes
+        self.preview = 0  # > 0 while only the first `preview` collectives of each rank are shown
+        self._moved_in_preview = False
         self.target = target
         self.start_view = start_view
         self.loader = loader  # tests / benchmark: a callable returning a Report
@@ -98,6 +108,7 @@ class CollcheckApp(App):
                 from collcheck.analysis.diff import analyse
                 from collcheck.model import load_run
 
+                self._load_preview()
                 self.post_message(LoadProgress(f"reading the logs of {self.target} ..."))
                 run = load_run(self.target)
                 self.post_message(LoadProgress(f"analysing {len(run.ranks)} ranks ..."))
@@ -111,9 +122,43 @@ class CollcheckApp(App):
         except Exception as exc:  # noqa: BLE001 - shown like the CLI's internal error
             self.post_message(LoadFailed(f"internal error: {type(exc).__name__}: {exc}"))
             return
-        self.grids[group] = grid
-        self.group = group
-        self.post_message(Loaded(report, time.perf_counter() - t0))
+        self.post_message(Loaded(report, grid, group, time.perf_counter() - t0))
+
+    def _load_preview(self) -> None:
+        """For a big run, post the timelines of each rank's first collectives first."""
+        from collcheck.analysis.diff import analyse
+        from collcheck.model import load_run
+        from collcheck.reader import find_logs
+
+        paths = find_logs(self.target)
+        if sum(os.path.getsize(p) for p in paths) <= self.preview_bytes:
+            return
+        per_rank = max(self.PREVIEW_MIN, self.PREVIEW_EVENTS // len(paths))
+        self.post_message(LoadProgress(f"reading the first {per_rank} collectives of {len(paths)} ranks ..."))
+        report = analyse(load_run(self.target, preview=per_rank))
+        group = navigation.default_group(report, MERGED)
+        self.post_message(Previewed(report, Grid(report, None if group == MERGED else group), group, per_rank))
+
+    def on_previewed(self, message: Previewed) -> None:
+        if self.report is not None:  # the full load won the race
+            return
+        self.report, self.preview = message.report, message.per_rank
+        self.grids = {message.group: message.grid}
+        self.group = message.group
+        self.query_one("#loading").display = False
+        self.query_one("#views").display = True
+        self._set_grid(message.grid)
+        self.view = "timelines"
+        self.query_one(Timeline).focus()
+        self.query_one("#status-line", Static).update(
+            f"preview: the first {self.preview} collectives of each rank; reading and analysing the full logs ...")
+
+    def _needs_full(self) -> bool:
+        """True (and says so) while only the preview is loaded."""
+        if self.preview:
+            self.notify("still reading the full logs: findings, groups, step mode and the overview come when "
+                        "they are analysed", severity="warning")
+        return bool(self.preview)
 
     def on_load_progress(self, message: LoadProgress) -> None:
         self.query_one("#loading-stage", Label).update(message.stage)
@@ -123,14 +168,27 @@ class CollcheckApp(App):
         self.exit(return_code=2)
 
     def on_loaded(self, message: Loaded) -> None:
+        was_preview, self.preview = self.preview, 0
         self.report, self.load_seconds = message.report, message.seconds
         self.query_one("#loading").display = False
         self.query_one("#views").display = True
         self.query_one("#overview-text", Static).update(panes.overview(self.report))
         self.query_one("#waitfor-text", Static).update(panes.waitfor(self.report))
-        self._set_grid(self.grids[self.group])
+        self.grids = {message.group: message.grid}
+        same_rows = was_preview and message.group == self.group
+        self.group = message.group
+        tl = self.query_one(Timeline)
+        if same_rows:  # same rows (aligned collectives) as the preview's: keep the cursor
+            self._set_grid(message.grid, min(tl.cursor_row, max(len(message.grid) - 1, 0)), 0)
+            self.query_one("#status-line", Static).update("")
+            self._refresh_side()
+            if self._moved_in_preview:
+                self.notify(f"full run analysed: verdict {self.report.verdict.upper()} (f: first divergence)")
+                return
+        else:
+            self._set_grid(message.grid)
         self.view = self.start_view
-        self.query_one(Timeline).focus()
+        tl.focus()
 
     # -- state -------------------------------------------------------------------------
     def _set_grid(self, grid: Grid, row: int | None = None, col: int = 0) -> None:
@@ -156,9 +214,13 @@ class CollcheckApp(App):
         run = r.run
         g = "all groups" if self.group == MERGED else f"group {self.group}"
         f = f"finding {self.finding + 1}/{len(r.findings)}" if self.finding >= 0 else f"{len(r.findings)} findings"
+        if self.preview:
+            verdict, f = "(analysing ...)", f"preview: first {self.preview} collectives per rank"
+        else:
+            verdict = r.verdict.upper()
         self.query_one("#summary-line", Static).update(
             f"collcheck  {os.path.basename(os.path.normpath(run.directory))}  {len(run.ranks)} ranks  "
-            f"verdict {r.verdict.upper()}  |  {self.view}  |  {g}  |  {f}  |  ? help")
+            f"verdict {verdict}  |  {self.view}  |  {g}  |  {f}  |  ? help")
 
     def watch_view(self, view: str) -> None:
         self.query_one(ContentSwitcher).current = view
@@ -177,6 +239,10 @@ class CollcheckApp(App):
 
     def on_cursor_moved(self, message: CursorMoved) -> None:
         self._refresh_side()
+
+    def on_key(self, event) -> None:
+        if self.preview:  # the user is looking at the preview: do not switch views under them
+            self._moved_in_preview = True
 
     def _refresh_side(self) -> None:
         g = self.grid
@@ -201,17 +267,19 @@ class CollcheckApp(App):
 
     # -- actions -----------------------------------------------------------------------
     def action_view(self, view: str) -> None:
-        if self.report is not None:
+        if self.report is not None and not (view != "timelines" and self._needs_full()):
             self.view = view
 
     def action_first(self) -> None:
         self.select_finding(0)
 
     def action_finding(self, delta: int) -> None:
-        if self.report is not None and self.report.findings:
+        if self.report is not None and (self.preview or self.report.findings):
             self.select_finding((self.finding + delta) % len(self.report.findings))
 
     def select_finding(self, index: int) -> None:
+        if self._needs_full():
+            return
         if self.report is None or not self.report.findings:
             self.notify("no findings: the run is clean")
             return
@@ -227,7 +295,7 @@ class CollcheckApp(App):
         self._refresh_side()
 
     def action_choose_group(self) -> None:
-        if self.report is None:
+        if self.report is None or self._needs_full():
             return
         self.push_screen(GroupScreen(navigation.group_choices(self.report, MERGED), self.group),
                          lambda g: g and self.switch_group(g))
@@ -275,7 +343,7 @@ class CollcheckApp(App):
                 self.view = "timelines"
 
     def action_toggle_step(self) -> None:
-        if self.report is not None:
+        if self.report is not None and not self._needs_full():
             self.step_mode = not self.step_mode
             if self.step_mode:
                 self.view = "timelines"

@@ -16,10 +16,23 @@ class LoadProgress(Message):
 class Loaded(Message):
     """The run is loaded and analysed."""
 
-    def __init__(self, report, seconds: float) -> None:
+    def __init__(self, report, grid, group: str, seconds: float) -> None:
         super().__init__()
         self.report = report
+        self.grid = grid
+        self.group = group
         self.seconds = seconds
+
+
+class Previewed(Message):
+    """The first collectives of every rank are read: timelines can be shown while the rest loads."""
+
+    def __init__(self, report, grid, group: str, per_rank: int) -> None:
+        super().__init__()
+        self.report = report
+        self.grid = grid
+        self.group = group
+        self.per_rank = per_rank
 
 
 class LoadFailed(Message):

@@ -32,6 +32,9 @@ def add_parser(subparsers):
                    help="what-if: rank RANK issues a copy of rank SRC's collective #J before its #I (I=-1: at the end)")
     p.add_argument("--move", action="append", default=[], metavar="RANK:I:J",
                    help="what-if: rank RANK issues its collective #I just before its #J (J=-1: at the end)")
+    p.add_argument("--no-follow", action="store_true",
+                   help="what-if: ranks cut by the hang stop where their recording stops (default: they follow "
+                        "their peers' remaining collectives)")
     p.add_argument("--emit-script", metavar="PATH", help="write a standalone torch program that reproduces the finding")
     p.add_argument("--no-minimize", action="store_true", help="with --emit-script: keep every recorded collective")
     p.add_argument("--max-tests", type=int, default=40, help="minimization: at most this many trial replays (40)")
@@ -105,7 +108,7 @@ def cmd_replay(args) -> int:
     if len(ranks) > MAX_PROCESSES:
         raise UsageError(f"replaying {len(ranks)} ranks needs {len(ranks)} local processes (limit {MAX_PROCESSES}); "
                          + (scale_note + "; " if scale_note else "") + "select fewer with --ranks")
-    plan = build_plan(run, ranks, shrink=args.shrink, timeout_s=args.timeout, edits=edits)
+    plan = build_plan(run, ranks, shrink=args.shrink, timeout_s=args.timeout, edits=edits, follow=not args.no_follow)
 
     work = args.keep or tempfile.mkdtemp(prefix="collcheck-replay-")
     try:

@@ -50,7 +50,7 @@ _PRIVATE = ("ts", "td", "or")
 
 
 def _public(a: dict) -> dict:
-    return {k: v for k, v in a.items() if k not in _PRIVATE and v is not None and v != [] and not (k in ("a", "e") and not v)}
+    return {k: v for k, v in a.items() if k not in _PRIVATE and v is not None and v != [] and not (k in ("a", "e", "cut") and not v)}
 
 
 # ----------------------------------------------------------------------------------------
@@ -114,12 +114,15 @@ def rank_actions(run: Run, rank: int) -> list[dict]:
         pass  # torn tail: what was read is what the rank did
     state = log.state
     end = {"k": "end", "state": "finished"}
+    errored_last = any(a["k"] == "op" and a.get("e") for a in actions[-1:])
     if state == "raised":
-        errored_last = any(a["k"] == "op" and a.get("e") for a in actions[-1:])
         if not errored_last:
             end = {"k": "end", "state": "raised", "m": f"{log.exception[0]}: {log.exception[1]}"[:300]}
     elif state == "killed":
         end = {"k": "end", "state": "killed"}
+    # cut by the hang: the rank stopped inside a collective, so what it would have done
+    # next was never recorded (what-ifs may let it follow its peers, see follow_peers)
+    end["cut"] = state in ("stuck", "killed-in-collective") or (state == "raised" and errored_last)
     # the recorded op errored and was the rank's last: nothing continues after it
     for a in actions:
         if a["k"] == "op" and a.get("e") and a is _last_op(actions):
@@ -137,8 +140,10 @@ def _last_op(actions):
 
 
 def build_plan(run: Run, ranks=None, shrink: int | None = None, timeout_s: float = 5.0,
-               edits=(), per_rank: dict | None = None) -> Plan:
-    """A plan replaying `ranks` (default: all) of `run`; edits are applied to recorded ranks' sequences."""
+               edits=(), per_rank: dict | None = None, follow: bool = True) -> Plan:
+    """A plan replaying `ranks` (default: all) of `run`; edits are applied to recorded ranks' sequences.
+
+    With edits and `follow`, ranks cut by the hang continue like their peers (`follow_peers`)."""
     if run.world == 0 or not run.ranks:
         raise LogError(f"{run.directory}: no rank logs to replay")
     missing = sorted(set(range(run.world)) - set(run.ranks))
@@ -153,8 +158,10 @@ def build_plan(run: Run, ranks=None, shrink: int | None = None, timeout_s: float
         per_rank = {r: copy.deepcopy(per_rank[r]) for r in selected}
     for edit in edits:
         apply_edit(per_rank, edit)
-    remap = {r: k for k, r in enumerate(selected)}
     notes = []
+    if edits and follow:
+        notes += follow_peers(run, per_rank)
+    remap = {r: k for k, r in enumerate(selected)}
     plan_ranks = []
     dropped_p2p = 0
     substituted: set = set()
@@ -289,6 +296,46 @@ def apply_edit(per_rank: dict, e: Edit) -> None:
         at = _find(acts, e.other_index, e.rank) if e.other_index >= 0 else _end_index(acts)
         a = dict(a, a=0, ts=acts[at].get("ts") if at < len(acts) else a.get("ts"))
         acts.insert(at, a)
+
+
+def follow_peers(run: Run, per_rank: dict) -> list[str]:
+    """Give each rank cut by the hang the collectives its peers still issue after its end.
+
+    A recording stops where the hang stopped the rank: its future is unknown. Once a what-if
+    has changed the sequences, the useful question is whether the *recorded* collectives now
+    line up, so a cut rank is assumed to go on in step with its peers: in every group, it
+    issues copies of the collectives that the member furthest along issued beyond its own
+    count (P2P excluded), in the order they were recorded. Returns notes for the report.
+    """
+    def collectives(acts, g):
+        return [a for a in acts if a["k"] == "op" and a["g"] == g and a["op"] not in P2P_OPS]
+
+    snapshot = {r: list(acts) for r, acts in per_rank.items()}  # peers' tails come from recorded + edited ops only
+    added: dict = {}
+    for r, acts in snapshot.items():
+        if not (acts and acts[-1]["k"] == "end" and acts[-1].get("cut")):
+            continue
+        tail = []
+        groups = {a["g"] for other in snapshot.values() for a in other if a["k"] == "op"}
+        for g in sorted(groups):
+            members = set(run.group_members(g))
+            if r not in members:
+                continue
+            own = len(collectives(acts, g))
+            peers = [collectives(snapshot[m], g) for m in members if m != r and m in snapshot]
+            longest = max(peers, key=len, default=[])
+            tail += [(a.get("ts") or 0, n, a) for n, a in enumerate(longest[own:])]
+        if not tail:
+            continue
+        tail.sort(key=lambda x: (x[0], x[1]))
+        copies = [dict(a, i=next(_inserted), a=0, td=None, e=0) for _, _, a in tail]
+        per_rank[r] = acts[:-1] + copies + [dict(acts[-1], state="finished", cut=False)]
+        added[r] = len(copies)
+    if not added:
+        return []
+    which = ", ".join(f"rank {r} +{n}" for r, n in sorted(added.items()))
+    return [f"ranks cut by the hang follow their peers after their last recorded collective ({which}; "
+            "--no-follow replays only what was recorded)"]
 
 
 def _end_index(acts):
