@@ -46,10 +46,7 @@ async def _drive(directory: str, size: tuple[int, int], pages: int, extra_groups
         first = await painted(lambda: app.report is not None)
         out["first_screen_s"] = first[1] - t0
         out["preview"] = app.preview
-        while app.preview or not app.load_seconds:  # the full run has not reached the app yet
-            await pilot.pause(0.005)
-        loaded = time.perf_counter()
-        out["full_s"] = (await painted(lambda: tl.painted[1] >= loaded))[1] - t0
+        out["full_s"] = (await painted(lambda: app.loaded_at and tl.painted[1] >= app.loaded_at))[1] - t0
         out["load_analyse_s"] = app.load_seconds
         out["rows"], out["columns"] = len(app.grid), len(app.grid.columns)
         if extra_groups:
