@@ -63,6 +63,7 @@ async def _drive(directory: str, size: tuple[int, int], pages: int, extra_groups
                 if time.perf_counter() - t > 5:
                     break
             times.append((tl.painted[1] - t) * 1000)
+        out["scroll_ms_all"] = [round(t, 1) for t in times]
         out["scroll_ms_median"] = statistics.median(times)
         out["scroll_ms_max"] = max(times)
         out["scroll_pages"] = len(times)
