@@ -26,12 +26,15 @@ import tempfile
 import time
 
 
-async def _drive(directory: str, size: tuple[int, int], pages: int, extra_groups: bool) -> dict:
+async def _drive(directory: str, size: tuple[int, int], pages: int, extra_groups: bool,
+                 preview_bytes: int | None = None, preview_events: int | None = None) -> dict:
     from tui.app import CollcheckApp
     from tui.widgets.timeline import Timeline
 
     t0 = time.perf_counter()
-    app = CollcheckApp(directory, start_view="timelines")
+    app = CollcheckApp(directory, start_view="timelines", preview_bytes=preview_bytes)
+    if preview_events:
+        app.PREVIEW_EVENTS = preview_events
     out: dict = {}
     async with app.run_test(size=size) as pilot:
         tl = app.query_one(Timeline)
@@ -79,6 +82,10 @@ def main(argv=None) -> int:
     p.add_argument("--size", default="200x50", help="terminal size WxH (default 200x50)")
     p.add_argument("--unfold", action="store_true", help="unfold the folded column before scrolling (1 column per rank)")
     p.add_argument("--dir", help="use (or write) the run here and keep it")
+    p.add_argument("--preview-bytes", type=int, default=None,
+                   help="preview runs with more log bytes than this (default: the app's, 32 MiB)")
+    p.add_argument("--preview-events", type=int, default=None,
+                   help="collectives read for the preview, all ranks together (default: the app's, 300,000)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     from .synth import write_clean_run
@@ -90,7 +97,8 @@ def main(argv=None) -> int:
             write_clean_run(tmp, args.ranks, args.events)
         write_s = time.perf_counter() - t
         w, h = (int(x) for x in args.size.split("x"))
-        res = asyncio.run(_drive(tmp, (w, h), args.pages, args.unfold))
+        res = asyncio.run(_drive(tmp, (w, h), args.pages, args.unfold, args.preview_bytes,
+                                 args.preview_events))
         res.update(ranks=args.ranks, events=args.events, write_s=write_s, size=args.size, cpus=os.cpu_count())
     finally:
         if not args.dir:

@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 
 import pytest
@@ -85,8 +86,9 @@ def scenario_run(tmp_path_factory):
             lock = _scenario_locks.setdefault(name, threading.Lock())
         with lock:
             if name not in _scenario_runs:
-                d = tmp_path_factory.mktemp(f"rec-{name}")
-                _scenario_runs[name] = record_scenario(name, str(d), timeout=180)
+                # mkdtemp, not tmp_path_factory.mktemp: several threads may record at once
+                d = tempfile.mkdtemp(prefix=f"rec-{name}-", dir=tmp_path_factory.getbasetemp())
+                _scenario_runs[name] = record_scenario(name, d, timeout=180)
             return _scenario_runs[name]
 
     return get

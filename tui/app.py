@@ -110,9 +110,10 @@ class CollcheckApp(App):
                 from collcheck.analysis.diff import analyse
                 from collcheck.model import load_run
 
-                self._load_preview()
-                self.post_message(LoadProgress(f"reading the logs of {self.target} ..."))
-                run = load_run(self.target)
+                run = self._load_preview()  # the whole run when the preview read all of it
+                if run is None:
+                    self.post_message(LoadProgress(f"reading the logs of {self.target} ..."))
+                    run = load_run(self.target)
                 self.post_message(LoadProgress(f"analysing {len(run.ranks)} ranks ..."))
                 report = analyse(run)
             group = navigation.default_group(report, MERGED)
@@ -126,18 +127,23 @@ class CollcheckApp(App):
             return
         self.post_message(Loaded(report, grid, group, time.perf_counter() - t0))
 
-    def _load_preview(self) -> None:
-        """For a big run, post the timelines of each rank's first collectives first."""
+    def _load_preview(self):
+        """For a big run, post the timelines of each rank's first collectives first.
+
+        Returns the run when the preview turned out to hold every collective, else None."""
         from collcheck.analysis.diff import analyse
         from collcheck.model import load_run
         from collcheck.reader import find_logs
 
         paths = find_logs(self.target)
         if sum(os.path.getsize(p) for p in paths) <= self.preview_bytes:
-            return
+            return None
         per_rank = max(self.PREVIEW_MIN, self.PREVIEW_EVENTS // len(paths))
         self.post_message(LoadProgress(f"reading the first {per_rank} collectives of {len(paths)} ranks ..."))
-        report = analyse(load_run(self.target, preview=per_rank))
+        run = load_run(self.target, preview=per_rank)
+        if not any(log.partial for log in run.ranks.values()):
+            return run
+        report = analyse(run)
         group = navigation.default_group(report, MERGED)
         self.post_message(Previewed(report, Grid(report, None if group == MERGED else group), group, per_rank))
 
