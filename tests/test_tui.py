@@ -312,3 +312,33 @@ def test_preview_reads_only_the_first_collectives(hang_dir):
         assert [preview.signatures[s] for s in log.sig] == [full.signatures[s] for s in full.ranks[r].sig[:7]]
     assert not any(log.partial for log in full.ranks.values())
     assert len(load_run(hang_dir, preview=1000).ranks[HANG_RANK]) == HANG_STOP  # shorter than the limit: all of it
+
+
+def test_point_to_point_messages_have_rows(scenario_run):
+    """unmatched_p2p: every rank receives from the wrong peer; each (src, dst) channel is a row,
+    and the first finding lands on rank 0's send to rank 1, whose recv is missing."""
+    _, run_dir, _ = scenario_run("unmatched_p2p")
+
+    async def script(pilot, app):
+        assert len(app.grid) == 3 and set(app.grid.channels) == {"0·0→1", "0·1→2", "0·2→1"}
+        await pilot.press("f")
+        assert app.selected() == ("rank 0", "0·0→1", 0, "failed")
+        assert "unmatched point-to-point" in plain(app, "#status-line")
+        await pilot.press("right")
+        assert app.selected() == ("rank 1", "0·0→1", 0, "missing")
+        await pilot.press("s")
+        assert "failed in send #0 of group 0·0→1 for ranks 1 (never issued it)" in plain(app, "#steps")
+
+    drive(run_dir, script)
+
+
+def test_matched_point_to_point_pipeline_is_clean(scenario_run):
+    _, run_dir, _ = scenario_run("p2p_pipeline")
+
+    async def script(pilot, app):
+        g = app.grid
+        statuses = {g.status(c.rep, row) for row in range(len(g)) for c in g.columns}
+        assert statuses == {"matched", "not member"}
+        assert any(name.endswith("0→1") for name in g.channels) and "0" in g.groups
+
+    drive(run_dir, script)

@@ -1,8 +1,10 @@
 """The timeline grid behind the TUI: rows aligned by matched collective, ranks folded into columns.
 
 Pure data (no Textual). Row k of a group is the k-th collective (P2P excluded, as in the
-analysis) of that group on every member; in the merged view the rows of all groups are
-interleaved in issue order. Everything here works on the in-memory signature ids of the
+analysis) of that group on every member. Point-to-point messages get rows of their own, one
+per channel (group, src, dst) as the analysis pairs them: message k is the src's k-th send
+and the dst's k-th recv on it. In the merged view the rows of all groups are interleaved in
+issue order. Everything here works on the in-memory signature ids of the
 run (numpy views, no decoding); only `event()` decodes, and only what is on screen.
 """
 
@@ -71,6 +73,11 @@ class RankSeq:
             self.idx[g], self.sig[g] = ix, s
         self.unfinished = sorted(set(log.pending) | set(log.errors))
 
+    def add_channel(self, name: str, ix: list[int], sig: np.ndarray) -> None:
+        """The rank's sends (or recvs) of one point-to-point channel, as a pseudo-group."""
+        self.idx[name] = np.array(ix, dtype=np.int64)
+        self.sig[name] = sig[self.idx[name]]
+
     def key(self, state: str) -> tuple:
         parts = [state]
         for g, s in self.sig.items():
@@ -90,15 +97,19 @@ class Grid:
         run = report.run
         self.run, self.report, self.group = run, report, group
         self.groups = [group] if group is not None else run.group_names()
-        p2p = np.array(sorted(p2p_signature_ids(run)), dtype=np.uint32)
+        p2p_ids = p2p_signature_ids(run)
+        p2p = np.array(sorted(p2p_ids), dtype=np.uint32)
         members = set(run.group_members(group)) if group is not None else set(run.ranks)
         self.ranks = sorted(r for r in run.ranks if r in members) or sorted(run.ranks)
         self.states = {r: s.state for r, s in report.hang.states.items()}
-        self.seqs: dict[int, RankSeq] = {}
+        self.seqs = {r: RankSeq(run.ranks[r], self.groups, p2p) for r in self.ranks}
+        self.channels: dict[str, tuple] = {}  # pseudo-group name -> (group, src, dst)
+        self._cmp = self._compare_keys(p2p_ids)
+        if len(p2p):
+            self._add_channels(p2p)
         folds: dict[tuple, list[int]] = {}
         for r in self.ranks:
-            seq = self.seqs[r] = RankSeq(run.ranks[r], self.groups, p2p)
-            folds.setdefault(seq.key(self.states.get(r, "?")), []).append(r)
+            folds.setdefault(self.seqs[r].key(self.states.get(r, "?")), []).append(r)
         self.folds = sorted(folds.values(), key=lambda rs: rs[0])
         self.fold_of = {r: k for k, rs in enumerate(self.folds) for r in rs}
         self.expanded: set[int] = set()
@@ -107,6 +118,55 @@ class Grid:
         self._build_rows()
         self._majority: dict[int, tuple] = {}
         self._events: OrderedDict = OrderedDict()
+
+    # -- point-to-point channels -------------------------------------------------------
+    def _compare_keys(self, p2p_ids: set[int]) -> list[int]:
+        """signature id -> what cells compare: the id itself, or for P2P ops (a send facing its
+        recv) the tensors only."""
+        sigs = self.run.signatures
+        keys = list(range(len(sigs)))
+        by_tensors: dict = {}
+        for i in sorted(p2p_ids):
+            keys[i] = by_tensors.setdefault(sigs[i].tensors, len(sigs) + len(by_tensors))
+        return keys
+
+    def _add_channels(self, p2p: np.ndarray) -> None:
+        run, view_groups = self.run, set(self.groups)
+        per_rank: dict[int, dict[str, list[int]]] = {}
+        for r in self.ranks:
+            log = run.ranks[r]
+            sig = np.frombuffer(log.sig, dtype=np.uint32) if len(log.sig) else np.zeros(0, np.uint32)
+            for i in np.nonzero(np.isin(sig, p2p))[0].tolist():
+                g = log.groups[log.gid[i]].name
+                if g not in view_groups:
+                    continue
+                s = run.signatures[sig[i]]
+                members = run.group_members(g)
+                peer = members[s.root] if s.root is not None and 0 <= s.root < len(members) else s.root
+                src, dst = (r, peer) if s.op == "send" else (peer, r)
+                name = f"{g}·{'?' if src is None else src}→{dst}"
+                self.channels[name] = (g, src, dst)
+                per_rank.setdefault(r, {}).setdefault(name, []).append(i)
+        for name, (_, src, dst) in self.channels.items():
+            for r in (src, dst):  # an end that never issued its side shows it as missing
+                if r in self.seqs:
+                    per_rank.setdefault(r, {}).setdefault(name, [])
+        for r, chans in per_rank.items():
+            sig = np.frombuffer(run.ranks[r].sig, dtype=np.uint32) if len(run.ranks[r].sig) else np.zeros(0, np.uint32)
+            for name, ix in chans.items():
+                self.seqs[r].add_channel(name, ix, sig)
+        self.groups = self.groups + sorted(self.channels)
+
+    def members(self, g: str) -> list[int]:
+        """Ranks of a group (or both ends of a channel) that have logs."""
+        if g in self.channels:
+            _, src, dst = self.channels[g]
+            return [r for r in (src, dst) if r in self.run.ranks]
+        return [r for r in self.run.group_members(g) if r in self.run.ranks]
+
+    def same(self, a: int | None, b: int | None) -> bool:
+        """Do two signature ids agree as cells (a send and its recv agree on tensors)?"""
+        return a == b or (a is not None and b is not None and self._cmp[a] == self._cmp[b])
 
     # -- columns ---------------------------------------------------------------------
     def _layout_columns(self) -> None:
@@ -192,10 +252,14 @@ class Grid:
         if m is None:
             g, _ = self.slot(row)
             votes: Counter = Counter()
+            example: dict = {}  # compare key -> a signature id with it
             for rs in self.folds:
                 if g in self.seqs[rs[0]].idx:
-                    votes[self.sig(rs[0], row)] += len(rs)
-            best = max(votes.items(), key=lambda kv: (kv[1], kv[0] is not None))[0] if votes else None
+                    s = self.sig(rs[0], row)
+                    key = None if s is None else self._cmp[s]
+                    example.setdefault(key, s)
+                    votes[key] += len(rs)
+            best = example[max(votes.items(), key=lambda kv: (kv[1], kv[0] is not None))[0]] if votes else None
             m = self._majority[row] = (best, votes)
             if len(self._majority) > 20000:
                 self._majority.clear()
@@ -216,7 +280,7 @@ class Grid:
         log = self.run.ranks[rank]
         if best is None:
             return "extra"
-        if sig != best:
+        if not self.same(sig, best):
             return "mismatched"
         if i in log.errors:
             return "failed"
@@ -240,14 +304,14 @@ class Grid:
     def step_states(self, row: int) -> list[tuple[list[int], str]]:
         """Every rank's state at the row's collective: folded [(ranks, text)]."""
         g, k = self.slot(row)
-        members = [r for r in self.run.group_members(g) if r in self.run.ranks] or self.ranks
+        members = self.members(g) or self.ranks
         reached = {r for r in members if r in self.seqs and k < len(self.seqs[r].idx.get(g, ()))}
         best, _ = self.majority(row)
         texts = {}
         for r in self.ranks:
             seq = self.seqs[r]
             if g not in seq.idx:
-                texts[r] = f"not in group {g}"
+                texts[r] = f"not in {'channel' if g in self.channels else 'group'} {g}"
                 continue
             if r not in reached:
                 st = self.states.get(r, "?")
@@ -258,7 +322,7 @@ class Grid:
             op = self.run.signatures[self.sig(r, row)].op
             if i in log.pending or i in log.errors:
                 absent = [m for m in members if m not in reached]
-                differ = [m for m in reached if m != r and self.sig(m, row) != self.sig(r, row)]
+                differ = [m for m in reached if m != r and not self.same(self.sig(m, row), self.sig(r, row))]
                 why = []
                 if absent:
                     why.append(f"ranks {rank_ranges(absent)} (never issued it)")
@@ -266,7 +330,7 @@ class Grid:
                     why.append(f"ranks {rank_ranges(differ)} (issued another op)")
                 how = "failed" if i in log.errors else "waiting"
                 texts[r] = f"{how} in {op} #{k} of group {g}" + (" for " + ", ".join(why) if why else "")
-            elif self.sig(r, row) != best:
+            elif not self.same(self.sig(r, row), best):
                 texts[r] = f"ran {op} #{k} (differs from the majority)"
             else:
                 texts[r] = f"ran {op} #{k} (matched)"
@@ -277,7 +341,10 @@ class Grid:
 
 
 def finding_row(grid: Grid, finding) -> int | None:
-    if finding.position is None or finding.position < 0 or finding.details.get("p2p") \
-            or finding.kind in ("unmatched_p2p", "group_mismatch"):
+    if finding.position is None or finding.position < 0 or finding.kind == "group_mismatch":
         return None
+    d = finding.details
+    if d.get("p2p"):  # message k of a channel
+        src, dst = d.get("src"), d.get("dst")
+        return grid.row_of(f"{finding.group}·{'?' if src is None else src}→{dst}", finding.position)
     return grid.row_of(finding.group, finding.position)
