@@ -9,6 +9,13 @@
    launches alternating; reports the median step time of each launch and the ratio.
 3. Bytes per event: size of the recorded child's log (one call site, repeated) divided by its
    number of collective records; the same for the recorded DDP logs.
+4. DDP, world size 1, in one process: the same MLP under COLLCHECK=1, blocks of 10 steps
+   alternating recording / paused (`rec.active`), so that the ratio compares steps of one
+   process; once with the Python path (COLLCHECK_FASTPATH=0) and once with the compiled fast path
+   (when built: `collcheck build-fastpath`), launches alternating. Reports the median
+   recorded/paused step-time ratio of each path and the microseconds added per collective.
+
+Sections 1-3 record with whichever path is in use (the compiled one when built).
 
 DETAIL is never combined with DDP (it segfaults in DDP.__init__ on torch 2.13 CPU, capture.md).
 """
@@ -66,7 +73,8 @@ def _micro_worker(variant: str, log_dir: str) -> None:
     clock = time.perf_counter_ns
     for _ in range(200):  # warm-up: caches, interned ids, allocator
         all_reduce(t)
-    print(json.dumps({"ready": variant, "log": rec.writer.path if rec is not None else None}), flush=True)
+    print(json.dumps({"ready": variant, "log": rec.writer.path if rec is not None else None,
+                      "path": _path() if rec is not None else None}), flush=True)
     for line in sys.stdin:
         words = line.split()
         if not words or words[0] == "quit":
@@ -86,19 +94,12 @@ def _micro_worker(variant: str, log_dir: str) -> None:
     dist.destroy_process_group()
 
 
-def _ddp_worker(steps: int, out_path: str) -> None:
-    import datetime
-
+def _mlp_steps(steps: int, rank: int = 0) -> dict:
+    """Train the MLP for 20 warm-up + `steps` steps; under COLLCHECK=1 blocks of 10 steps
+    alternate recording / paused (same process: noise hits both alike). Step times in ns."""
     import torch
-    import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
-    rank = dist.get_rank()
-    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    if len(cpus) >= 2:  # one core per rank: without it the step time swings 2x between launches
-        os.sched_setaffinity(0, {cpus[int(os.environ.get("LOCAL_RANK", rank)) % len(cpus)]})
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512), torch.nn.ReLU(),
                               torch.nn.Linear(512, 10))
@@ -111,9 +112,11 @@ def _ddp_worker(steps: int, out_path: str) -> None:
 
     rec = session.recorder()  # set when launched with COLLCHECK=1
     times = {"plain": []} if rec is None else {"record": [], "paused": []}
+    recorded = 0
     for i in range(steps + 20):
-        if rec is not None:  # blocks of 10 steps alternate recording / paused: noise hits both alike
+        if rec is not None:
             rec.active = (i // 10) % 2 == 0
+            recorded += rec.active
         t0 = time.perf_counter_ns()
         opt.zero_grad()
         loss_fn(model(x), y).backward()
@@ -122,11 +125,60 @@ def _ddp_worker(steps: int, out_path: str) -> None:
             times["plain" if rec is None else "record" if rec.active else "paused"].append(time.perf_counter_ns() - t0)
     if rec is not None:
         rec.active = True
+        times["recorded_steps"] = recorded
+    return times
+
+
+def _path() -> str:
+    from collcheck.capture import kernels
+
+    return "compiled" if kernels._compiled else "python"
+
+
+def _pin(index: int) -> None:
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if len(cpus) >= 2:  # one core per rank: without it the step time swings 2x between launches
+        os.sched_setaffinity(0, {cpus[index % len(cpus)]})
+
+
+def _ddp_worker(steps: int, out_path: str) -> None:
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
+    rank = dist.get_rank()
+    _pin(int(os.environ.get("LOCAL_RANK", rank)))
+    times = _mlp_steps(steps, rank)
+    times.pop("recorded_steps", None)
     dist.barrier()
     if rank == 0:
         with open(out_path, "w") as f:
             json.dump(times, f)
     dist.destroy_process_group()
+
+
+def _ddp1_worker(steps: int, out_path: str) -> None:
+    """World size 1 under COLLCHECK=1: step times of recorded and paused blocks, and the path used."""
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    from collcheck.capture import session
+
+    torch.set_num_threads(1)
+    _pin(-1)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
+    dist.init_process_group("gloo", rank=0, world_size=1, timeout=datetime.timedelta(seconds=60))
+    times = _mlp_steps(steps)
+    rec = session.recorder()
+    times.update(path=_path(), log=rec.writer.path)
+    dist.destroy_process_group()
+    with open(out_path, "w") as f:
+        json.dump(times, f)
 
 
 # --------------------------------------------------------------------------------------------
@@ -141,7 +193,7 @@ class _Child:
                                       "--log-dir", log_dir], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True, env=env)
         hello = json.loads(self._line())
-        self.log = hello["log"]
+        self.log, self.path = hello["log"], hello["path"]
 
     def _line(self) -> str:
         line = self.proc.stdout.readline()
@@ -187,12 +239,12 @@ def bench_micro(rounds: int, calls: int, work: str) -> dict:
     finally:
         for c in children.values():
             c.close()
-    log = children["record"].log
+    log, path = children["record"].log, children["record"].path
     size, colls = os.path.getsize(log), _count_colls(log)
     med = {k: statistics.median(v) / 1000 for k, v in samples.items()}
     return {"median_us": med, "round_medians_us": {k: [x / 1000 for x in v] for k, v in round_medians.items()},
             "p90_us": {k: sorted(v)[int(len(v) * 0.9)] / 1000 for k, v in samples.items()},
-            "log_bytes": size, "log_colls": colls, "calls": sum(len(v) for v in samples.values())}
+            "log_bytes": size, "log_colls": colls, "calls": sum(len(v) for v in samples.values()), "path": path}
 
 
 def bench_ddp(pairs: int, steps: int, work: str) -> dict:
@@ -225,6 +277,47 @@ def bench_ddp(pairs: int, steps: int, work: str) -> dict:
     return {"step_ms": results, "log_bytes": sizes, "log_colls": colls}
 
 
+def bench_ddp1(pairs: int, steps: int, work: str) -> dict:
+    """Section 4: per path, the medians of each launch's recorded/paused step times."""
+    out = {"python": [], "compiled": []}
+    for i in range(pairs):
+        for setting in (("0", "1") if i % 2 == 0 else ("1", "0")):
+            path = os.path.join(work, f"ddp1-{setting}-{i}.json")
+            env = _clean_env(COLLCHECK="1", COLLCHECK_DIR=os.path.join(work, "ddp1"), COLLCHECK_RUN_ID=f"ddp1-{i}",
+                             COLLCHECK_FASTPATH=setting, COLLCHECK_HANG_SECONDS="0")
+            proc = subprocess.run([sys.executable, "-m", "collcheck.bench_record", "--ddp1-worker", "--steps",
+                                   str(steps), "--out", path], env=env, capture_output=True, text=True, timeout=600)
+            if proc.returncode != 0:
+                raise RuntimeError(f"world-size-1 DDP run failed:\n{proc.stderr[-3000:]}")
+            with open(path) as f:
+                t = json.load(f)
+            if setting == "1" and t["path"] != "compiled":
+                return {"python": out["python"], "compiled": [], "not_built": True}
+            rec, paused = statistics.median(t["record"]) / 1e6, statistics.median(t["paused"]) / 1e6
+            colls = _count_colls(t["log"]) / max(t["recorded_steps"], 1)  # collectives per recorded step
+            out[t["path"]].append({"record_ms": rec, "paused_ms": paused, "ratio": rec / paused,
+                                   "added_us_per_coll": (rec - paused) * 1000 / max(colls, 1), "colls_per_step": colls})
+    return out
+
+
+def _print_ddp1(res: dict, pairs: int, steps: int, seconds: float) -> None:
+    print(f"\n4. DDP MLP, world size 1, one core, in one process: blocks of 10 steps alternate recording / "
+          f"paused; {steps} steps per launch, {pairs} launches per path, alternating ({seconds:.0f} s)")
+    print(f"   {'path':10} {'launch':>6} {'recorded ms':>12} {'paused ms':>10} {'ratio':>7} {'us/coll':>8} "
+          f"{'colls/step':>10}")
+    for path in ("python", "compiled"):
+        for i, r in enumerate(res[path]):
+            print(f"   {path:10} {i:6d} {r['record_ms']:12.3f} {r['paused_ms']:10.3f} {r['ratio']:6.3f}x "
+                  f"{r['added_us_per_coll']:8.1f} {r['colls_per_step']:10.2f}")
+    for path in ("python", "compiled"):
+        if res[path]:
+            ratio = statistics.median(r["ratio"] for r in res[path])
+            added = statistics.median(r["added_us_per_coll"] for r in res[path])
+            print(f"   median {path}: recorded/paused {ratio:.3f}x, {added:.1f} us added per collective")
+    if res.get("not_built"):
+        print("   compiled fast path: not built for this torch (collcheck build-fastpath); not measured")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m collcheck.bench_record", description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=10, help="interleaved rounds per variant (micro)")
@@ -232,17 +325,26 @@ def main(argv=None) -> int:
     p.add_argument("--pairs", type=int, default=3, help="plain/recorded DDP launch pairs")
     p.add_argument("--steps", type=int, default=200, help="DDP steps per launch (after 20 warm-up steps)")
     p.add_argument("--skip-ddp", action="store_true")
+    p.add_argument("--ddp1-pairs", type=int, default=3, help="world-size-1 launches per path (section 4)")
+    p.add_argument("--ddp1-steps", type=int, default=600, help="world-size-1 DDP steps per launch (section 4)")
+    p.add_argument("--only-ddp1", action="store_true", help="run section 4 only")
     p.add_argument("--json", action="store_true", help="print the figures as JSON too")
     p.add_argument("--micro-worker", choices=("plain", "record", "detail"), help=argparse.SUPPRESS)
     p.add_argument("--ddp-worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--ddp1-worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--log-dir", help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if min(args.steps, args.ddp1_steps) < 20:  # blocks of 10 alternate recorded / paused
+        p.error("--steps and --ddp1-steps need at least 20 (one recorded and one paused block of 10)")
     if args.micro_worker:
         _micro_worker(args.micro_worker, args.log_dir)
         return 0
     if args.ddp_worker:
         _ddp_worker(args.steps, args.out)
+        return 0
+    if args.ddp1_worker:
+        _ddp1_worker(args.steps, args.out)
         return 0
 
     import torch
@@ -250,11 +352,18 @@ def main(argv=None) -> int:
     print(f"collcheck bench_record: torch {torch.__version__}, python {sys.version.split()[0]}, "
           f"{os.cpu_count()} CPUs", flush=True)
     with tempfile.TemporaryDirectory(prefix="collcheck-bench-") as work:
+        if args.only_ddp1:
+            t0 = time.monotonic()
+            res = bench_ddp1(args.ddp1_pairs, args.ddp1_steps, work)
+            _print_ddp1(res, args.ddp1_pairs, args.ddp1_steps, time.monotonic() - t0)
+            if args.json:
+                print(json.dumps({"ddp1": res}, indent=1))
+            return 0
         t0 = time.monotonic()
         micro = bench_micro(args.rounds, args.calls, work)
         m = micro["median_us"]
         print(f"\n1. world-size-1 gloo all_reduce of 16 floats: {args.rounds} interleaved rounds x {args.calls} calls "
-              f"per variant ({time.monotonic() - t0:.0f} s)")
+              f"per variant ({time.monotonic() - t0:.0f} s); recording path: {micro['path']}")
         rows = [("plain", "plain"), ("collcheck installed, paused", "paused"), ("collcheck recording", "record"),
                 ("TORCH_DISTRIBUTED_DEBUG=DETAIL", "detail")]
         print(f"   {'variant':32} {'median us/call':>15} {'p90 us':>9} {'added us':>9} {'ratio':>7}")
@@ -288,6 +397,10 @@ def main(argv=None) -> int:
             print(f"   DDP logs: {ddp['log_bytes']} bytes / {ddp['log_colls']} collective records = {dbpe:.1f} bytes "
                   f"per event (all records included)")
             figures["ddp"] = ddp
+        if not args.skip_ddp:
+            t0 = time.monotonic()
+            figures["ddp1"] = bench_ddp1(args.ddp1_pairs, args.ddp1_steps, work)
+            _print_ddp1(figures["ddp1"], args.ddp1_pairs, args.ddp1_steps, time.monotonic() - t0)
         if args.json:
             figures["micro"].pop("round_medians_us", None)
             print(json.dumps(figures, indent=1))

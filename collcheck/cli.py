@@ -1,4 +1,4 @@
-"""`collcheck` command line: record, show, diff, tui, replay, demo.
+"""`collcheck` command line: record, show, diff, tui, replay, demo, build-fastpath.
 
 Exit codes: 0 no finding, 1 findings, 2 usage or input error, 3 internal error.
 """
@@ -94,6 +94,13 @@ def cmd_demo(args) -> int:
     return run_demo(args.name, args.dir, keep=args.keep)
 
 
+def cmd_build_fastpath(args) -> int:
+    """Compile the optional recording fast path with the installed torch (about a minute)."""
+    from .capture import fastpath
+
+    return fastpath.main(["status"] if args.status else ["build"] + (["--verbose"] if args.verbose else []))
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="collcheck", description=__doc__.split("\n")[0])
     from . import __version__
@@ -126,6 +133,10 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--dir", default=None, help="where to keep the logs (default: a temporary directory)")
     m.add_argument("--keep", action="store_true", help="keep the logs")
     m.set_defaults(func=cmd_demo)
+    b = sub.add_parser("build-fastpath", help=cmd_build_fastpath.__doc__)
+    b.add_argument("--status", action="store_true", help="only say whether it is built (exit 1 if not)")
+    b.add_argument("--verbose", action="store_true", help="show the compiler's output")
+    b.set_defaults(func=cmd_build_fastpath)
     return p
 
 

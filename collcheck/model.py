@@ -11,11 +11,11 @@ import os
 from array import array
 from bisect import bisect_left
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import logformat as lf
 from .reader import LogError, find_logs, read_header
-from .scan import Scan, decode_event, scan_many
+from .scan import SHAPE_FREE_OPS, Scan, decode_event, scan_many
 
 P2P_OPS = frozenset(("send", "recv_", "recv_any_source_"))
 ROOTED_OPS = frozenset(("broadcast_", "reduce_", "gather_", "scatter_"))
@@ -119,6 +119,22 @@ class Event:
     native: bool  # issued below the Python API (C++ reducer, functional collectives)
     stack: tuple | None = None
     peer_global: int | None = None  # root / peer as a global rank
+    tensors: tuple | None = None  # as recorded, when the signature drops sizes (all-to-all)
+    splits: tuple | None = None  # all_to_all_single: (input split sizes, output split sizes)
+
+    @property
+    def sized(self) -> Signature:
+        """The signature with the sizes as recorded (an all-to-all's signature leaves them out)."""
+        return self.sig if self.tensors is None else replace(self.sig, tensors=self.tensors)
+
+    def splits_text(self) -> str:
+        """' splits in [..] out [..]' for an all_to_all_single given split sizes, else ''."""
+        if self.splits is None or not any(self.splits):
+            return ""
+        return f" splits in {list(self.splits[0]) or 'even'} out {list(self.splits[1]) or 'even'}"
+
+    def describe(self) -> str:
+        return self.sized.describe() + self.splits_text()
 
     @property
     def completed(self) -> bool:
@@ -154,6 +170,7 @@ class RankLog:
         self.torn = scan.torn
         self.junk = scan.junk
         self.partial = scan.partial  # only the first collectives were read (a preview)
+        self.a2a = scan.a2a  # event -> all_to_all_single sizes (scan.Scan.a2a)
         self.site_set = {run.site_id(site) for site in scan.sites}
         self.base_us = h.get("wall_ns", 0) // 1000
         self._by_group: dict[str, object] | None = None
@@ -165,6 +182,13 @@ class RankLog:
 
     def __len__(self) -> int:
         return len(self.sig)
+
+    @property
+    def crash(self) -> str | None:
+        """'Fatal Python error: Aborted' (etc.) when the rank died of a fatal signal: the dump starts
+        with it (a SIGTERM dump that faulthandler could not finish has it further down: a kill)."""
+        first = next((line.strip() for line in (self.sigterm_dump or "").splitlines() if line.strip()), "")
+        return first if first.startswith("Fatal Python error") else None
 
     @property
     def world(self) -> int:
@@ -204,6 +228,11 @@ class RankLog:
         sig = self.run.signatures[self.sig[i]]
         members = self.run.group_members(g.name)
         peer = members[sig.root] if sig.root is not None and 0 <= sig.root < len(members) else sig.root
+        tensors = splits = None
+        if sig.op in SHAPE_FREE_OPS:
+            tensors = tables["P"].get(coll.get("t"), sig.tensors)
+            sp = coll.get("sp")
+            splits = (tuple(sp[0]), tuple(sp[1])) if sp and len(sp) == 2 else None
         return Event(
             rank=self.rank, index=i, group=g.name, position=self._position(i), sig=sig,
             site=site_of(coll.get("s")), label=strings.get(coll["l"]) if "l" in coll else None,
@@ -211,7 +240,7 @@ class RankLog:
             t_return=base + done["r"] if done and "r" in done else None,
             t_done=None if i in self.pending or done is None else base + done.get("c", done.get("r", 0)),
             error=self.errors.get(i), call_id=coll.get("q"), async_op=bool(coll.get("a")), native=bool(coll.get("n")),
-            stack=stack, peer_global=peer,
+            stack=stack, peer_global=peer, tensors=tensors, splits=splits,
         )
 
     def _position(self, i: int) -> int:
@@ -222,13 +251,16 @@ class RankLog:
 
     @property
     def state(self) -> str:
-        """finished | raised | stuck | killed-in-collective | killed.
+        """finished | raised | crashed | stuck | killed-in-collective | killed.
 
-        A partial (preview) log's end is not known yet: it reads as finished."""
+        A partial (preview) log's end is not known yet: it reads as finished. `crashed`: a
+        fatal signal (SIGABRT from a gloo check, SIGSEGV) dumped its stacks beside the log."""
         if self.exception is not None:
             return "raised"
         if self.trailer or self.partial:
             return "finished"
+        if self.crash is not None:
+            return "crashed"
         if self.watchdog:
             return "stuck"
         if self.pending:

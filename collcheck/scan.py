@@ -41,11 +41,14 @@ class Scan:
     creations: list  # (op, name, ranks, site tuple or None, member, desc)
     sites: list  # every call site defined in the file: (file, line, function)
     threads: list
-    exception: tuple | None = None
+    exception: tuple | None = None  # (type, message, raise site (file, line, function) or None)
     trailer: bool = False
     disabled: str | None = None
     watchdog: list = field(default_factory=list)
     partial: bool = False  # stopped at `limit` collectives: a preview of the file's beginning
+    # all_to_all_single events (their signature ignores sizes): event -> (input rows, elements per
+    # row, input split sizes, output split sizes), for analysis/splits.py
+    a2a: dict = field(default_factory=dict)
 
 
 def scan_file(path: str, limit: int | None = None) -> Scan:
@@ -77,6 +80,7 @@ def scan_bytes(data: bytes, path: str, limit: int | None = None) -> Scan:
     group_index: dict[str, int] = {}
     sig_cache: dict[tuple, int] = {}
     signatures: list = []
+    a2a_sizes: dict[int, tuple] = {}  # local signature id -> all_to_all_single sizes
     sig, gid, off = array("I"), array("H"), array("Q")
     sig_append, gid_append, off_append = sig.append, gid.append, off.append
     pending: set = set()
@@ -114,6 +118,10 @@ def scan_bytes(data: bytes, path: str, limit: int | None = None) -> Scan:
                 if sid is None:
                     sid = sig_cache[key] = len(signatures)
                     signatures.append(_signature(rec, strings, tspecs))
+                    if signatures[-1][0] == "alltoall_base_":
+                        a2a_sizes[sid] = _a2a_sizes(rec, tspecs)
+                if a2a_sizes and sid in a2a_sizes:
+                    scan.a2a[n] = a2a_sizes[sid]
                 sig_append(sid)
                 g = gslot.get(key[1])
                 gid_append(g if g is not None else slot_of(key[1]))
@@ -142,7 +150,7 @@ def scan_bytes(data: bytes, path: str, limit: int | None = None) -> Scan:
             elif kind == lf.GROUP:
                 _group(rec, slot_of, sites, creations)
             elif kind == lf.EXCEPTION:
-                scan.exception = (rec.get("t", "?"), rec.get("m", ""))
+                scan.exception = (rec.get("t", "?"), rec.get("m", ""), sites.get(rec.get("s")))
             elif kind == lf.TRAILER:
                 scan.trailer = True
             elif kind == lf.STACKS:
@@ -191,6 +199,20 @@ def _signature(rec: dict, strings: dict, tspecs: dict) -> tuple:
     return (op, tensors, rec.get("r"), rec.get("p"), role, api, rec.get("tag") or 0)
 
 
+def _a2a_sizes(rec: dict, tspecs: dict) -> tuple:
+    """(input rows, elements per row, input splits, output splits) of an all_to_all_single record."""
+    tensors = tspecs[rec["t"]] if "t" in rec else ()
+    shape = tensors[0][1] if tensors else ()
+    row = 1
+    for d in shape[1:]:
+        row *= d
+    splits = rec.get("sp") or ((), ())
+    ins, outs = tuple(splits[0]), tuple(splits[1]) if len(splits) > 1 else ()
+    if not all(type(k) is int for k in (*shape, *ins, *outs)):
+        raise TypeError("all_to_all_single sizes are not integers")  # a malformed record (LogError)
+    return (shape[0] if shape else 1, row, ins, outs)
+
+
 def _group(rec: dict, slot_of, sites: dict, creations: list) -> None:
     op = rec.get("op", "seen")
     ranks = rec.get("r")
@@ -211,7 +233,7 @@ def decode_event(path: str, offset: int, index: int, cache: dict) -> tuple[dict,
     if data is None:
         with open(path, "rb") as f:
             data = cache["data"] = f.read()
-        tables = cache["tables"] = {"S": {}, "F": {}, "T": {}}
+        tables = cache["tables"] = {"S": {}, "F": {}, "T": {}, "P": {}}
         _, unp = parse_header(data, path)
         for rec in unp:  # tables are small and appear before first use
             k = rec.get("k") if type(rec) is dict else None
@@ -221,6 +243,8 @@ def decode_event(path: str, offset: int, index: int, cache: dict) -> tuple[dict,
                 tables["F"][rec["i"]] = rec
             elif k == lf.THREAD:
                 tables["T"][rec.get("h", 0)] = rec["n"]
+            elif k == lf.TSPEC:
+                tables["P"][rec["i"]] = tuple((tables["S"].get(d, "?"), tuple(s)) for d, s in rec["t"])
             elif k not in lf.ALL_KINDS:
                 break
     unp = unpacker_for(data[offset:])

@@ -12,6 +12,12 @@ import threading
 import pytest
 
 PROGRAMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs")
+FASTPATH_BUILD_TIMEOUT = 420
+
+# Recorded jobs use the pure-Python recording path (what a fresh install runs) unless a test asks
+# for the compiled one: a fast path built earlier into torch's extension cache on this machine
+# must not decide what the suite tests. `fastpath_env` gives the compiled path, built afresh.
+os.environ.setdefault("COLLCHECK_FASTPATH", "0")
 
 
 def free_port() -> int:
@@ -92,3 +98,29 @@ def scenario_run(tmp_path_factory):
             return _scenario_runs[name]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def fastpath_env(tmp_path_factory) -> dict:
+    """Environment for jobs on the compiled fast path, built once per session into a private
+    extension directory (skipped with the reason when no C++ compiler or ninja is found)."""
+    from collcheck.capture.fastpath import missing_tools
+
+    missing = missing_tools()
+    if missing:
+        pytest.skip(f"no {' / '.join(missing)} on PATH: the compiled fast path cannot be built here")
+    env = {"COLLCHECK_FASTPATH": "auto", "TORCH_EXTENSIONS_DIR": str(tmp_path_factory.mktemp("torch_extensions"))}
+    cmd = [sys.executable, "-m", "collcheck", "build-fastpath"]  # the command users run
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=FASTPATH_BUILD_TIMEOUT,
+                              env=dict(os.environ, **env))
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"building the fast path took more than {FASTPATH_BUILD_TIMEOUT} s")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    status = subprocess.run([*cmd, "--status"], capture_output=True, text=True, timeout=60, env=dict(os.environ, **env))
+    assert status.returncode == 0 and status.stdout.startswith("built: " + env["TORCH_EXTENSIONS_DIR"]), status
+    check = "from collcheck.capture import fastpath; print(fastpath.load() is not None)"
+    proc = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, **env))
+    assert proc.stdout.split() == ["True"], proc.stderr[-3000:]
+    return env

@@ -29,3 +29,23 @@ def test_bench_tui_previews_then_scrolls():
 def test_bench_diff_reports_throughput():
     results = run_json("collcheck.bench_diff", "--ranks", "8", "--events", "500")
     assert results and results[-1]["ranks"] == 8
+
+
+@pytest.mark.timeout(300)
+def test_bench_record_measures_both_recording_paths(fastpath_env, monkeypatch):
+    """All four sections at toy sizes: micro (on the compiled path, since it is built), the 2-rank
+    DDP launches, and the world-size-1 DDP ratio on both paths side by side."""
+    for key, value in fastpath_env.items():
+        monkeypatch.setenv(key, value)
+    proc = subprocess.run([sys.executable, "-m", "collcheck.bench_record", "--rounds", "2", "--calls", "100",
+                           "--pairs", "1", "--steps", "20", "--ddp1-pairs", "1", "--ddp1-steps", "30", "--json"],
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(proc.stdout[proc.stdout.rindex("\n{") + 1:])  # the report, then its figures as JSON
+    micro = res["micro"]
+    assert micro["path"] == "compiled" and micro["log_colls"] > 0 and micro["log_bytes"] > 0
+    assert all(micro["median_us"][v] > 0 for v in ("plain", "paused", "record", "detail"))
+    assert res["ddp"]["log_colls"] > 0 and all(res["ddp"]["step_ms"][v] for v in ("plain", "record", "paused"))
+    for path in ("python", "compiled"):
+        (launch,) = res["ddp1"][path]
+        assert launch["ratio"] > 0 and launch["colls_per_step"] >= 2  # DDP's bucket all-reduce + join flag

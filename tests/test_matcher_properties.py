@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from collcheck import synth
 from collcheck.analysis.diff import analyse
+from collcheck.analysis.splits import mismatched_pairs
 from collcheck.model import load_run
 
 SETTINGS = settings(deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow],
@@ -124,3 +125,47 @@ def test_order_mismatch_reports_one_finding():
                 synth.Op("broadcast_", "0", (("float32", (4,)),), root=1, site=sites[1])] * 3
     report = analyse_program(prog, [synth.Fault("order_mismatch", 0, 2)])
     assert [summary(f) for f in report.findings] == [("order_mismatch", "0", 2, [0])]
+
+
+# ---------------------------------------------------------------------------------------------
+# all_to_all_single split sizes (analysis/splits.py)
+
+
+@st.composite
+def routings(draw):
+    """A consistent all-to-all: rows[i][j] = rows rank i sends to rank j, per-row elements."""
+    n = draw(st.integers(2, 6))
+    rows = [[draw(st.integers(0, 5)) for _ in range(n)] for _ in range(n)]
+    return rows, draw(st.integers(1, 8))
+
+
+def sizes_of(rows, per_row, explicit=True):
+    n = len(rows)
+    return [(sum(rows[i]), per_row, tuple(rows[i]) if explicit else (), tuple(rows[j][i] for j in range(n))
+             if explicit else ()) for i in range(n)]
+
+
+@SETTINGS
+@given(routings())
+def test_consistent_splits_have_no_mismatch(routing):
+    rows, per_row = routing
+    assert mismatched_pairs(sizes_of(rows, per_row)) == []
+    n = len(rows)
+    even = [[2] * n for _ in range(n)]  # empty split lists: even splits of dim 0
+    assert mismatched_pairs(sizes_of(even, per_row, explicit=False)) == []
+
+
+@SETTINGS
+@given(routings(), st.data())
+def test_one_wrong_output_split_is_the_one_pair(routing, data):
+    rows, per_row = routing
+    n = len(rows)
+    src, dst = data.draw(st.integers(0, n - 1)), data.draw(st.integers(0, n - 1))
+    delta = data.draw(st.sampled_from([-1, 1, 3]))
+    sizes = sizes_of(rows, per_row)
+    outs = list(sizes[dst][3])
+    if outs[src] + delta < 0:
+        delta = 1
+    outs[src] += delta  # dst expects a different number of rows from src than src sends
+    sizes[dst] = (*sizes[dst][:3], tuple(outs))
+    assert mismatched_pairs(sizes) == [(src, dst, rows[src][dst] * per_row, (rows[src][dst] + delta) * per_row)]

@@ -296,3 +296,19 @@ def test_python_dash_m_collcheck(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "collcheck", "diff", str(tmp_path / "nothing")],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stderr.startswith("collcheck: error:")
+
+
+@pytest.mark.parametrize("dump, state", [
+    ("Fatal Python error: Aborted\n\nThread 0x00007f (most recent call first):\n  <no Python frame>\n", "crashed"),
+    # a SIGTERM dump that faulthandler could not finish (a thread died under it): still a kill
+    ("Thread 0x00007f (most recent call first):\n  <no Python frame>\n\nFatal Python error: Segmentation fault\n",
+     "killed"),
+    ("", "killed"),
+])
+def test_dump_beside_the_log_tells_a_crash_from_a_kill(tmp_path, dump, state):
+    prog = synth.generate_program(random.Random(0), 2, 5, groups=0, p2p=False)
+    paths = synth.write_run(str(tmp_path), prog, trailer=False)
+    with open(paths[1][: -len(".msgpack")] + ".sigterm.txt", "w") as f:
+        f.write(dump)
+    log = load_run(str(tmp_path)).ranks[1]
+    assert log.state == state and (log.crash is not None) == (state == "crashed")

@@ -24,7 +24,8 @@ from collcheck.model import load_run
 from collcheck.replay import runtime
 from collcheck.replay.cli import main as replay_main
 from collcheck.replay.minimize import Minimizer, emit_script
-from collcheck.replay.plan import Edit, build_plan, involved_ranks, shrink_shapes
+from collcheck.replay.plan import build_plan, involved_ranks, shrink_shapes
+from collcheck.replay.whatif import Edit
 from collcheck.replay.runner import finding_key, run_plan, site_key
 
 TIMEOUT = 2.0  # replay process-group timeout: hangs end quickly
@@ -59,6 +60,9 @@ def check_replay(name, run_dir, tmp_path):
         return out
     orig = finding_key(original.first)
     assert out.first_key() == orig, (out.status, out.outputs)
+    # the replayed collectives play the recorded purposes (DDP buckets numbered per backward pass)
+    labels = {plan.rank_map[r]: e.label for r, e in out.report.first.events.items() if e is not None}
+    assert labels == {r: e.label for r, e in original.first.events.items() if e is not None and r in labels}
     ew = want["findings"][0]
     exp = (ew["kind"], ew["group"], ew["position"], tuple(ew["ranks"]))
     if orig == exp:  # the recording matched scenarios/<name>/expected.json: so must the replay

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import random
 import xml.etree.ElementTree as ET
 
@@ -81,3 +82,30 @@ def test_exit_codes(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["verdict"] == "clean"
     assert main(["diff", str(tmp_path / "nope")]) == 2
     assert main(["show", str(next(clean.iterdir()))]) == 0
+
+
+@pytest.mark.parametrize("error, state", [
+    ("RuntimeError: [../gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 6000ms for recv operation",
+     "timed-out"),
+    ("RuntimeError: [../gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:40121", "peer-lost"),
+    ("RuntimeError: [../gloo/transport/tcp/pair.cc:534] Connection reset by peer", "peer-lost"),
+    ("RuntimeError: [enforce fail at ../gloo/alltoallv.cc:138] inLengthPerRank[myRank] == outLengthPerRank[myRank]",
+     "collective-failed"),
+])
+def test_how_a_last_collective_failed(error, state):
+    """The final-state table tells a timeout from a lost peer from an op that failed by itself."""
+    from collcheck.analysis.hang import _error_state
+
+    assert _error_state([error]) == state
+
+
+def test_github_annotation_of_a_skipped_collective_points_at_the_others_call(tmp_path):
+    """A rank that skipped a call has no event there: the annotation goes to the call it skipped."""
+    d, exp = faulty_run(tmp_path, world=4, kind="missing")
+    report = analyse(load_run(d))
+    assert report.first.kind == "missing" and report.first.expected is not None
+    out = io.StringIO()
+    render(report, "github", out)
+    site = report.first.expected.site
+    first = out.getvalue().splitlines()[0]
+    assert f"file={os.path.relpath(site[0])},line={site[1]}," in first, first

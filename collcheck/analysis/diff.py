@@ -11,6 +11,7 @@ from .findings import Finding
 from .fold import rank_ranges
 from .hang import HangAnalysis, analyse_hang, hang_findings
 from .p2p import match_p2p
+from .splits import split_findings
 
 
 @dataclass
@@ -25,7 +26,7 @@ class Report:
         kinds = {f.kind for f in self.findings}
         if "deadlock" in kinds:
             return "deadlock"
-        if "hang" in kinds or self.hang.waiting:
+        if "hang" in kinds or self.hang.inside:
             return "hang"
         return "mismatch" if self.findings else "clean"
 
@@ -44,7 +45,8 @@ def analyse(run: Run) -> Report:
         seqs = GroupSequences(run, name, p2p)
         lengths = Counter(len(s) for s in seqs.seq.values())
         counts[name] = lengths.most_common(1)[0][0] if lengths else 0
-        findings += align_group(run, seqs, hang.waiting)
+        aligned = align_group(run, seqs, hang.inside)
+        findings += aligned + split_findings(run, seqs, min((f.position for f in aligned), default=None))
     p2p_findings = match_p2p(run, p2p)
     if p2p_findings:  # clocks of different processes cannot order them among themselves
         first = min(f.time for f in p2p_findings)
@@ -87,7 +89,7 @@ def _ev(e) -> str:
     if e is None:
         return "nothing (its sequence ended)"
     label = f" [{e.label}]" if e.label else ""
-    return f"{e.sig.describe()}{label} at {e.where()}"
+    return f"{e.describe()}{label} at {e.where()}"
 
 
 def explain(run: Run, f: Finding) -> str:
@@ -131,6 +133,13 @@ def explain(run: Run, f: Finding) -> str:
                 f"has no matching {d['missing']}")
     if f.kind in ("hang", "deadlock"):
         return hang_text(run, f)
+    if f.kind == "split_mismatch":
+        pairs = "; ".join(f"rank {s} sends {n} elements to rank {d}, which expects {m}"
+                          for s, d, n, m in f.details["pairs"])
+        more = f.details["pairs_total"] - len(f.details["pairs"])
+        e = next((f.events[r] for r in f.ranks if f.events.get(r)), None)
+        return (f"in {_ev(e)} (collective #{f.position} of group {f.group}): {pairs}"
+                + (f"; {more} more pair(s)" if more > 0 else ""))
     mine = next((f.events[r] for r in f.ranks if f.events.get(r)), None)
     text = f"{who} issued {_ev(mine)} where rank{'s' if len(others) != 1 else ''} {rank_ranges(others)} issued {_ev(ref)} (collective #{f.position} of group {f.group})"
     if f.details.get("p2p"):
@@ -144,8 +153,8 @@ def explain(run: Run, f: Finding) -> str:
 def hang_text(run: Run, f: Finding) -> str:
     if f.kind == "deadlock":
         cyc = f.details["cycle"]
-        hops = " -> ".join(f"rank {r} (in group {g})" for r, g in zip(cyc, f.details["groups"]))
-        return f"wait-for cycle across groups: {hops} -> rank {cyc[0]}"
+        hops = " -> ".join(f"rank {r} ({w})" for r, w in zip(cyc, f.details["waits"]))
+        return f"wait-for cycle: {hops} -> rank {cyc[0]}; every rank in it waits for the next one, none can proceed"
     roots = f.details.get("root_causes") or []
     waiting = f.details.get("waiting") or []
     text = f"rank{'s' if len(waiting) != 1 else ''} {rank_ranges(waiting)} never completed their last collective"

@@ -31,6 +31,13 @@ KINDS = {
                        "NCCL does not check dtypes: silent garbage (or a hang when byte counts differ)",
                        "equal byte counts complete silently with garbage; different ones abort like a size mismatch",
                        "cast to one dtype on every rank before the collective"),
+    "split_mismatch": ("all-to-all split sizes disagree", "error",
+                       "NCCL does not check sizes: out-of-bounds reads/writes, garbage or a hang",
+                       "a rank whose split for itself differs raises at once ('inLengthPerRank[myRank] == "
+                       "outLengthPerRank[myRank]'), one that receives more than it expects aborts with SIGABRT "
+                       "('op.preamble.length <= op.nbytes'); their peers fail with 'Connection closed by peer'",
+                       "derive each rank's output splits from what its peers send: exchange the counts first "
+                       "(all_to_all_single of the input split sizes) instead of computing them locally"),
     "reduce_op_mismatch": ("reduce op mismatch", "error",
                            "NCCL does not check the op: silently wrong results",
                            "gloo does not check the op: silently wrong results",
@@ -62,10 +69,11 @@ KINDS = {
              "ranks wait in collectives until the NCCL watchdog timeout",
              "ranks wait until the group timeout and raise",
              "see the first divergence above; fix it and the hang goes"),
-    "deadlock": ("cross-group deadlock", "error",
-                 "each rank waits in a different group for a rank that waits elsewhere: a permanent hang",
+    "deadlock": ("deadlock (wait-for cycle)", "error",
+                 "each rank of the cycle waits for the next (in another group, or in a send/recv): a permanent hang",
                  "a permanent hang until the group timeouts fire",
-                 "issue collectives on different groups in one global order on every rank"),
+                 "issue collectives on different groups in one global order on every rank; order point-to-point "
+                 "calls so that one side sends first (or use isend/irecv with batch_isend_irecv)"),
 }
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}

@@ -3,25 +3,34 @@
 A rank blocked in a collective waits on every member of that group that has not
 issued the same position; a rank blocked in a recv waits on its source. Ranks that
 are waited on but wait on nobody (exited, crashed, computing) are the root causes;
-a cycle across groups is a deadlock.
+a cycle (across groups, or through point-to-point waits) is a deadlock.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import networkx as nx
 
 from ..model import P2P_OPS, Run
 from .findings import Finding
+from .fold import rank_ranges
 
 TIMEOUT_WORDS = ("timed out", "timeout", "Timed out")
+PEER_LOST_WORDS = ("closed by peer", "reset by peer", "Broken pipe", "Connection refused")
+# at the end, these ranks were waiting on others (blocked until a timeout or a kill, or failed
+# because a peer went away: under NCCL they would have kept waiting)
+WAITING_STATES = frozenset(("stuck", "timed-out", "killed-in-collective", "peer-lost"))
+HUNG_STATES = WAITING_STATES - {"peer-lost"}
 
 
 @dataclass
 class RankState:
     rank: int
-    state: str  # finished | raised | stuck | killed-in-collective | killed | timed-out | missing-log
+    # finished | raised | crashed | stuck | killed-in-collective | killed | timed-out | peer-lost |
+    # collective-failed | missing-log
+    state: str
     blocked: list = field(default_factory=list)  # events it was waiting in at the end
     detail: str = ""
 
@@ -32,7 +41,16 @@ class HangAnalysis:
     graph: nx.DiGraph
     cycles: list[list[int]]
     root_causes: list[int]
-    waiting: set[int]
+    waiting: set[int]  # blocked at the end, waiting on others (WAITING_STATES): the wait-for graph
+
+    @property
+    def inside(self) -> set[int]:
+        """Ranks that ended inside a collective they never completed (waiting, failed or crashed)."""
+        return _inside(self.states)
+
+
+def _inside(states: dict) -> set[int]:
+    return {r for r, s in states.items() if s.blocked and s.state != "finished"}
 
 
 def blocked_events(run: Run, rank: int) -> list:
@@ -53,8 +71,14 @@ def final_states(run: Run) -> dict[int, RankState]:
         detail = ""
         if log.exception is not None:
             detail = f"{log.exception[0]}: {log.exception[1]}".splitlines()[0][:200]
-            if any(e.error for e in blocked):
-                state = "timed-out"
+            errors = [e.error for e in blocked if e.error]
+            if errors:
+                state = _error_state(errors)
+            site = log.exception[2] if len(log.exception) > 2 else None
+            if site and state == "raised":  # where (a failed collective's site is shown already)
+                detail = f"{detail[:160]} (raised at {os.path.basename(site[0])}:{site[1]})"
+        elif log.crash is not None:
+            detail = log.crash
         elif log.watchdog:
             w = log.watchdog[-1]
             detail = f"stuck {w.get('waited_s')} s in {w.get('op')} (watchdog stacks recorded)"
@@ -62,11 +86,22 @@ def final_states(run: Run) -> dict[int, RankState]:
     return states
 
 
+def _error_state(errors: list[str]) -> str:
+    """How a rank's last collective failed: a timeout, a peer that went away, or the op itself."""
+    text = " ".join(errors)
+    if any(w in text for w in TIMEOUT_WORDS):
+        return "timed-out"
+    if any(w in text for w in PEER_LOST_WORDS):
+        return "peer-lost"
+    return "collective-failed"
+
+
 def analyse_hang(run: Run) -> HangAnalysis:
     states = final_states(run)
     g = nx.DiGraph()
     g.add_nodes_from(states)
-    waiting = {r for r, s in states.items() if s.blocked and s.state != "finished"}
+    inside = _inside(states)
+    waiting = {r for r in inside if states[r].state in WAITING_STATES}
     counts: dict[tuple[int, str], int] = {}
     for rank, log in run.ranks.items():
         for name, idx in log.by_group.items():
@@ -84,30 +119,63 @@ def analyse_hang(run: Run) -> HangAnalysis:
                     g.add_edge(rank, other, group=ev.group, event=ev)
     cycles = []
     for cyc in nx.simple_cycles(g):
-        groups = {g.edges[cyc[i], cyc[(i + 1) % len(cyc)]]["group"] for i in range(len(cyc))}
-        if len(cyc) > 1 and len(groups) > 1:
+        # (within one group, collectives alone cannot form a cycle: positions only grow; P2P can)
+        if len(cyc) > 1:
             cycles.append(cyc)
         if len(cycles) >= 10:
             break
     roots = sorted(r for r in g.nodes if r not in waiting and g.in_degree(r) > 0)
+    if inside and not roots:  # all inside one collective: the ones whose collective itself failed
+        roots = sorted(r for r, s in states.items() if s.state in ("collective-failed", "crashed"))
     return HangAnalysis(states, g, cycles, roots, waiting)
 
 
 def hang_findings(run: Run, hang: HangAnalysis) -> list[Finding]:
-    if not hang.waiting:
+    """A deadlock per wait-for cycle, else one hang: ranks that never completed their last
+    collective, whether they waited until a timeout or a kill, or failed at once with a peer."""
+    if not hang.inside:
         return []
-    first_rank = min(hang.waiting, key=lambda r: (hang.states[r].blocked[0].t_issue, r))
+    first_rank = min(hang.inside, key=lambda r: (hang.states[r].blocked[0].t_issue, r))
     ev = hang.states[first_rank].blocked[0]
     events = {r: (hang.states[r].blocked[0] if hang.states[r].blocked else None) for r in hang.states
               if r in run.ranks}
     last = max((e.t_issue for s in hang.states.values() for e in s.blocked), default=ev.t_issue)
     out = []
     for cyc in hang.cycles:
-        groups = [hang.graph.edges[cyc[i], cyc[(i + 1) % len(cyc)]]["group"] for i in range(len(cyc))]
+        edges = [hang.graph.edges[cyc[i], cyc[(i + 1) % len(cyc)]] for i in range(len(cyc))]
+        groups = [e["group"] for e in edges]
+        waits = [_wait_text(e["event"]) for e in edges]
         out.append(Finding("deadlock", groups[0], ev.position, sorted(cyc), "", events, None,
-                           {"cycle": list(cyc), "groups": groups}, last + 1))
+                           {"cycle": list(cyc), "groups": groups, "waits": waits}, last + 1))
     if not out:
-        out.append(Finding("hang", ev.group, ev.position, hang.root_causes or sorted(hang.waiting), "", events,
-                           None, {"waiting": sorted(hang.waiting), "root_causes": hang.root_causes,
-                            "edges": [[a, b] for a, b in hang.graph.edges]}, last + 1))
+        details = {"waiting": sorted(hang.inside), "root_causes": hang.root_causes,
+                   "edges": [[a, b] for a, b in hang.graph.edges]}
+        observed = _observed(hang)
+        if observed:
+            details["gloo_observed"] = observed
+        out.append(Finding("hang", ev.group, ev.position, hang.root_causes or sorted(hang.inside), "", events,
+                           None, details, last + 1))
     return out
+
+
+def _observed(hang: HangAnalysis) -> str | None:
+    """What this run's ranks really did, when none of them waited until a timeout or a kill."""
+    if any(hang.states[r].state in HUNG_STATES for r in hang.inside):
+        return None
+    by_state: dict[str, list[int]] = {}
+    for r in sorted(hang.inside):
+        by_state.setdefault(hang.states[r].state, []).append(r)
+    words = {"peer-lost": "failed at once with 'Connection closed/reset by peer' (a peer went away)",
+             "collective-failed": "raised inside the collective (the op itself failed)",
+             "crashed": "died of a fatal signal inside the collective (SIGABRT from a gloo check)",
+             "raised": "raised an exception with the collective still pending"}
+    parts = [f"rank{'s' if len(rs) != 1 else ''} {rank_ranges(rs)} {words.get(st, st)}" for st, rs in by_state.items()]
+    return "in this run no rank waited for a timeout: " + "; ".join(parts)
+
+
+
+def _wait_text(ev) -> str:
+    """What a rank in a wait-for cycle is blocked in, in a few words."""
+    if ev.sig.op in P2P_OPS:
+        return f"in {ev.sig.api or ev.sig.op} with peer {ev.peer_global} in group {ev.group}"
+    return f"in {ev.sig.api or ev.sig.op} #{ev.position} of group {ev.group}"

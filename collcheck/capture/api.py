@@ -59,7 +59,7 @@ def _wrap_collective(rec: Recorder, name: str, fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if not rec.active or getattr(rec.tls, "api", None) is not None:
+        if not rec._active or rec.tls._api is not None:
             return fn(*args, **kwargs)
         try:
             op = None
@@ -166,7 +166,7 @@ def record_exit(rec: Recorder, clean: bool, exc: BaseException | None = None) ->
         return
     try:
         if exc is not None:
-            rec.record({"k": lf.EXCEPTION, "t": type(exc).__name__, "m": str(exc)[:2000], "ts": rec.now_us()})
+            rec.record_exception(exc)
         if clean:
             rec.record({"k": lf.TRAILER, "ts": rec.now_us(), "wall_ns": time.time_ns()})
     except Exception:

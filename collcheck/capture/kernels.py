@@ -4,6 +4,9 @@ A kernel registered at BackendSelect runs before the real backend for Python
 `dist.*`, DDP's C++ reducer, join's shadow collectives, functional collectives and
 DTensor alike; c10d ops only have a fallthrough there, so nothing is overridden
 (capture.md). The Library object must stay alive or the kernels vanish.
+
+When the compiled fast path is built (fastpath.py) its C++ kernels take the place of
+these Python ones; they write the same records through the same Recorder.
 """
 
 from __future__ import annotations
@@ -14,12 +17,14 @@ from typing import Callable
 import torch
 from torch._C import DispatchKey
 
+from . import callsite, fastpath
 from .recorder import Recorder
 from .wire import WIRE_OPS
 
 _BACKEND_SELECT = DispatchKey.BackendSelect
 _SKIP_KEYS = (DispatchKey.Meta, DispatchKey.Python)  # fake/meta tensors while compiling
 _library = None
+_compiled = False  # the C++ kernels of fastpath.cpp are registered
 
 
 def _make_kernel(current, opname: str, overload):
@@ -27,7 +32,7 @@ def _make_kernel(current, opname: str, overload):
 
     def kernel(keyset, *args, **kwargs):
         rec = current()
-        if rec is None or not rec.active or keyset.has(_SKIP_KEYS[0]) or keyset.has(_SKIP_KEYS[1]):
+        if rec is None or not rec._active or keyset.has(_SKIP_KEYS[0]) or keyset.has(_SKIP_KEYS[1]):
             return redispatch(keyset.remove(_BACKEND_SELECT), *args, **kwargs)
         try:
             eid = rec.on_issue(opname, args, sys._getframe(1))
@@ -52,10 +57,19 @@ def _make_kernel(current, opname: str, overload):
 
 
 def install(current: Callable[[], Recorder | None]) -> None:
-    """Register the kernels once per process (idempotent); `current()` is the live recorder."""
-    global _library
-    if _library is not None:
-        return
+    """Register the kernels once per process (idempotent); `current()` is the live recorder,
+    which the compiled kernels report to from now on."""
+    global _library, _compiled
+    if _library is None:
+        _compiled = fastpath.install(callsite._classify)
+        _library = True if _compiled else _python_kernels(current)
+        _patch_backward(current)
+    rec = current()
+    if _compiled and rec is not None:
+        fastpath.attach(rec)
+
+
+def _python_kernels(current):
     lib = torch.library.Library("c10d", "IMPL")
     for opname in WIRE_OPS:
         packet = getattr(torch.ops.c10d, opname, None)
@@ -63,8 +77,7 @@ def install(current: Callable[[], Recorder | None]) -> None:
             continue
         for overload_name in packet.overloads():
             lib.impl(opname, _make_kernel(current, opname, getattr(packet, overload_name)), "BackendSelect", with_keyset=True)
-    _library = lib
-    _patch_backward(current)
+    return lib
 
 
 def _patch_backward(current) -> None:

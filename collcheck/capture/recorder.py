@@ -2,7 +2,10 @@
 
 Hot path per collective: classify the call site (cached per code object), look up
 interned ids, build one small map, one write(2). Everything else (analysis,
-pretty names) happens in the reader, never here.
+pretty names) happens in the reader, never here. The fields that repeat for one call
+site, op, group, tensor spec and thread form a Template: the Python kernels build one per
+call; the compiled fast path (fastpath.py) caches them, writes a template's first record
+through `_emit` and the later ones itself, byte for byte what `_emit` would write.
 """
 
 from __future__ import annotations
@@ -18,14 +21,14 @@ import warnings
 import torch
 
 from .. import __version__, logformat as lf
-from . import callsite
+from . import callsite, fastpath
+from .completion import Completions
 from .config import Config
 from .wire import WIRE_OPS
 from .writer import LogWriter, open_exclusive
 
 _C = torch._C._distributed_c10d
 _unbox_pg = _C.ProcessGroup.unbox
-_unbox_work = _C.Work.unbox
 
 
 class ApiCall:
@@ -43,25 +46,72 @@ class ApiCall:
         self.index = 0
 
 
-class Recorder:
+class ThreadState(threading.local):
+    """Per thread: the ApiCall of the outermost `dist.*` call running on it (api.py sets it)."""
+
+    _api: ApiCall | None = None
+    fast = None  # the compiled module: it keeps "an API call is active" per thread (no Python read)
+
+    @property
+    def api(self) -> ApiCall | None:
+        return self._api
+
+    @api.setter
+    def api(self, call: ApiCall | None) -> None:
+        self._api = call
+        if ThreadState.fast is not None:
+            ThreadState.fast.set_api(call is not None)
+
+
+class Template:
+    """Interned fields of a C record that only depend on its op, group, tensors, call site and thread."""
+
+    __slots__ = ("op", "api", "o", "g", "fields", "role", "label")
+
+
+class Recorder(Completions, fastpath.RecorderHooks):
     def __init__(self, config: Config):
         self.config = config
         self.writer: LogWriter | None = None
+        self._fast = None  # the compiled fast path module while it reports to this recorder
         self.active = False  # a log is open and nothing has failed
         self.failed = False
-        self.tls = threading.local()
+        self.tls = ThreadState()
         self.t0 = time.monotonic_ns()
         self._group_names: dict[str, int] = {}
         self._threads: dict[int, int] = {}
         self.inflight: dict[int, tuple[int, int, str]] = {}  # eid -> (t_ns, thread ident, op)
         self._eid = 0
         self._api_calls = 0
-        self.bwd_epoch = 0
+        self._bwd_epoch = 0
         self._bucket: dict[int, tuple] = {}  # gid -> (backward epoch, eid, bucket index)
         self._last_in_group: dict[int, int] = {}  # gid -> eid of its latest event
-        self._done_q: deque = deque()  # (eid, returned, completed, future) from gloo threads
+        self._done_q: deque = deque()  # completions not written yet (completion.py)
         self._dtype_names: dict = {}
+        self._templates: dict[int, Template] = {}  # fast path template id -> template
+        self._py_templates: dict[tuple, Template] = {}  # Python kernels: what fixes a template -> it
         self.rank = None
+
+    @property
+    def bwd_epoch(self) -> int:
+        """Backward passes so far (kernels._patch_backward): DDP bucket k is per pass."""
+        return self._bwd_epoch
+
+    @bwd_epoch.setter
+    def bwd_epoch(self, value: int) -> None:
+        self._bwd_epoch = value
+        if self._fast is not None:
+            self._fast.set_epoch(value)
+
+    @property
+    def active(self) -> bool:
+        return self._active
+
+    @active.setter
+    def active(self, value: bool) -> None:
+        self._active = value
+        if self._fast is not None:  # the C++ kernels skip the GIL entirely while paused
+            self._fast.set_enabled(bool(value))
 
     # -- lifecycle ------------------------------------------------------------------
     def open(self, rank: int, world_size: int, backend: str) -> None:
@@ -72,7 +122,7 @@ class Recorder:
         run_id = cfg.resolved_run_id()
         restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0)
         fd, path = open_exclusive(os.path.join(cfg.directory, run_id), f"rank-{rank:05d}.{restart}")
-        self.writer = LogWriter(fd, path)
+        self.writer = LogWriter(fd, path, fastpath.writer_lock())
         self.rank = rank
         header = {
             "k": lf.HEADER,
@@ -115,12 +165,16 @@ class Recorder:
 
     def after_fork_in_child(self) -> None:
         """A forked child (DataLoader worker) never writes to its parent's log."""
+        if self._fast is not None:
+            self._fast.after_fork_in_child()
         self.writer = None
         self.active = False
-        self.tls = threading.local()
+        self.tls = ThreadState()
         self.inflight = {}
         self._group_names = {}
         self._threads = {}
+        self._templates = {}
+        self._py_templates = {}
 
     def now_us(self) -> int:
         return (time.monotonic_ns() - self.t0) // 1000
@@ -134,12 +188,15 @@ class Recorder:
             w.queue({"k": lf.THREAD, "h": h, "n": threading.current_thread().name, "id": ident})
         return h
 
-    def group_id(self, w: LogWriter, pg) -> int:
+    def group_id(self, w: LogWriter, pg, name: str | None = None) -> int:
         # keyed by name, never holding the group: a reference kept here would stop
         # destroy_process_group() from joining gloo's threads before interpreter exit (abort)
-        name = pg.group_name
+        if name is None:
+            name = pg.group_name
         gid = self._group_names.get(name)
         if gid is None:
+            if pg is None:  # the fast path passes the group with the first record of a template only
+                pg = _C._resolve_process_group(name)
             gid = self._group_names[name] = len(self._group_names)
             rec = {"k": lf.GROUP, "op": "seen", "gid": gid, "g": name, "d": getattr(pg, "group_desc", "")}
             ranks = _group_ranks(pg)
@@ -162,10 +219,10 @@ class Recorder:
 
     # -- the hot path -----------------------------------------------------------------
     def on_issue(self, opname: str, args, frame) -> int:
-        """Write the record of a wire op before it is issued; return its event id."""
+        """Write the record of a wire op before it is issued; return its event id (Python kernels)."""
         spec = WIRE_OPS[opname]
         w = self.writer
-        api: ApiCall | None = getattr(self.tls, "api", None)
+        api: ApiCall | None = self.tls._api  # (the property's value, without its call)
         pg = _unbox_pg(args[spec.pg])
         if spec.tensors is not None and spec.tensors < len(args):
             ts = args[spec.tensors]
@@ -181,123 +238,114 @@ class Recorder:
                 reduce_op = api.reduce_op
             else:  # C++ caller (DDP reducer): reading the ScriptObject costs ~15 us
                 reduce_op = int(args[spec.reduce_op].op())
+        index = spec.root if spec.root is not None else spec.peer
+        p = args[index] if index is not None and index < len(args) else None
+        tag = args[spec.tag] if spec.tag is not None and spec.tag < len(args) else 0
+        sp = None
+        if opname == "alltoall_base_":
+            sp = [list(args[4]), list(args[3])] if len(args) > 4 else []
         with w.lock:
-            site, names, full = self._site(w, frame)
-            rec = {"k": lf.COLL, "o": w.string_id(opname), "g": self.group_id(w, pg), "ts": self.now_us()}
-            if key is not None:
-                rec["t"] = w.tspec_id(key)
-            if site is not None:
-                rec["s"] = site
-            if full is not None:
-                rec["st"] = full
-            h = self._thread_id(w)
-            if h:
-                rec["h"] = h
-            if reduce_op is not None:
-                rec["r"] = reduce_op
-            index = spec.root if spec.root is not None else spec.peer
-            if index is not None and index < len(args):
-                rec["p"] = args[index]
-            if spec.tag is not None and spec.tag < len(args) and args[spec.tag]:
-                rec["tag"] = args[spec.tag]
-            if opname == "alltoall_base_":
-                rec["sp"] = [list(args[4]), list(args[3])] if len(args) > 4 else []
-            if api is not None:
-                if api.async_op:
-                    rec["a"] = 1
-                if api.name != spec.api:
-                    rec["x"] = w.string_id(api.name)
-                if api.multi:
-                    rec["q"] = api.call_id
-                    rec["qi"] = api.index
-                    api.index += 1
-            else:
-                rec["a"] = 1  # issued below the Python API (C++ reducer, functional): async
-                rec["n"] = 1
+            user, names, stack = callsite.walk(frame, self.config.full_stack)
+            code, line = (None, 0) if user is None else (user.f_code, user.f_lineno)
+            gname = pg.group_name
+            # a repeated call (same op, group, tensors, site, torch path, thread) reuses its template
+            ck = None if sp is not None else (opname, gname, key, reduce_op, p, tag, code, line,
+                                               tuple(names) if names else None, threading.get_ident())
+            t = self._py_templates.get(ck)
+            if t is None:
+                t = self._template(w, opname, pg, gname, key, reduce_op, p, tag, sp, code, line, names)
+                if ck is not None and len(self._py_templates) < 65536:
+                    self._py_templates[ck] = t
+            full = None if stack is None else [w.site_id(*f) for f in stack]
+            return self._emit(w, t, api, full)
+
+    def _template(self, w: LogWriter, opname, pg, gname, key, reduce_op, p, tag, sp, code, line, names) -> Template:
+        t = Template()
+        t.op, t.api = opname, WIRE_OPS[opname].api
+        site = None if code is None else w.site_id(code.co_filename, line, code.co_name)
+        t.o = w.string_id(opname)
+        t.g = self.group_id(w, pg, gname)
+        f = t.fields = {}
+        if key is not None:
+            f["t"] = w.tspec_id(key)
+        if site is not None:
+            f["s"] = site
+        h = self._thread_id(w)
+        if h:
+            f["h"] = h
+        if reduce_op is not None:
+            f["r"] = reduce_op
+        if p is not None:
+            f["p"] = p
+        if tag:
+            f["tag"] = tag
+        if sp is not None:
+            f["sp"] = sp
+        t.role, t.label = callsite.purpose(names)
+        return t
+
+    def _emit(self, w: LogWriter, t: Template, api: ApiCall | None, full) -> int:
+        """Write one C record from its template (writer lock held); returns its event id."""
+        rec = {"k": lf.COLL, "o": t.o, "g": t.g, "ts": self.now_us()}
+        if full is not None:
+            rec["st"] = full
+        rec.update(t.fields)
+        if api is not None:
+            if api.reduce_op is not None and "r" in rec:  # what the user passed
+                rec["r"] = api.reduce_op
+            if api.async_op:
+                rec["a"] = 1
+            if api.name != t.api:
+                rec["x"] = w.string_id(api.name)
+            if api.multi:
+                rec["q"] = api.call_id
+                rec["qi"] = api.index
+                api.index += 1
+                if api.returned:  # its earlier blocking wire ops have completed by now
+                    self._complete_returned(w, api)
+        else:
+            rec["a"] = 1  # issued below the Python API (C++ reducer, functional): async
+            rec["n"] = 1
+        if self._fast is not None:  # one counter for both paths (writer lock held)
+            eid = self._fast.next_eid()
+        else:
             eid = self._eid
             self._eid = eid + 1
-            self._label(w, rec, names, eid)
-            if self._done_q:
-                self.drain_completions()
-            w.write(rec)
-            self.inflight[eid] = (time.monotonic_ns(), threading.get_ident(), opname)
+        self._label(w, rec, t.role, t.label, eid)
+        if self._done_q:
+            self.drain_completions()
+        w.write(rec)
+        self._track(eid, t.op)
         return eid
 
-    def _label(self, w: LogWriter, rec: dict, names, eid: int) -> None:
-        role, label = callsite.purpose(names)
+    def _complete_returned(self, w: LogWriter, api: ApiCall) -> None:
+        """D records for the returned wire ops of a multi-op API call (all_gather_object, ...):
+        without them a call blocked in its second op would read as blocked in its first."""
+        now = self.now_us()
+        for eid, t_ret in api.returned.items():
+            self._forget(eid)
+            w.queue({"k": lf.DONE, "i": eid, "r": t_ret, "c": now})
+        api.returned.clear()
+
+    def _label(self, w: LogWriter, rec: dict, role, label, eid: int) -> None:
         gid = rec["g"]
-        last = self._last_in_group.get(gid)
-        self._last_in_group[gid] = eid
+        bucket = role == "gradient bucket"
+        # bucket k = the k-th bucket all-reduce of one backward pass (or join shadow pass)
+        epoch = self.bwd_epoch if bucket and label.startswith("DDP backward") else None
+        if self._fast is not None:  # its state, shared with the records it writes itself
+            index = self._fast.label_state(gid, eid, bucket, -1 if epoch is None else epoch)
+        else:
+            last = self._last_in_group.get(gid)
+            self._last_in_group[gid] = eid
+            if bucket:
+                prev = self._bucket.get(gid)
+                go_on = prev is not None and prev[0] == epoch and (epoch is not None or prev[1] == last)
+                index = prev[2] + 1 if go_on else 0
+                self._bucket[gid] = (epoch, eid, index)
         if role is None:
             return
-        if role == "gradient bucket":
-            # bucket k = the k-th bucket all-reduce of one backward pass (or join shadow pass)
-            epoch = self.bwd_epoch if label.startswith("DDP backward") else None
-            prev = self._bucket.get(gid)
-            go_on = prev is not None and prev[0] == epoch and (epoch is not None or prev[1] == last)
-            index = prev[2] + 1 if go_on else 0
-            self._bucket[gid] = (epoch, eid, index)
-            label = f"{label} {index}"
         rec["u"] = w.string_id(role)
-        rec["l"] = w.string_id(label)
-
-    def on_return(self, eid: int, out, error: BaseException | None) -> None:
-        """After the op returned: a blocking API call completes when its wrapper returns,
-        anything else (async_op=True, C++ callers) when its Work's future completes."""
-        t_ret = self.now_us()
-        if error is not None:
-            self.finish(eid, t_ret, error)
-            return
-        api: ApiCall | None = getattr(self.tls, "api", None)
-        if api is not None and not api.async_op:
-            api.returned[eid] = t_ret
-            return
-        work = out[-1] if isinstance(out, tuple) else out
-        if work is None:
-            self.finish(eid, t_ret)
-            return
-        try:
-            fut = _unbox_work(work).get_future()
-        except RuntimeError:
-            # gloo P2P work has no future: completion stays unknown (docs/log-format.md)
-            self.returned_only(eid, t_ret)
-            return
-        # The callback runs in a gloo thread: it only appends (atomic under the GIL, no lock,
-        # no packing); the next record, or the watchdog within 0.2 s, writes it out.
-        fut.add_done_callback(lambda f, eid=eid, r=t_ret: self._done_q.append((eid, r, self.now_us(), f)))
-
-    def drain_completions(self) -> None:
-        """Turn futures completed since the last call into D records (writer lock held)."""
-        q = self._done_q
-        w = self.writer
-        while q:
-            eid, t_ret, t_done, fut = q.popleft()
-            self.inflight.pop(eid, None)
-            rec = {"k": lf.DONE, "i": eid, "r": t_ret, "c": t_done}
-            try:
-                fut.value()
-            except BaseException as exc:  # the collective itself failed
-                rec["e"] = f"{type(exc).__name__}: {exc}"[:2000]
-            w.queue(rec)
-
-    def returned_only(self, eid: int, t_ret: int) -> None:
-        w = self.writer
-        with w.lock:
-            self.inflight.pop(eid, None)
-            w.queue({"k": lf.DONE, "i": eid, "r": t_ret})
-
-    def finish(self, eid: int, t_ret: int, error: BaseException | None = None) -> None:
-        w = self.writer
-        if w is None:
-            return
-        rec = {"k": lf.DONE, "i": eid, "r": t_ret, "c": self.now_us()}
-        with w.lock:
-            self.inflight.pop(eid, None)
-            if error is not None:
-                rec["e"] = f"{type(error).__name__}: {error}"[:2000]
-                w.write(rec)  # an error may be followed by a crash: write now
-            else:
-                w.queue(rec)
+        rec["l"] = w.string_id(f"{label} {index}" if bucket else label)
 
     # -- process-level records ---------------------------------------------------------
     def record(self, rec: dict) -> None:
@@ -305,6 +353,24 @@ class Recorder:
         if w is None:
             return
         with w.lock:
+            w.write(rec)
+
+    def record_exception(self, exc: BaseException) -> None:
+        """X record: type, message and where it was raised (innermost user frame of the traceback)."""
+        w = self.writer
+        if w is None:
+            return
+        frames = []
+        tb = exc.__traceback__
+        while tb is not None:
+            frames.append((tb.tb_frame.f_code, tb.tb_lineno))
+            tb = tb.tb_next
+        user = [f for f in frames if callsite._classify(f[0])[0]] or frames[-1:]
+        with w.lock:
+            rec = {"k": lf.EXCEPTION, "t": type(exc).__name__, "m": str(exc)[:2000], "ts": self.now_us()}
+            if user:
+                code, line = user[-1]
+                rec["s"] = w.site_id(code.co_filename, line, code.co_name)
             w.write(rec)
 
     def record_group(self, op: str, pg, ranks, desc, frame, extra=None) -> None:

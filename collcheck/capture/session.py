@@ -128,3 +128,6 @@ def _after_fork_in_child() -> None:
     if rec is not None:
         rec.after_fork_in_child()
     _watchdog = None
+    from . import watchdog
+
+    watchdog.forget_dump_in_child()

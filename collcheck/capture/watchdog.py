@@ -1,6 +1,7 @@
 """Background thread: flushes queued records and dumps stacks of a rank stuck in a collective.
 
-Also registers faulthandler for SIGTERM (what torchrun sends to the surviving ranks),
+Also registers faulthandler for SIGTERM (what torchrun sends to the surviving ranks) and,
+unless the user enabled faulthandler, for fatal signals (SIGABRT from a gloo check, SIGSEGV),
 writing a text dump beside the log: no Python handler runs while the main thread is
 blocked in C++, faulthandler does (capture.md).
 """
@@ -48,7 +49,7 @@ class Watchdog(threading.Thread):
 
     def _check(self, rec: Recorder, limit: float) -> None:
         now = time.monotonic_ns()
-        stuck = [(eid, v) for eid, v in list(rec.inflight.items()) if (now - v[0]) / 1e9 > limit and eid not in self.dumped]
+        stuck = [(eid, v) for eid, v in rec.inflight_items() if (now - v[0]) / 1e9 > limit and eid not in self.dumped]
         if not stuck:
             return
         eid, (t_issue, ident, op) = min(stuck)
@@ -68,10 +69,12 @@ class Watchdog(threading.Thread):
 
 
 _sigterm_file = None
+_fatal_enabled = False  # faulthandler.enable() was ours
 
 
 def register_sigterm_dump(log_path: str) -> None:
-    """Dump all threads' stacks to `<log>.sigterm.txt` when the rank gets SIGTERM."""
+    """Dump all threads' stacks to `<log>.sigterm.txt` when the rank gets SIGTERM or dies of a
+    fatal signal (that dump starts with 'Fatal Python error')."""
     global _sigterm_file
     if not hasattr(faulthandler, "register") or _sigterm_file is not None:
         return
@@ -80,18 +83,43 @@ def register_sigterm_dump(log_path: str) -> None:
     path = log_path[: -len(lf.LOG_SUFFIX)] + lf.SIGTERM_SUFFIX
     _sigterm_file = open(path, "w")
     faulthandler.register(signal.SIGTERM, file=_sigterm_file, all_threads=True, chain=True)
+    global _fatal_enabled
+    if not faulthandler.is_enabled():  # fatal signals too (gloo's enforce failures SIGABRT): the
+        # dump says which rank crashed; faulthandler re-raises the signal, so the exit is unchanged
+        faulthandler.enable(file=_sigterm_file, all_threads=True)
+        _fatal_enabled = True
 
 
 def unregister_sigterm_dump() -> None:
-    global _sigterm_file
-    if _sigterm_file is None:
+    """Stop dumping; the file goes when nothing was written to it."""
+    f = _stop_dumps()
+    if f is None:
         return
     try:
-        faulthandler.unregister(signal.SIGTERM)
-        name = _sigterm_file.name
-        _sigterm_file.close()
-        if os.path.getsize(name) == 0:
-            os.unlink(name)
+        f.close()
+        if os.path.getsize(f.name) == 0:
+            os.unlink(f.name)
     except Exception:
         pass
-    _sigterm_file = None
+
+
+def forget_dump_in_child() -> None:
+    """A forked child (DataLoader worker) must not dump into its parent's file (left open: the
+    parent's)."""
+    _stop_dumps()
+
+
+def _stop_dumps():
+    """Unregister our faulthandler dumps; returns the dump file, now no longer ours."""
+    global _sigterm_file, _fatal_enabled
+    f = _sigterm_file
+    if f is None:
+        return None
+    try:
+        faulthandler.unregister(signal.SIGTERM)
+        if _fatal_enabled:
+            faulthandler.disable()
+    except Exception:
+        pass
+    _sigterm_file, _fatal_enabled = None, False
+    return f

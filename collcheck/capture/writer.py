@@ -38,10 +38,11 @@ def open_exclusive(directory: str, base: str) -> tuple[int, str]:
 class LogWriter:
     """Owns one rank's file descriptor and its intern tables. All methods are thread-safe."""
 
-    def __init__(self, fd: int, path: str):
+    def __init__(self, fd: int, path: str, lock=None):
         self.fd = fd
         self.path = path
-        self.lock = threading.Lock()
+        # the compiled fast path's WriterLock when it is loaded: it writes records itself under it
+        self.lock = threading.Lock() if lock is None else lock
         self._pending: list[bytes] = []
         self._strings: dict[str, int] = {}
         self._sites: dict[tuple, int] = {}
@@ -96,4 +97,6 @@ class LogWriter:
             if not self.closed:
                 self.write()
                 self.closed = True
+                if hasattr(self.lock, "closed"):
+                    self.lock.closed = True  # what the compiled path checks
                 os.close(self.fd)

@@ -71,7 +71,8 @@ def cmd_replay(args) -> int:
     from ..analysis.diff import analyse
     from ..cli import UsageError, latest_run
     from ..model import load_run
-    from .plan import build_plan, involved_ranks, parse_edit
+    from .plan import build_plan, involved_ranks
+    from .whatif import parse_edit
     from .runner import finding_key
 
     if args.timeout <= 0:

@@ -7,19 +7,19 @@ Signatures (op, tensors, reduce op, root, role, api, tag) come from the run mode
 
 Ranks can be selected (`ranks=`): the plan then runs on len(ranks) processes, ranks
 renumbered in order, every group restricted to the selected members, point-to-point ops
-with an unselected peer dropped. Edits (`drop`, `insert`, `move`) change one rank's
-sequence before the plan is finalized. `shrink` caps tensor sizes (see `shrink_shapes`).
+with an unselected peer dropped. What-if edits (whatif.py) change the sequences before
+the plan is finalized. `shrink` caps tensor sizes (see `shrink_shapes`).
 """
 
 from __future__ import annotations
 
 import copy
-import itertools
 from dataclasses import dataclass, field
 
 from .. import logformat as lf
 from ..model import P2P_OPS, Run
 from ..reader import LogError, parse_header
+from .whatif import apply_edit, follow_peers
 
 
 @dataclass
@@ -96,7 +96,12 @@ def rank_actions(run: Run, rank: int) -> list[dict]:
                        "label": strings.get(rec["l"]) if "l" in rec else None, "s": sites.get(rec.get("s")),
                        "a": 1 if rec.get("a") else 0, "q": rec.get("q") if sig.api == "batch_isend_irecv" else None,
                        "ts": rec.get("ts", 0), "td": None, "or": rank}
-                if sig.op in ("alltoall_", "alltoall_base_"):
+                sizes = log.a2a.get(n)
+                if sizes is not None:  # all_to_all_single: input and splits as recorded
+                    rows, per_row, ins, outs = sizes
+                    act["t"] = [[d, [rows] if per_row == 1 else [rows, per_row]] for d, _ in sig.tensors]
+                    act["sp"] = [list(ins), list(outs)]
+                elif sig.op in ("alltoall_", "alltoall_base_"):
                     act["t"] = [[d, []] for d, _ in sig.tensors]
                 actions.append(act)
                 by_eid[n] = act
@@ -177,6 +182,9 @@ def build_plan(run: Run, ranks=None, shrink: int | None = None, timeout_s: float
                     continue  # no selected member: not created (group names are mapped back by order)
                 a["ranks"] = kept
             elif a["k"] == "op":
+                if a.get("sp") is not None and any(m not in remap for m in run.group_members(a["g"])):
+                    del a["sp"]  # split sizes hold for the whole group only: even splits instead
+                    a["t"] = [[d, []] for d, _ in a["t"]]
                 if a["op"] in P2P_OPS and a.get("p") is not None and a["p"] not in remap:
                     dropped_p2p += 1
                     continue
@@ -222,127 +230,6 @@ def finalize(plan: Plan) -> None:
 
 
 # ----------------------------------------------------------------------------------------
-# edits (what-if)
-
-
-@dataclass(frozen=True)
-class Edit:
-    """drop rank:i | insert rank:i=src_rank:src_i (before rank's event i) | move rank:i:j (before event j)."""
-
-    kind: str
-    rank: int
-    index: int
-    other_rank: int | None = None
-    other_index: int | None = None
-
-    def describe(self) -> str:
-        if self.kind == "drop":
-            return f"drop rank {self.rank}'s collective #{self.index}"
-        if self.kind == "insert":
-            return (f"insert rank {self.other_rank}'s collective #{self.other_index} into rank {self.rank} "
-                    f"before its #{self.index}")
-        return f"move rank {self.rank}'s collective #{self.index} before its #{self.other_index}"
-
-
-def parse_edit(kind: str, text: str) -> Edit:
-    from ..cli import UsageError
-
-    try:
-        if kind == "drop":
-            r, i = text.split(":")
-            return Edit("drop", int(r), int(i))
-        if kind == "insert":
-            left, right = text.split("=")
-            r, i = left.split(":")
-            sr, si = right.split(":")
-            return Edit("insert", int(r), int(i), int(sr), int(si))
-        if kind == "move":
-            r, i, j = text.split(":")
-            return Edit("move", int(r), int(i), int(r), int(j))
-    except ValueError:
-        pass
-    forms = {"drop": "RANK:INDEX", "insert": "RANK:INDEX=SRC_RANK:SRC_INDEX", "move": "RANK:INDEX:BEFORE_INDEX"}
-    raise UsageError(f"--{kind} {text!r}: expected {forms[kind]} (indices as `collcheck show` numbers them)")
-
-
-def _find(acts: list, i: int, rank: int) -> int:
-    for k, a in enumerate(acts):
-        if a["k"] == "op" and a["i"] == i:
-            return k
-    raise LogError(f"rank {rank} has no collective #{i} (`collcheck show` lists them)")
-
-
-_inserted = itertools.count(1_000_000_000)
-
-
-def apply_edit(per_rank: dict, e: Edit) -> None:
-    if e.rank not in per_rank:
-        raise LogError(f"what-if on rank {e.rank}, which is not replayed")
-    acts = per_rank[e.rank]
-    if e.kind == "drop":
-        del acts[_find(acts, e.index, e.rank)]
-    elif e.kind == "insert":
-        src = per_rank.get(e.other_rank)
-        if src is None:
-            raise LogError(f"--insert copies from rank {e.other_rank}, which is not replayed")
-        a = dict(src[_find(src, e.other_index, e.other_rank)])
-        a.update(i=next(_inserted), a=0, td=None, e=0)
-        at = _find(acts, e.index, e.rank) if e.index >= 0 else _end_index(acts)
-        a["ts"] = acts[at].get("ts") if at < len(acts) else None
-        acts.insert(at, a)
-    elif e.kind == "move":
-        k = _find(acts, e.index, e.rank)
-        a = acts.pop(k)
-        at = _find(acts, e.other_index, e.rank) if e.other_index >= 0 else _end_index(acts)
-        a = dict(a, a=0, ts=acts[at].get("ts") if at < len(acts) else a.get("ts"))
-        acts.insert(at, a)
-
-
-def follow_peers(run: Run, per_rank: dict) -> list[str]:
-    """Give each rank cut by the hang the collectives its peers still issue after its end.
-
-    A recording stops where the hang stopped the rank: its future is unknown. Once a what-if
-    has changed the sequences, the useful question is whether the *recorded* collectives now
-    line up, so a cut rank is assumed to go on in step with its peers: in every group, it
-    issues copies of the collectives that the member furthest along issued beyond its own
-    count (P2P excluded), in the order they were recorded. Returns notes for the report.
-    """
-    def collectives(acts, g):
-        return [a for a in acts if a["k"] == "op" and a["g"] == g and a["op"] not in P2P_OPS]
-
-    snapshot = {r: list(acts) for r, acts in per_rank.items()}  # peers' tails come from recorded + edited ops only
-    added: dict = {}
-    for r, acts in snapshot.items():
-        if not (acts and acts[-1]["k"] == "end" and acts[-1].get("cut")):
-            continue
-        tail = []
-        groups = {a["g"] for other in snapshot.values() for a in other if a["k"] == "op"}
-        for g in sorted(groups):
-            members = set(run.group_members(g))
-            if r not in members:
-                continue
-            own = len(collectives(acts, g))
-            peers = [collectives(snapshot[m], g) for m in members if m != r and m in snapshot]
-            longest = max(peers, key=len, default=[])
-            tail += [(a.get("ts") or 0, n, a) for n, a in enumerate(longest[own:])]
-        if not tail:
-            continue
-        tail.sort(key=lambda x: (x[0], x[1]))
-        copies = [dict(a, i=next(_inserted), a=0, td=None, e=0) for _, _, a in tail]
-        per_rank[r] = acts[:-1] + copies + [dict(acts[-1], state="finished", cut=False)]
-        added[r] = len(copies)
-    if not added:
-        return []
-    which = ", ".join(f"rank {r} +{n}" for r, n in sorted(added.items()))
-    return [f"ranks cut by the hang follow their peers after their last recorded collective ({which}; "
-            "--no-follow replays only what was recorded)"]
-
-
-def _end_index(acts):
-    return len(acts) - 1 if acts and acts[-1]["k"] == "end" else len(acts)
-
-
-# ----------------------------------------------------------------------------------------
 # shrinking
 
 
@@ -372,7 +259,9 @@ def shrink_shapes(plan: Plan, cap: int) -> None:
     """Cap every tensor at about `cap` elements, keeping across all ranks: which shapes are
     equal and which differ, which element counts are equal and their order, and each
     shape's number of dimensions (so every size relation the analysis or gloo sees stays)."""
-    shapes = sorted({tuple(s) for acts in plan.ranks for a in acts if a["k"] == "op" for _, s in a.get("t") or []},
+    # all_to_all_single with recorded splits keeps its sizes (the splits are counted in its rows)
+    shapes = sorted({tuple(s) for acts in plan.ranks for a in acts if a["k"] == "op" and not a.get("sp")
+                     for _, s in a.get("t") or []},
                     key=lambda s: (_numel(s), len(s), s))
     big = [s for s in shapes if _numel(s) > cap]
     if not big:
@@ -398,7 +287,7 @@ def shrink_shapes(plan: Plan, cap: int) -> None:
             mapping[s] = list(s)  # no free small shape: keep it
     for acts in plan.ranks:
         for a in acts:
-            if a["k"] == "op" and a.get("t"):
+            if a["k"] == "op" and a.get("t") and not a.get("sp"):
                 a["t"] = [[d, mapping.get(tuple(s), list(s))] for d, s in a["t"]]
     plan.notes.append(f"tensors capped at ~{cap} elements ({len(mapping)} distinct shapes shrunk)")
 

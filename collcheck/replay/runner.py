@@ -59,7 +59,7 @@ class Outcome:
             if st.blocked:
                 e = st.blocked[0]
                 label = f" [{e.label}]" if e.label else ""
-                where = (f"in {e.sig.describe()}{label} (collective #{e.position} of group "
+                where = (f"in {e.describe()}{label} (collective #{e.position} of group "
                          f"{self.group_map.get(e.group, e.group)}) at {e.where()}")
                 if e.error:
                     where += f": {e.error.splitlines()[0][:120]}"

@@ -83,10 +83,26 @@ def role_functions(role, label):
     return names
 
 
+def _new_backward_pass() -> None:
+    """Bucket 0 of a recorded backward pass: tell the recorder a pass begins, as the patched
+    autograd entry point does in a real job (DDP buckets are numbered per backward pass)."""
+    try:
+        from ..capture import session
+
+        rec = session.recorder()
+        if rec is not None:
+            rec.bwd_epoch += 1
+    except Exception:
+        pass
+
+
 def call_as(op, fn, /, *args, **kwargs):
     """Call fn from the recorded call site, through the recorded torch internals."""
     import torch
 
+    if op.get("role") == "gradient bucket" and (op.get("label") or "").startswith("DDP backward") and (
+            op.get("label") or "").endswith(" 0"):
+        _new_backward_pass()
     chain = []
     site = op.get("s")
     if site:
@@ -186,6 +202,12 @@ class Replayer:
             ins = [torch.zeros(1, dtype=dts[k % len(dts)]) for k in range(n)]
             return go(dist.all_to_all, [torch.zeros_like(x) for x in ins], ins, group=pg, async_op=a)
         if kind == "alltoall_base_":
+            sp = op.get("sp")
+            if sp is not None and t.dim() >= 1:  # the recorded input and splits
+                ins, outs = list(sp[0]), list(sp[1])
+                rows = sum(outs) if outs else t.shape[0]  # even output splits: the input's size
+                out = torch.zeros((rows,) + tuple(t.shape[1:]), dtype=t.dtype)
+                return go(dist.all_to_all_single, out, t, outs or None, ins or None, group=pg, async_op=a)
             x = torch.zeros(n, dtype=t.dtype)
             return go(dist.all_to_all_single, torch.zeros_like(x), x, group=pg, async_op=a)
         if kind == "barrier":

@@ -1,4 +1,5 @@
-"""GitHub Actions workflow commands: an annotation at each culprit's call site."""
+"""GitHub Actions workflow commands: an annotation at each culprit's call site (for a rank that
+skipped or stopped, at the call the others made)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,11 @@ def _esc(s: str) -> str:
 def render(report, out) -> None:
     for f in report.findings:
         e = next((f.events.get(r) for r in f.ranks if f.events.get(r) is not None and f.events[r].site), None)
+        expected = f.expected if f.expected is not None and f.expected.site else None
+        if expected is not None and (f.kind == "missing" or e is None):  # the call the culprit skipped
+            e = expected
+        if e is None:
+            e = next((x for x in f.events.values() if x is not None and x.site), None)
         params = []
         if e is not None:
             path = os.path.relpath(e.site[0]) if os.path.isabs(e.site[0]) else e.site[0]

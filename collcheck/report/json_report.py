@@ -12,16 +12,20 @@ JSON_VERSION = 1
 def event_dict(e) -> dict | None:
     if e is None:
         return None
-    s = e.sig
-    return {
+    s, sized = e.sig, e.sized  # all-to-all: sizes as recorded
+    out = {
         "rank": e.rank, "index": e.index, "group": e.group, "position": e.position, "op": s.op, "api": s.api,
-        "dtypes": list(s.dtypes), "shapes": [list(x) for x in s.shapes], "numel": s.numel, "bytes": s.nbytes,
+        "dtypes": list(s.dtypes), "shapes": [list(x) for x in sized.shapes], "numel": sized.numel,
+        "bytes": sized.nbytes,
         "reduce_op": REDUCE_OPS.get(s.reduce_op, s.reduce_op) if s.reduce_op is not None else None,
         "root_or_peer": s.root, "root_or_peer_global": e.peer_global, "role": s.role, "label": e.label,
         "site": {"file": e.site[0], "line": e.site[1], "function": e.site[2]} if e.site else None,
         "thread": e.thread, "async": e.async_op, "native": e.native, "completed": e.completed,
         "error": e.error,
     }
+    if e.splits is not None:
+        out["splits"] = {"input": list(e.splits[0]), "output": list(e.splits[1])}
+    return out
 
 
 def finding_dict(f) -> dict:

@@ -19,7 +19,7 @@ def _cell(e) -> str:
     if e is None:
         return "—"
     s = e.sig
-    shape = ",".join(f"{d}[{'x'.join(map(str, sh))}]" for d, sh in s.tensors)
+    shape = ",".join(f"{d}[{'x'.join(map(str, sh))}]" for d, sh in e.sized.tensors) + e.splits_text()
     extra = ""
     if s.root is not None:
         extra = f" {'peer' if s.op in ('send', 'recv_') else 'root'} {s.root}"
@@ -47,7 +47,8 @@ def side_by_side(report, finding, context: int) -> Table | None:
         if ev is None and r not in finding.events and finding.expected is not None:
             centre = min(finding.expected.position, len(idx))
         rows = tuple(idx[k] if 0 <= k < len(idx) else -1 for k in range(centre - context, centre + context + 1))
-        key = (r in finding.ranks, tuple((log.sig[i], log.completed(i)) if i >= 0 else None for i in rows))
+        key = (r in finding.ranks,  # all-to-all sizes are not in the signature: fold on them too
+               tuple((log.sig[i], log.completed(i), log.a2a.get(i)) if i >= 0 else None for i in rows))
         windows[r] = (key, rows)
     folded = fold_identical({r: key for r, (key, _) in windows.items()})
     table = Table(title=f"group {group}: collectives around #{finding.position}", show_lines=True, expand=False)
@@ -118,7 +119,7 @@ def render(report, out, context: int = 4) -> None:
 
 def _hang_summary(console, report) -> None:
     states = report.hang.states
-    if all(s.state == "finished" for s in states.values()) and not report.hang.waiting:
+    if all(s.state == "finished" for s in states.values()) and not report.hang.inside:
         return
     t = Table(title="final state of each rank", show_lines=False)
     t.add_column("ranks")
@@ -137,4 +138,25 @@ def _hang_summary(console, report) -> None:
         lines = [f"  rank {a} waits in group {g} on rank{'s' if len(bs) > 1 else ''} {rank_ranges(bs)}" for (a, g), bs in sorted(waits.items())]
         console.print("wait-for graph:\n" + "\n".join(lines[:40]), markup=False)
     if report.hang.root_causes:
-        console.print(f"root cause rank(s): {rank_ranges(report.hang.root_causes)} (waited on, waiting on nobody)")
+        console.print(f"root cause rank(s): {rank_ranges(report.hang.root_causes)} (waited on and waiting on nobody, "
+                      "or failed inside the collective the others were in)")
+    _watchdog_stacks(console, report)
+
+
+def _watchdog_stacks(console, report, most: int = 4) -> None:
+    """Where stuck ranks were, from their watchdog records: the main thread's innermost frames,
+    one block per distinct stack (ranks folded)."""
+    from ..show import stack_text
+
+    stacks = {}
+    for r, log in sorted(report.run.ranks.items()):
+        if log.watchdog:
+            w = log.watchdog[-1]
+            main = [t for t in w.get("threads") or [] if t.get("n") == "MainThread"][:1]
+            stacks[r] = stack_text({"threads": main}, frames=6) if main else ""
+    folded = [(ranks, text) for ranks, text in fold_identical(stacks) if text]
+    if not folded:
+        return
+    console.print("where the stuck ranks were (watchdog, main thread; `collcheck show LOG` has every thread):")
+    for ranks, text in folded[:most]:
+        console.print(f" rank{'s' if len(ranks) > 1 else ''} {rank_ranges(ranks)}:\n{text}", markup=False)

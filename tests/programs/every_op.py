@@ -5,7 +5,6 @@ number as the expected call site. Prints `RESULT name value` lines for the test 
 """
 import datetime
 import os
-import sys
 import warnings
 
 import torch

@@ -22,7 +22,7 @@ STATE_TEXT = {"finished": "finished", "raised": "raised an exception", "timed-ou
 
 
 def _blocked(e) -> str:
-    return f"{e.sig.describe()} #{e.position} of group {e.group}" if e is not None else ""
+    return f"{e.describe()} #{e.position} of group {e.group}" if e is not None else ""
 
 
 def overview(report) -> RGroup:
@@ -99,9 +99,9 @@ def detail(grid, rank: int, row: int) -> RGroup:
         return RGroup(t, _dumps(log))
     t.append(cell_text(ev, status) + "\n\n")
     for f in dataclasses.fields(ev):
-        if f.name in ("stack", "sig"):
-            continue
         v = getattr(ev, f.name)
+        if f.name in ("stack", "sig") or (f.name in ("tensors", "splits") and v is None):  # all-to-all only
+            continue
         if f.name.startswith("t_") and v is not None:
             v = f"{v} µs" + (f" (+{v - ev.t_issue} µs)" if f.name != "t_issue" else "")
         t.append(f"{f.name:>12}: ", style="bold")

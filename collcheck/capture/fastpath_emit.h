@@ -1,0 +1,269 @@
+// Part of fastpath.cpp (one translation unit): writing a C record without running Python code.
+//
+// Measured inside a DDP step (caches cold after the backward kernels), one write(2) costs 10-15 us
+// and every touch of a Python object 1-3 us (a threading.local read that missed: 9 us), so a cached
+// template (Recorder._hand_over) is written here with C++ state only: the writer lock
+// (WriterLock, also LogWriter.lock), the event counter, the per-group label state and the in-flight
+// table; Recorder._emit uses the same state through this module, so both paths number events and
+// buckets alike. An API call active on the thread, a failed completion or a busy writer lock send
+// the record back to Python.
+
+// LogWriter.lock when the fast path is loaded: a lock Python uses like threading.Lock (waiting
+// without the GIL) and the C++ path only tries, holding the GIL (waiting there could deadlock).
+struct WriterLock {
+  std::mutex mu;
+  bool closed = false;  // LogWriter.close() sets it under the lock: no write after it
+  bool acquire(bool blocking, double timeout) {
+    if (mu.try_lock()) return true;
+    if (!blocking) return false;
+    py::gil_scoped_release nogil;
+    if (timeout < 0) {
+      mu.lock();
+      return true;
+    }
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
+    while (std::chrono::steady_clock::now() < until) {
+      if (mu.try_lock()) return true;
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    return false;
+  }
+};
+
+struct Packed {  // one template of the attached recorder
+  std::string head;                   // "k", "o", "g" pairs
+  std::string mid;                    // "t" ... "n" pairs
+  int pairs = 0;                      // pairs in head + mid
+  int64_t gid = 0;
+  int op = 0;                         // index in ops
+  std::string labels;                 // "u" + "l" pairs of a fixed label, or "u" alone for a bucket
+  PyObject* bucket = nullptr;         // gradient bucket: the label that gets " <index>"
+  bool backward = false;              // bucket numbered per backward pass
+  std::vector<std::string> numbered;  // packed "l" pairs of bucket labels, by index
+  ~Packed() { Py_XDECREF(bucket); }
+};
+
+struct Bucket {
+  int64_t epoch, eid, index;  // epoch -1: not numbered per backward pass
+};
+struct Inflight {
+  int64_t t_ns;
+  unsigned long ident;
+  int op;
+};
+
+struct Shared {  // everything below is touched with the GIL held
+  PyObject *rec = nullptr, *pending = nullptr;  // the recorder, its writer's queued records (list of bytes)
+  WriterLock* lock = nullptr;                   // nullptr: the writer has another lock, no C++ writes
+  py::object lock_owner;
+  int fd = -1;
+  int64_t next_eid = 0, epoch = 0;
+  std::vector<std::unique_ptr<Packed>> packed;  // by template id
+  std::unordered_map<int64_t, int64_t> last_in_group;
+  std::unordered_map<int64_t, Bucket> buckets;
+  std::unordered_map<int64_t, Inflight> inflight;
+  void clear() {
+    Py_CLEAR(rec);
+    Py_CLEAR(pending);
+    lock = nullptr;
+    lock_owner = py::object();
+    packed.clear();
+    last_in_group.clear();
+    buckets.clear();
+    inflight.clear();
+    next_eid = epoch = 0;
+    fd = -1;
+  }
+};
+Shared shared;
+
+void forget_inflight(int64_t eid) { shared.inflight.erase(eid); }
+thread_local bool in_api = false;  // Recorder.tls.api is set on this thread (ThreadState)
+
+void pack_uint(std::string& out, uint64_t v) {  // msgpack's smallest form, as msgpack-python packs it
+  auto be = [&out](uint64_t x, int n) {
+    for (int i = n - 1; i >= 0; --i) out.push_back(static_cast<char>((x >> (8 * i)) & 0xff));
+  };
+  if (v < 128) {
+    out.push_back(static_cast<char>(v));
+  } else if (v < 256) {
+    out.push_back('\xcc');
+    be(v, 1);
+  } else if (v < 65536) {
+    out.push_back('\xcd');
+    be(v, 2);
+  } else if (v < (uint64_t(1) << 32)) {
+    out.push_back('\xce');
+    be(v, 4);
+  } else {
+    out.push_back('\xcf');
+    be(v, 8);
+  }
+}
+
+void pack_map(std::string& out, int n) {
+  if (n < 16) {
+    out.push_back(static_cast<char>(0x80 | n));
+  } else {
+    out.push_back('\xde');
+    out.push_back(static_cast<char>(n >> 8));
+    out.push_back(static_cast<char>(n & 0xff));
+  }
+}
+
+void pack_key(std::string& out, char k1, char k2 = 0) {  // one- or two-letter str key
+  out.push_back(k2 ? '\xa2' : '\xa1');
+  out.push_back(k1);
+  if (k2) out.push_back(k2);
+}
+
+// Recorder._label's state: returns the index of a gradient bucket in its pass (-1: not a bucket).
+// epoch -1: the bucket is not numbered per backward pass (join shadow passes): it goes on only
+// when the group's previous event was the previous bucket.
+int64_t label_state(int64_t gid, int64_t eid, bool bucket, int64_t epoch) {
+  auto last = shared.last_in_group.find(gid);
+  const int64_t prev_eid = last == shared.last_in_group.end() ? -1 : last->second;
+  shared.last_in_group[gid] = eid;
+  if (!bucket) return -1;
+  auto prev = shared.buckets.find(gid);
+  const bool go_on = prev != shared.buckets.end() && prev->second.epoch == epoch &&
+                     (epoch >= 0 || prev->second.eid == prev_eid);
+  const int64_t index = go_on ? prev->second.index + 1 : 0;
+  shared.buckets[gid] = Bucket{epoch, eid, index};
+  return index;
+}
+
+void pack_done(std::string& out, const Done& d) {
+  pack_map(out, d.c_ns < 0 ? 3 : 4);
+  pack_key(out, 'k');
+  out += "\xa1" "D";
+  pack_key(out, 'i');
+  pack_uint(out, d.eid);
+  pack_key(out, 'r');
+  pack_uint(out, (d.r_ns - t0_ns) / 1000);
+  if (d.c_ns >= 0) {
+    pack_key(out, 'c');
+    pack_uint(out, (d.c_ns - t0_ns) / 1000);
+  }
+}
+
+enum class Emit { written, python, failed };
+
+// GIL held. Writes the record of a cached template, or says why Python has to.
+Emit emit_cached(long tid, int64_t* eid_out) {
+  if (tid < 0 || static_cast<size_t>(tid) >= shared.packed.size() || !shared.packed[tid] || !shared.lock ||
+      in_api || errors.load() > 0)
+    return Emit::python;
+  Packed& t = *shared.packed[tid];
+  if (!shared.lock->mu.try_lock()) return Emit::python;  // Python waits for it without the GIL
+  std::lock_guard<std::mutex> unlock(shared.lock->mu, std::adopt_lock);
+  if (shared.lock->closed) return Emit::python;
+  const int64_t eid = shared.next_eid;
+  std::string buf;
+  const int64_t index = label_state(t.gid, eid, t.bucket != nullptr, t.backward ? shared.epoch : -1);
+  if (index >= 0 && (static_cast<size_t>(index) >= t.numbered.size() || t.numbered[index].empty())) {
+    // a new bucket index: intern "<label> <index>" (queues its S record in the writer)
+    PyObject* sid = PyObject_CallMethod(shared.rec, "_label_sid", "OL", t.bucket, static_cast<long long>(index));
+    if (!sid || !PyLong_Check(sid)) {
+      Py_XDECREF(sid);
+      return Emit::failed;
+    }
+    if (t.numbered.size() <= static_cast<size_t>(index)) t.numbered.resize(index + 1);
+    pack_key(t.numbered[index], 'l');
+    pack_uint(t.numbered[index], PyLong_AsUnsignedLongLong(sid));
+    Py_DECREF(sid);
+  }
+  const Py_ssize_t queued = PyList_GET_SIZE(shared.pending);  // interned records queued by Python
+  for (Py_ssize_t i = 0; i < queued; ++i) {
+    PyObject* b = PyList_GET_ITEM(shared.pending, i);
+    buf.append(PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b));
+  }
+  if (queued) PyList_SetSlice(shared.pending, 0, queued, nullptr);
+  const uint64_t gen = generation.load();
+  for (const Done& d : take_items()) {
+    if (d.gen != gen) continue;
+    pack_done(buf, d);
+  }
+  const int64_t issued = now_ns();
+  pack_map(buf, t.pairs + 1 + (t.labels.empty() ? 0 : 2));
+  buf += t.head;
+  pack_key(buf, 't', 's');
+  pack_uint(buf, (issued - t0_ns) / 1000);
+  buf += t.mid;
+  buf += t.labels;
+  if (index >= 0) buf += t.numbered[index];
+  bool wrote = true;
+  Py_BEGIN_ALLOW_THREADS  // the writer lock stays held, as in LogWriter.write
+  for (size_t off = 0; off < buf.size();) {
+    const ssize_t w = ::write(shared.fd, buf.data() + off, buf.size() - off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      wrote = false;
+      break;
+    }
+    off += static_cast<size_t>(w);
+  }
+  Py_END_ALLOW_THREADS
+  if (!wrote) return Emit::failed;
+  shared.inflight[eid] = Inflight{issued, PyThread_get_thread_ident(), t.op};
+  shared.next_eid = eid + 1;
+  *eid_out = eid;
+  return Emit::written;
+}
+
+void attach_shared(PyObject* rec) {  // GIL held
+  shared.clear();
+  py::object r = py::reinterpret_borrow<py::object>(rec);
+  py::object w = r.attr("writer");
+  py::object lock = w.attr("lock");
+  if (py::isinstance<WriterLock>(lock)) {
+    shared.lock = lock.cast<WriterLock*>();
+    shared.lock_owner = lock;
+  }
+  shared.pending = py::object(w.attr("_pending")).release().ptr();
+  shared.fd = w.attr("fd").cast<int>();
+  shared.rec = r.release().ptr();
+}
+
+void cache_template(long tid, py::bytes head, py::bytes mid, int pairs, int64_t gid, const std::string& opname,
+                    py::bytes labels, py::object bucket, bool backward) {
+  if (tid < 0) return;
+  auto p = std::make_unique<Packed>();
+  p->head = head;
+  p->mid = mid;
+  p->pairs = pairs;
+  p->gid = gid;
+  for (size_t i = 0; i < ops.size(); ++i)
+    if (ops[i].name == opname) p->op = static_cast<int>(i);
+  p->labels = labels;
+  p->bucket = bucket.is_none() ? nullptr : bucket.release().ptr();
+  p->backward = backward;
+  if (shared.packed.size() <= static_cast<size_t>(tid)) shared.packed.resize(tid + 1);
+  shared.packed[tid] = std::move(p);
+}
+
+void define_emit(py::module_& m) {
+  py::class_<WriterLock>(m, "WriterLock")
+      .def(py::init<>())
+      .def("acquire", &WriterLock::acquire, py::arg("blocking") = true, py::arg("timeout") = -1.0)
+      .def("release", [](WriterLock& l) { l.mu.unlock(); })
+      .def("__enter__", [](WriterLock& l) { l.acquire(true, -1); })
+      .def("__exit__", [](WriterLock& l, py::args) { l.mu.unlock(); })
+      .def_readwrite("closed", &WriterLock::closed);
+  m.def("cache", &cache_template);
+  m.def("next_eid", []() { return shared.next_eid++; });  // the writer lock is held by the caller
+  m.def("label_state", &label_state);
+  m.def("set_api", [](bool on) { in_api = on; });
+  m.def("set_epoch", [](int64_t e) { shared.epoch = e; });
+  m.def("track", [](int64_t eid, int64_t t_ns, unsigned long ident, const std::string& opname) {
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (ops[i].name == opname) shared.inflight[eid] = Inflight{t_ns, ident, static_cast<int>(i)};
+  });
+  m.def("forget", [](int64_t eid) { shared.inflight.erase(eid); });
+  m.def("inflight", []() {  // [(eid, (t_ns, thread ident, op name))], for the watchdog
+    py::list out;
+    for (const auto& [eid, f] : shared.inflight)
+      out.append(py::make_tuple(eid, py::make_tuple(f.t_ns, f.ident, ops[f.op].name)));
+    return out;
+  });
+}

@@ -1,0 +1,148 @@
+"""The compiled recording fast path (collcheck/capture/fastpath*): same log as the Python path.
+
+The extension is built once per test session (skipped with the reason when no C++ compiler or
+ninja is found), then real 2-rank torchrun jobs run with COLLCHECK_FASTPATH=1 and =0 and the
+decoded logs are compared: every C record (op, group, tensors, reduce op, root/peer, tag, API
+fields, purpose labels, call sites, thread) and which collectives completed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import FASTPATH_BUILD_TIMEOUT as BUILD_TIMEOUT, base_env, log_files, program, torchrun
+
+from collcheck import logformat as lf
+from collcheck.reader import read_log
+
+
+
+@pytest.fixture
+def built(fastpath_env, monkeypatch):
+    """The compiled path built (conftest.fastpath_env) and found by every process started here."""
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", fastpath_env["TORCH_EXTENSIONS_DIR"])
+    return fastpath_env
+
+
+def resolved(path: str):
+    """A log with interned ids replaced by what they name: ([C records], {eid: D record})."""
+    strings, sites, specs, threads, groups = {}, {}, {}, {}, {}
+    colls, done = [], {}
+    for r in read_log(path).records:
+        k = r["k"]
+        if k == lf.STRING:
+            strings[r["i"]] = r["s"]
+        elif k == lf.SITE:
+            sites[r["i"]] = (strings[r["f"]], r["l"], strings[r["n"]])
+        elif k == lf.TSPEC:
+            specs[r["i"]] = tuple((strings[d], tuple(s)) for d, s in r["t"])
+        elif k == lf.THREAD:
+            threads[r["h"]] = r["n"]
+        elif k == lf.GROUP and r["op"] == "seen":
+            groups[r["gid"]] = (r["g"], r.get("d"), tuple(r.get("r", ())))
+        elif k == lf.COLL:
+            c = {key: v for key, v in r.items() if key != "ts"}
+            c["o"], c["g"], c["h"] = strings[c["o"]], groups[c["g"]], threads[c.get("h", 0)]
+            for key, table in (("t", specs), ("s", sites), ("x", strings), ("u", strings), ("l", strings)):
+                if key in c:
+                    c[key] = table[c[key]]
+            if "st" in c:
+                c["st"] = [sites[i] for i in c["st"]]
+            colls.append(c)
+        elif k == lf.DONE:
+            done[r["i"]] = r
+    return colls, done
+
+
+def record_both(script: str, tmp_path, args: tuple = (), env: dict | None = None):
+    """Run `script` on 2 ranks with the compiled path and with the Python path; their run dirs."""
+    runs = {}
+    for mode in ("1", "0"):
+        rc, out, err, run_dir = torchrun(script, 2, tmp_path / f"fastpath{mode}", timeout=100, args=args,
+                                         env={"COLLCHECK_FASTPATH": mode, **(env or {})})
+        assert rc == 0, err[-4000:]
+        assert ("compiled fast path in use" in err) == (mode == "1"), err[-2000:]
+        runs[mode] = run_dir
+    return runs["1"], runs["0"]
+
+
+def assert_same_logs(fast_dir: str, python_dir: str) -> int:
+    fast_logs, python_logs = log_files(fast_dir), log_files(python_dir)
+    assert [os.path.basename(f) for f in fast_logs] == [os.path.basename(f) for f in python_logs]
+    total = 0
+    for f, p in zip(fast_logs, python_logs):
+        (fc, fd), (pc, pd) = resolved(f), resolved(p)
+        assert len(fc) == len(pc) and fc, os.path.basename(f)
+        for i, (a, b) in enumerate(zip(fc, pc)):
+            assert a == b, f"{os.path.basename(f)} collective {i}:\nfast   {a}\npython {b}"
+        # every collective has its D record, completed (c) or returned only (gloo P2P), same errors
+        assert sorted(fd) == sorted(pd) == list(range(len(fc))), os.path.basename(f)
+        for i in fd:
+            assert ("c" in fd[i], fd[i].get("e")) == ("c" in pd[i], pd[i].get("e")), (os.path.basename(f), i)
+        total += len(fc)
+    return total
+
+
+@pytest.mark.timeout(BUILD_TIMEOUT + 240)
+def test_ddp_join_same_records(built, tmp_path):
+    """DDP's C++ reducer (records written by C++), bucket numbering per pass, join's shadow passes."""
+    fast, python = record_both(program("ddp_join.py"), tmp_path)
+    assert assert_same_logs(fast, python) > 40
+    colls, _ = resolved(log_files(fast)[0])
+    buckets = [c["l"] for c in colls if c.get("u") == "gradient bucket"]
+    assert buckets and all(label.endswith(" 0") for label in buckets)
+    assert all(c["s"][0] == program("ddp_join.py") for c in colls)
+
+
+@pytest.mark.timeout(BUILD_TIMEOUT + 240)
+def test_every_op_same_records(built, tmp_path):
+    """Python dist.* calls (API names, call ids, blocking vs async, errors), P2P, coalescing,
+    functional collectives, DTensor, subgroups."""
+    fast, python = record_both(program("every_op.py"), tmp_path)
+    assert assert_same_logs(fast, python) > 60
+
+
+@pytest.mark.timeout(BUILD_TIMEOUT + 240)
+def test_full_stack_same_records(built, tmp_path):
+    """COLLCHECK_STACK=full: every record carries its whole stack, so none is written by C++ alone."""
+    fast, python = record_both(program("ddp_join.py"), tmp_path, env={"COLLCHECK_STACK": "full"})
+    assert assert_same_logs(fast, python) > 40
+    assert all("st" in c for c in resolved(log_files(fast)[0])[0])
+
+
+_LOAD_CHECK = """
+import sys, torch
+from collcheck.capture import fastpath
+module = fastpath.load()
+print("loaded" if module is not None else "python", flush=True)
+"""
+
+
+@pytest.mark.timeout(BUILD_TIMEOUT + 120)
+@pytest.mark.parametrize("setting, extensions_dir, expect, says", [
+    ("0", None, "python", ""),
+    ("", None, "loaded", ""),
+    ("", "empty", "python", ""),  # not built for this torch: silent, never compiled here
+    ("1", "empty", "python", "not built"),
+])
+def test_load_rules(built, tmp_path, setting, extensions_dir, expect, says):
+    env = base_env(tmp_path, record=False, extra={"COLLCHECK_FASTPATH": setting})
+    if extensions_dir:
+        env["TORCH_EXTENSIONS_DIR"] = str(tmp_path / extensions_dir)
+    proc = subprocess.run([sys.executable, "-c", _LOAD_CHECK], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == [expect]
+    assert (says in proc.stderr) if says else "collcheck:" not in proc.stderr, proc.stderr
+    assert not (tmp_path / "empty").exists()  # loading never builds
+
+
+def test_status_when_not_built(tmp_path):
+    """`collcheck build-fastpath --status` on a machine without a build: says so, exit 1, builds nothing."""
+    env = base_env(tmp_path, record=False, extra={"TORCH_EXTENSIONS_DIR": str(tmp_path / "empty")})
+    proc = subprocess.run([sys.executable, "-m", "collcheck", "build-fastpath", "--status"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and proc.stdout.startswith("not built: " + str(tmp_path / "empty")), proc
+    assert not (tmp_path / "empty").exists()
