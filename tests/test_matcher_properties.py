@@ -127,6 +127,37 @@ def test_order_mismatch_reports_one_finding():
     assert [summary(f) for f in report.findings] == [("order_mismatch", "0", 2, [0])]
 
 
+def _metrics_program():
+    """Two all_reduces of different sizes from one line (the order_mismatch scenario's loop)."""
+    prog = synth.Program(2, {"0": (0, 1)}, [])
+    s = prog.add_site()
+    prog.ops = [synth.Op("allreduce_", "0", (("float32", (3, 3)),), 0, site=s),
+                synth.Op("allreduce_", "0", (("float32", (1,)),), 0, site=s)]
+    return prog
+
+
+@pytest.mark.parametrize("crashed", [False, True])
+def test_log_cut_short_is_not_read_as_a_skipped_call(crashed):
+    """Rank 1 issued the 1-element all_reduce where rank 0 issued the 3x3 one, then its log
+    ends. Had it finished, it skipped the 3x3 one; cut short (killed, or gloo's size check
+    aborted it), it may have issued it next: the slot's own difference is reported. A swap
+    that the cut-short rank did issue in full is still an order mismatch."""
+    prog = _metrics_program()
+    with tempfile.TemporaryDirectory() as d:
+        paths = synth.write_run(d, prog, [synth.Fault("missing", 1, 0)], trailer=False)
+        if crashed:
+            with open(paths[1].removesuffix(".msgpack") + ".sigterm.txt", "w") as f:
+                f.write("Fatal Python error: Aborted\n\nThread 0x1 (most recent call first):\n")
+        run = load_run(d)
+        assert run.ranks[1].state == ("crashed" if crashed else "killed")
+        assert summary(analyse(run).findings[0]) == ("shape_mismatch", "0", 0, [1])
+    finished = analyse_program(prog, [synth.Fault("missing", 1, 0)])
+    assert summary(finished.findings[0]) == ("missing", "0", 0, [1])
+    with tempfile.TemporaryDirectory() as d:
+        synth.write_run(d, prog, [synth.Fault("order_mismatch", 1, 0)], trailer=False)
+        assert summary(analyse(load_run(d)).findings[0]) == ("order_mismatch", "0", 0, [1])
+
+
 # ---------------------------------------------------------------------------------------------
 # all_to_all_single split sizes (analysis/splits.py)
 

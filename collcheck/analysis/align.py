@@ -40,8 +40,9 @@ class GroupSequences:
             self.seq[rank] = sig if isinstance(idx, range) and len(idx) == len(sig) else array("I", (sig[i] for i in idx))
 
 
-def align_group(run: Run, seqs: GroupSequences, waiting: set[int]) -> list[Finding]:
-    """Findings for one group; `waiting` are ranks blocked in some collective at the end."""
+def align_group(run: Run, seqs: GroupSequences, waiting: set[int], cut_short: frozenset[int] = frozenset()) -> list[Finding]:
+    """Findings for one group; `waiting` are ranks blocked in some collective at the end,
+    `cut_short` ranks whose log was ended from outside (crashed, killed while computing)."""
     members = _members(run, seqs)
     if len(members) < 2:
         return []
@@ -50,7 +51,7 @@ def align_group(run: Run, seqs: GroupSequences, waiting: set[int]) -> list[Findi
         by_bytes.setdefault(seqs.seq.get(r, array("I")).tobytes(), []).append(r)
     if len(by_bytes) == 1:
         return []
-    return _Aligner(run, seqs, members, waiting).align()
+    return _Aligner(run, seqs, members, waiting, cut_short).align()
 
 
 def _members(run: Run, seqs: GroupSequences) -> list[int]:
@@ -59,7 +60,8 @@ def _members(run: Run, seqs: GroupSequences) -> list[int]:
 
 
 class _Aligner:
-    def __init__(self, run: Run, seqs: GroupSequences, members: list[int], waiting: set[int]):
+    def __init__(self, run: Run, seqs: GroupSequences, members: list[int], waiting: set[int],
+                 cut_short: frozenset[int]):
         self.run = run
         self.name = seqs.name
         self.members = members
@@ -67,6 +69,7 @@ class _Aligner:
         self.index = {r: seqs.index.get(r, array("I")) for r in members}
         self.pos = {r: 0 for r in members}
         self.waiting = waiting
+        self.cut_short = cut_short
         self.findings: list[Finding] = []
         self.tie = False
 
@@ -186,7 +189,8 @@ class _Aligner:
 
     def agreement(self, r: int, r_off: int, ref_rank: int, ref_off: int) -> float:
         """How many signatures of r (from its position + r_off) equal ref_rank's (from its
-        position + ref_off) before the first difference; infinite when both end together."""
+        position + ref_off) before the first difference; infinite when both end together,
+        unless one was cut short: a crashed rank might have issued the rest."""
         a, b = self.seq[r], self.seq[ref_rank]
         i, j = self.pos[r] + r_off, self.pos[ref_rank] + ref_off
         la, lb = max(len(a) - i, 0), max(len(b) - j, 0)
@@ -206,7 +210,9 @@ class _Aligner:
                 else:
                     hi = mid
             return lo
-        return math.inf if la == lb else n
+        if la == lb and r not in self.cut_short and ref_rank not in self.cut_short:
+            return math.inf
+        return n
 
     def classify(self, r: int, ref_rank: int) -> tuple[str, tuple]:
         mine, theirs = self.sig(r), self.sig(ref_rank)
@@ -224,7 +230,9 @@ class _Aligner:
             if len(a) < k or len(b) < k:
                 break
             if Counter(a) == Counter(b):
-                if self.agreement(r, k, ref_rank, k) < max(missing, extra):
+                # the reading that lines up more events of both ranks wins (the window's
+                # k events count, a skipped or extra call's own event counts half)
+                if k + self.agreement(r, k, ref_rank, k) <= max(missing, extra):
                     break
                 perm = _permutation(b, a)
                 return ("order_mismatch", (("window", k), ("permutation", tuple(perm))))

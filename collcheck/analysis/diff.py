@@ -40,12 +40,13 @@ def analyse(run: Run) -> Report:
     p2p = p2p_signature_ids(run)
     findings: list[Finding] = []
     counts = {}
+    cut_short = frozenset(r for r, s in hang.states.items() if s.state in ("crashed", "killed"))
     findings += group_creation_findings(run)
     for name in run.group_names():
         seqs = GroupSequences(run, name, p2p)
         lengths = Counter(len(s) for s in seqs.seq.values())
         counts[name] = lengths.most_common(1)[0][0] if lengths else 0
-        aligned = align_group(run, seqs, hang.inside)
+        aligned = align_group(run, seqs, hang.inside, cut_short)
         findings += aligned + split_findings(run, seqs, min((f.position for f in aligned), default=None))
     p2p_findings = match_p2p(run, p2p)
     if p2p_findings:  # clocks of different processes cannot order them among themselves

@@ -5,6 +5,7 @@ first, so the two all_reduces of different shapes (3x3 and 1) are issued in swap
 The fix is to iterate in a fixed order (sorted keys) or to pack everything into one tensor.
 """
 import datetime
+import time
 
 import torch
 import torch.distributed as dist
@@ -17,6 +18,7 @@ def main():
     metrics = {}
     if rank == 0:
         metrics["confusion"] = torch.randint(0, 5, (3, 3)).float()  # computed first for the log
+        time.sleep(0.5)  # rendering the matrix for the log is slow: rank 1 launches both reductions first
     metrics["loss"] = torch.rand(1)
     metrics.setdefault("confusion", torch.randint(0, 5, (3, 3)).float())
     works = []
