@@ -76,6 +76,8 @@ class Signature:
             parts.append(REDUCE_OPS.get(self.reduce_op, str(self.reduce_op)))
         if self.root is not None:
             parts.append(("peer " if self.op in P2P_OPS else "root ") + str(self.root))
+        if self.tag:
+            parts.append(f"tag {self.tag}")
         return " ".join(parts)
 
 
@@ -162,6 +164,7 @@ class RankLog:
         self.creations = [GroupCreation(*c) for c in scan.creations]
         self.pending: set[int] = scan.pending
         self.errors: dict[int, str] = scan.errors
+        self.unconfirmed: list[int] = scan.unconfirmed  # returned, completion unknown (scan.Scan)
         self.threads = scan.threads
         self.exception = scan.exception
         self.trailer = scan.trailer

@@ -49,6 +49,9 @@ class Scan:
     # all_to_all_single events (their signature ignores sizes): event -> (input rows, elements per
     # row, input split sizes, output split sizes), for analysis/splits.py
     a2a: dict = field(default_factory=dict)
+    # events that returned but whose completion was never known (gloo P2P work has no future):
+    # a wait() that later raised may have been waiting in them (analysis/hang.py)
+    unconfirmed: list = field(default_factory=list)
 
 
 def scan_file(path: str, limit: int | None = None) -> Scan:
@@ -137,8 +140,11 @@ def scan_bytes(data: bytes, path: str, limit: int | None = None) -> Scan:
                 pend_discard(i)
                 if "e" in rec:
                     errors[i] = str(rec["e"])
-                elif "c" not in rec and "r" not in rec:
-                    pending.add(i)
+                elif "c" not in rec:
+                    if "r" in rec:
+                        scan.unconfirmed.append(i)
+                    else:
+                        pending.add(i)
             elif kind == lf.STRING:
                 strings[rec["i"]] = rec["s"]
             elif kind == lf.SITE:

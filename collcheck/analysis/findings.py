@@ -59,6 +59,11 @@ KINDS = {
                       "the send or recv blocks forever (or until the watchdog timeout)",
                       "the send or recv blocks until the timeout",
                       "pair every send with a recv on the peer, in the same order"),
+    "tag_mismatch": ("send and recv tags differ", "error",
+                     "NCCL ignores tags: the pair matches in order (silently, when sizes agree)",
+                     "gloo pairs a recv only with a send of the same tag: both sides wait until the timeout, "
+                     "or the recv takes a later message that has its tag",
+                     "use the same tag on both sides (a constant per kind of message, not per step)"),
     "semantic_mismatch": ("calls that agree in shape but not in purpose", "error",
                           "NCCL pairs them silently: each side reads the other's value (wrong results, "
                           "or a later hang)",

@@ -71,6 +71,10 @@ def final_states(run: Run) -> dict[int, RankState]:
         detail = ""
         if log.exception is not None:
             detail = f"{log.exception[0]}: {log.exception[1]}".splitlines()[0][:200]
+            if not blocked:
+                blocked = _raised_in_wait(run, log)
+                if blocked:
+                    state = _error_state([log.exception[1]])
             errors = [e.error for e in blocked if e.error]
             if errors:
                 state = _error_state(errors)
@@ -84,6 +88,23 @@ def final_states(run: Run) -> dict[int, RankState]:
             detail = f"stuck {w.get('waited_s')} s in {w.get('op')} (watchdog stacks recorded)"
         states[rank] = RankState(rank, state, blocked if state != "finished" else [], detail)
     return states
+
+
+def _raised_in_wait(run: Run, log) -> list:
+    """The async op a raised timeout or lost peer came from, when nothing is pending: gloo's
+    P2P work has no future, so its completion is never recorded and the wait() that raised is
+    not tied to it. The last such op issued at the raise site (`req = dist.irecv(...).wait()`),
+    else the last such op."""
+    text = log.exception[1]
+    if not log.unconfirmed or not any(w in text for w in TIMEOUT_WORDS + PEER_LOST_WORDS):
+        return []
+    site = log.exception[2] if len(log.exception) > 2 else None
+    last = log.unconfirmed[-1]
+    for i in reversed(log.unconfirmed[-64:]):
+        ev = log.event(i)
+        if site is not None and ev.site is not None and tuple(ev.site[:2]) == tuple(site[:2]):
+            return [ev]
+    return [log.event(last)]
 
 
 def _error_state(errors: list[str]) -> str:

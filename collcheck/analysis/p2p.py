@@ -1,4 +1,5 @@
-"""Pair point-to-point ops per (group, src, dst) in issue order."""
+"""Pair point-to-point ops per (group, src, dst) in issue order; paired ops must agree on
+tensors and tag."""
 
 from __future__ import annotations
 
@@ -13,6 +14,19 @@ def _global(run: Run, group: str, group_rank: int | None) -> int | None:
     if group_rank is None or not members or group_rank >= len(members) or group_rank < 0:
         return group_rank
     return members[group_rank]
+
+
+def _field_mismatch(send, recv) -> str | None:
+    """What the k-th send and the k-th recv of one (group, src, dst) disagree on, if anything.
+    In-order pairing is NCCL's rule; gloo also needs equal tags, so a tag difference is the
+    divergence under both (a hang under gloo, silent under NCCL)."""
+    if send.shapes != recv.shapes:
+        return "shape_mismatch"
+    if send.dtypes != recv.dtypes:
+        return "dtype_mismatch"
+    if send.tag != recv.tag:
+        return "tag_mismatch"
+    return None
 
 
 def match_p2p(run: Run, p2p_sigs: set[int]) -> list[Finding]:
@@ -41,8 +55,8 @@ def match_p2p(run: Run, p2p_sigs: set[int]) -> list[Finding]:
             se = run.ranks[src].event(s[k]) if k < len(s) else None
             re = run.ranks[dst].event(r[k]) if k < len(r) and dst in run.ranks else None
             if se is not None and re is not None:
-                if se.sig.shapes != re.sig.shapes or se.sig.dtypes != re.sig.dtypes:
-                    kind = "shape_mismatch" if se.sig.shapes != re.sig.shapes else "dtype_mismatch"
+                kind = _field_mismatch(se.sig, re.sig)
+                if kind:
                     findings.append(Finding(kind, group, k, sorted({src, dst}), "", {src: se, dst: re}, None,
                                             {"p2p": True, "src": src, "dst": dst}, min(se.t_issue, re.t_issue)))
                 continue

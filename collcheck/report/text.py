@@ -23,6 +23,8 @@ def _cell(e) -> str:
     extra = ""
     if s.root is not None:
         extra = f" {'peer' if s.op in ('send', 'recv_') else 'root'} {s.root}"
+    if s.tag:
+        extra += f" tag {s.tag}"
     label = f"\n  ({e.label})" if e.label else ""
     state = "" if e.completed else (" ✗" if e.error else " ⏳")
     return f"{s.api} {shape}{extra}{state}{label}\n  @{e.where()}"

@@ -22,6 +22,7 @@ class _Ev:
     label: str | None
     native: bool
     ts: int
+    tag: int = 0
 
 
 def rank_events(prog: Program, faults=()) -> dict[int, list[_Ev]]:
@@ -52,6 +53,7 @@ def rank_events(prog: Program, faults=()) -> dict[int, list[_Ev]]:
         for r in prog.issuers(op):
             o = op
             skip = False
+            tag = 0
             for f in faults:
                 if f.index != i:
                     continue
@@ -59,13 +61,15 @@ def rank_events(prog: Program, faults=()) -> dict[int, list[_Ev]]:
                     skip = True
                 elif f.kind == "unmatched_p2p" and r == op.dst:
                     skip = True
+                elif f.kind == "tag_mismatch":
+                    tag = 7 if r == op.dst else 0
                 elif f.kind == "semantic_mismatch":
                     o = replace(o, role=None, label=None) if r == f.rank else replace(
                         o, role=ROLE, label=o.label or "DDP backward bucket 0", native=True)
                 elif f.rank == r and f.kind not in ("extra", "order_mismatch"):
                     o = _mutate(prog, f.kind, o)
             if not skip:
-                evs[r].append((i, ev(o, r, i * step + 10)))
+                evs[r].append((i, ev(o, r, i * step + 10, tag=tag)))
     for f in faults:
         if f.kind == "extra":
             t = f.index * step - 50 + 10
@@ -132,6 +136,8 @@ def write_run(directory: str, prog: Program, faults=(), done: bool = True, trail
                     rec["r"] = e.reduce_op
                 if e.peer is not None:
                     rec["p"] = e.peer
+                if e.tag:
+                    rec["tag"] = e.tag
                 if e.native:
                     rec["a"] = 1
                     rec["n"] = 1

@@ -18,7 +18,7 @@ DTYPES = ("float32", "bfloat16", "float16")  # never an integer dtype: the dtype
 DTYPE_SWAP = {"float32": "int32", "bfloat16": "int16", "float16": "int16"}
 P2P = ("send", "recv_")
 FAULT_KINDS = ("missing", "extra", "op_mismatch", "shape_mismatch", "dtype_mismatch", "reduce_op_mismatch",
-               "root_mismatch", "order_mismatch", "unmatched_p2p", "semantic_mismatch")
+               "root_mismatch", "order_mismatch", "unmatched_p2p", "tag_mismatch", "semantic_mismatch")
 
 
 @dataclass(frozen=True)
@@ -163,7 +163,8 @@ class Fault:
     missing: `rank` skips op `index`; extra: `rank` issues an all_reduce from a new call
     site just before op `index` (index == len(ops): at the end) in group `group`;
     order_mismatch: `rank` swaps op `index` with the next collective of its group;
-    unmatched_p2p: the receiver of P2P op `index` never posts the recv; semantic_mismatch:
+    unmatched_p2p: the receiver of P2P op `index` never posts the recv; tag_mismatch: it
+    posts the recv with another tag; semantic_mismatch:
     op `index` carries a purpose role on every rank but `rank`; the rest change one field
     of `rank`'s op `index`."""
 
@@ -176,6 +177,10 @@ class Fault:
         if self.kind == "unmatched_p2p":
             op = prog.ops[self.index]
             return Expected("unmatched_p2p", op.group, _p2p_position(prog, self.index), sorted({op.src, op.dst}))
+        if self.kind == "tag_mismatch":
+            op = prog.ops[self.index]
+            return Expected("tag_mismatch", op.group, _p2p_messages(prog, self.index).index(self.index),
+                            sorted({op.src, op.dst}))
         if self.kind == "extra":
             group = self.group
             position = sum(1 for i in prog.group_sequence(group) if i < self.index)
@@ -248,6 +253,8 @@ def fault_candidates(prog: Program, kind: str) -> list[Fault]:
                 for i in range(len(ops) + 1):
                     out.append(Fault("extra", r, i, name))
         return out
+    if kind == "tag_mismatch":  # the receiver of a message uses another tag
+        return [Fault(kind, op.dst, i) for i, op in enumerate(ops) if op.op == "p2p"]
     if kind == "unmatched_p2p":
         for i, op in enumerate(ops):
             if op.op != "p2p":
