@@ -8,6 +8,8 @@ Events are kept in columns (one array per field) and interned signatures, becaus
 from __future__ import annotations
 
 import os
+import re
+import sysconfig
 from array import array
 from bisect import bisect_left
 from collections import OrderedDict
@@ -148,6 +150,10 @@ class Event:
         return f"{os.path.basename(self.site[0])}:{self.site[1]}"
 
 
+_DUMP_FRAME = re.compile(r'^\s+File "(.+)", line (\d+) in (.+)$')  # faulthandler's frame lines
+_LIBRARY_DIRS = tuple({sysconfig.get_paths()[k] + os.sep for k in ("stdlib", "purelib", "platlib")})
+
+
 class RankLog:
     """One rank: compact columns for the matcher, events decoded on demand for reports."""
 
@@ -192,6 +198,24 @@ class RankLog:
         with it (a SIGTERM dump that faulthandler could not finish has it further down: a kill)."""
         first = next((line.strip() for line in (self.sigterm_dump or "").splitlines() if line.strip()), "")
         return first if first.startswith("Fatal Python error") else None
+
+    @property
+    def dump_site(self) -> tuple | None:
+        """(file, line, function) where the signalled thread was when its stacks were dumped (a
+        SIGTERM from torchrun or a scheduler): its innermost frame in the user's code, else its
+        innermost frame; None without a dump or Python frames."""
+        text = self.sigterm_dump or ""
+        at = text.find("Current thread ")
+        if at < 0:
+            return None
+        frames = []
+        for line in text[at:].splitlines()[1:]:
+            m = _DUMP_FRAME.match(line)
+            if m is None:
+                break
+            frames.append((m[1], int(m[2]), m[3].strip()))
+        user = next((f for f in frames if not f[0].startswith(_LIBRARY_DIRS) and "/collcheck/" not in f[0]), None)
+        return user or (frames[0] if frames else None)
 
     @property
     def world(self) -> int:

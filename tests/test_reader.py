@@ -14,6 +14,7 @@ import pytest
 from collcheck import logformat as lf, synth
 from collcheck.capture.writer import LogWriter, open_exclusive
 from collcheck.cli import main
+from collcheck.analysis.diff import analyse
 from collcheck.model import load_run
 from collcheck.reader import LogError, parse_log, read_log
 
@@ -312,3 +313,30 @@ def test_dump_beside_the_log_tells_a_crash_from_a_kill(tmp_path, dump, state):
         f.write(dump)
     log = load_run(str(tmp_path)).ranks[1]
     assert log.state == state and (log.crash is not None) == (state == "crashed")
+
+
+def test_killed_rank_reports_where_it_was(tmp_path):
+    """A rank torchrun terminated while it computed: the SIGTERM dump's innermost user frame of
+    the signalled thread (not a library's, not another thread's) reaches the diff report."""
+    import sysconfig
+
+    prog = synth.Program(2, {"0": (0, 1)}, [])
+    site = prog.add_site()
+    prog.ops = [synth.Op("allreduce_", "0", (("float32", (4,)),), 0, site=site)] * 3
+    paths = synth.write_run(str(tmp_path), prog, [synth.Fault("missing", 1, 2)], trailer=False)
+    stdlib = sysconfig.get_paths()["stdlib"]
+    dump = ("Thread 0x00007f01 (most recent call first):\n"
+            '  File "/work/job/loader.py", line 77 in prefetch\n\n'
+            "Current thread 0x00007f02 (most recent call first):\n"
+            f'  File "{stdlib}/shutil.py", line 256 in copyfile\n'
+            '  File "/work/job/train.py", line 41 in save_checkpoint\n'
+            '  File "/work/job/train.py", line 90 in main\n')
+    with open(paths[1][: -len(".msgpack")] + ".sigterm.txt", "w") as f:
+        f.write(dump)
+    run = load_run(str(tmp_path))
+    assert run.ranks[1].state == "killed"
+    assert run.ranks[1].dump_site == ("/work/job/train.py", 41, "save_checkpoint")
+    report = analyse(run)
+    assert report.first.kind == "missing" and report.first.ranks == [1]
+    assert "rank 1: killed while in save_checkpoint() at train.py:41" in report.first.message
+    assert report.hang.states[1].detail == "killed while in save_checkpoint() at train.py:41"

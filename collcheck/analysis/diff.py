@@ -9,7 +9,7 @@ from ..model import Run
 from .align import GroupSequences, align_group, p2p_signature_ids
 from .findings import Finding
 from .fold import rank_ranges
-from .hang import HangAnalysis, analyse_hang, hang_findings
+from .hang import HangAnalysis, analyse_hang, hang_findings, where_killed
 from .p2p import match_p2p
 from .splits import split_findings
 
@@ -55,7 +55,11 @@ def analyse(run: Run) -> Report:
             f.time = first
     findings += p2p_findings
     divergences = sorted(findings, key=lambda f: (f.time, f.group, f.position, f.ranks))
-    findings = divergences + hang_findings(run, hang)
+    hangs = hang_findings(run, hang)
+    if hangs and not divergences and hang.root_causes:  # no divergence to point at: the root causes
+        hangs[0].details["fix"] = ("the sequences line up: look at why the root-cause rank(s) stopped "
+                                   "(their state and detail below: what they raised, or where they were)")
+    findings = divergences + hangs
     for f in findings:
         f.message = explain(run, f)
     return Report(run, findings, hang, counts)
@@ -93,6 +97,16 @@ def _ev(e) -> str:
     return f"{e.describe()}{label} at {e.where()}"
 
 
+def _end(log) -> str:
+    """How a rank's log ended, with the evidence: where a killed rank was, what a rank raised."""
+    if log.state == "killed" and log.dump_site is not None:
+        return f"killed {where_killed(log)}"
+    if log.state == "raised":
+        message = (log.exception[1].strip().splitlines() or [""])[-1]
+        return f"raised {log.exception[0]}" + (f" ('{message[-120:]}')" if message else "")
+    return log.state
+
+
 def explain(run: Run, f: Finding) -> str:
     """One paragraph a user can act on."""
     who = f"rank{'s' if len(f.ranks) != 1 else ''} {rank_ranges(f.ranks)}"
@@ -103,7 +117,7 @@ def explain(run: Run, f: Finding) -> str:
         text = (f"{who} {how} before {_ev(ref)} which rank{'s' if len(others) != 1 else ''} "
                 f"{rank_ranges(others)} issued as collective #{f.position} of group {f.group}")
         if f.details.get("stopped"):
-            text += " (" + ", ".join(f"rank {r}: {run.ranks[r].state}" for r in f.ranks) + ")"
+            text += " (" + ", ".join(f"rank {r}: {_end(run.ranks[r])}" for r in f.ranks) + ")"
         if f.details.get("no_majority"):
             text += (f"; with no majority this is the same as rank{'s' if len(others) != 1 else ''} "
                      f"{rank_ranges(others)} issuing one more collective (e.g. uneven inputs)")
@@ -158,13 +172,17 @@ def hang_text(run: Run, f: Finding) -> str:
         return f"wait-for cycle: {hops} -> rank {cyc[0]}; every rank in it waits for the next one, none can proceed"
     roots = f.details.get("root_causes") or []
     waiting = f.details.get("waiting") or []
-    text = f"rank{'s' if len(waiting) != 1 else ''} {rank_ranges(waiting)} never completed their last collective"
+    waiters = [r for r in waiting if r not in roots]  # a failed root is inside the collective too
+    one = len(waiters) == 1
+    text = f"rank{'' if one else 's'} {rank_ranges(waiters)} never completed {'its' if one else 'their'} last collective"
     if not roots and not report_edges(f):
         return text + (f"; they are all inside collective #{f.position} of group {f.group} but issued different "
                        "collectives there (see the first divergence)")
     if roots:
-        states = ", ".join(f"rank {r} {run.ranks[r].state if r in run.ranks else 'has no log'}" for r in roots)
-        text += f"; they wait on {states}"
+        states = ", ".join(f"rank {r} {_end(run.ranks[r]) if r in run.ranks else 'has no log'}" for r in roots)
+        if not waiters:
+            return f"no rank completed its last collective: {states}"
+        text += f"; {'it waits' if one else 'they wait'} on {states}"
     return text
 
 

@@ -114,4 +114,4 @@ class Finding:
 
     @property
     def fix(self) -> str:
-        return KINDS[self.kind][4]
+        return self.details.get("fix") or KINDS[self.kind][4]

@@ -86,8 +86,17 @@ def final_states(run: Run) -> dict[int, RankState]:
         elif log.watchdog:
             w = log.watchdog[-1]
             detail = f"stuck {w.get('waited_s')} s in {w.get('op')} (watchdog stacks recorded)"
+        elif state == "killed" and log.dump_site is not None:
+            detail = "killed " + where_killed(log)
         states[rank] = RankState(rank, state, blocked if state != "finished" else [], detail)
     return states
+
+
+def where_killed(log) -> str:
+    """'while in f() at main.py:9', from the stacks dumped at SIGTERM: where a rank that was not in
+    a collective spent its time (computing, checkpointing, loading data)."""
+    path, line, func = log.dump_site
+    return f"while in {func}() at {os.path.basename(path)}:{line}"
 
 
 def _raised_in_wait(run: Run, log) -> list:
