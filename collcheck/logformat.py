@@ -26,9 +26,10 @@ STACKS = "W"      # watchdog: all threads' Python stacks while a COLL was stuck
 EXCEPTION = "X"   # uncaught exception in the process
 TRAILER = "Z"     # clean interpreter exit
 DISABLED = "Q"    # recording was disabled by an internal error (message)
+NON_MEMBER = "N"  # a collective call torch skipped: this rank is not in the group it named
 
 ALL_KINDS = frozenset(
-    (HEADER, STRING, SITE, TSPEC, THREAD, GROUP, COLL, DONE, API, STACKS, EXCEPTION, TRAILER, DISABLED)
+    (HEADER, STRING, SITE, TSPEC, THREAD, GROUP, COLL, DONE, API, STACKS, EXCEPTION, TRAILER, DISABLED, NON_MEMBER)
 )
 
 LOG_SUFFIX = ".msgpack"

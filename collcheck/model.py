@@ -171,6 +171,7 @@ class RankLog:
         self.pending: set[int] = scan.pending
         self.errors: dict[int, str] = scan.errors
         self.unconfirmed: list[int] = scan.unconfirmed  # returned, completion unknown (scan.Scan)
+        self.non_member = scan.non_member  # [(api, site, ts)] calls torch skipped: not in the group
         self.threads = scan.threads
         self.exception = scan.exception
         self.trailer = scan.trailer

@@ -52,6 +52,8 @@ class Scan:
     # events that returned but whose completion was never known (gloo P2P work has no future):
     # a wait() that later raised may have been waiting in them (analysis/hang.py)
     unconfirmed: list = field(default_factory=list)
+    # calls torch skipped because this rank is not in the group: (api, site or None, ts)
+    non_member: list = field(default_factory=list)
 
 
 def scan_file(path: str, limit: int | None = None) -> Scan:
@@ -161,6 +163,8 @@ def scan_bytes(data: bytes, path: str, limit: int | None = None) -> Scan:
                 scan.trailer = True
             elif kind == lf.STACKS:
                 scan.watchdog.append(_lists(rec))
+            elif kind == lf.NON_MEMBER:
+                scan.non_member.append((strings[rec["x"]], sites.get(rec.get("s")), rec.get("ts", 0)))
             elif kind == lf.DISABLED:
                 scan.disabled = rec.get("m", "")
             elif kind not in lf.ALL_KINDS:

@@ -42,6 +42,9 @@ def show(path: str, out, limit: int = 0) -> None:
     for c in log.creations:
         console.print(f"group {c.op}: {c.name} ranks={list(c.ranks) if c.ranks else '?'}"
                       + (f" at {os.path.basename(c.site[0])}:{c.site[1]}" if c.site else ""))
+    for api, site, _ in log.non_member:
+        console.print(f"skipped by torch (not a member of the group): {api}"
+                      + (f" at {os.path.basename(site[0])}:{site[1]}" if site else ""))
     for w in log.watchdog:
         console.print(f"watchdog: stuck {w.get('waited_s')} s in {w.get('op')} (collective #{w.get('i')}); "
                       "Python stacks, innermost last:")

@@ -497,3 +497,27 @@ def test_compile_tracing_is_not_recorded(tmp_path):
     log = load_run(str(tmp_path / "compiled")).ranks[0]
     ops = [e.sig.op for e in events_of(log)]
     assert ops == ["allreduce_"] * 3, ops
+
+
+@pytest.mark.timeout(120)
+def test_call_on_a_group_the_rank_is_not_in(tmp_path):
+    """torch skips a collective on a group the rank is not in, with one warning: the log keeps the
+    call (N record), and diff names it before the hang it causes."""
+    script = program("non_member.py")
+    marks = marker_lines(script)
+    rc, out, err, run_dir = torchrun(script, 3, tmp_path, timeout=100)
+    assert rc != 0
+    run = load_run(run_dir)
+    assert [(api, site[1]) for api, site, _ in run.ranks[1].non_member] == [("all_reduce", marks["skipped"])]
+    assert not run.ranks[0].non_member and not run.ranks[2].non_member
+    from collcheck.analysis.diff import analyse
+
+    first, second = analyse(run).findings[:2]
+    assert (first.kind, first.ranks) == ("non_member_call", [1])
+    assert f"all_reduce at non_member.py:{marks['skipped']}" in first.message
+    assert "rank 1 is not in the groups of ranks [2]" in first.message
+    # rank 0 waits in {0, 1} for rank 1, which waits in the world barrier for rank 0
+    assert (second.kind, second.ranks, second.events[0].site[1]) == ("deadlock", [0, 1], marks["skipped"])
+    proc = subprocess.run([sys.executable, "-m", "collcheck", "diff", "--format", "junit", run_dir],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and 'type="non_member_call"' in proc.stdout, proc.stdout + proc.stderr

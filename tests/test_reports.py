@@ -109,3 +109,17 @@ def test_github_annotation_of_a_skipped_collective_points_at_the_others_call(tmp
     site = report.first.expected.site
     first = out.getvalue().splitlines()[0]
     assert f"file={os.path.relpath(site[0])},line={site[1]}," in first, first
+
+
+def test_skipped_ddp_sync_reports_the_counts_per_rank(tmp_path):
+    """A DDP gradient all-reduce one rank never issued: the counts per rank point at uneven
+    inputs or a rank-dependent no_sync(), not at a one-off skipped call."""
+    prog = synth.Program(2, {"0": (0, 1)}, [])
+    site = prog.add_site()
+    prog.ops = [synth.Op("allreduce_", "0", (("float32", (289,)),), 0, site=site, role=synth.ROLE,
+                         label="DDP backward: gradient bucket 0", native=True)] * 4
+    synth.write_run(str(tmp_path), prog, [synth.Fault("missing", 1, 3)])
+    first = analyse(load_run(str(tmp_path))).first
+    assert (first.kind, first.ranks, first.position) == ("missing", [1], 3)
+    assert "different numbers of DDP gradient all-reduces (rank 0: 4, rank 1: 3)" in first.message
+    assert "no_sync()" in first.message and "e.g. uneven inputs)" not in first.message

@@ -341,7 +341,7 @@ class Grid:
 
 
 def finding_row(grid: Grid, finding) -> int | None:
-    if finding.position is None or finding.position < 0 or finding.kind == "group_mismatch":
+    if finding.position is None or finding.position < 0 or finding.kind in ("group_mismatch", "non_member_call"):
         return None
     d = finding.details
     if d.get("p2p"):  # message k of a channel

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -56,10 +57,12 @@ def analyse(run: Run) -> Report:
     findings += p2p_findings
     divergences = sorted(findings, key=lambda f: (f.time, f.group, f.position, f.ranks))
     hangs = hang_findings(run, hang)
+    # calls torch skipped on non-members explain what follows; alone they changed nothing
+    skipped = non_member_findings(run) if divergences or hangs else []
     if hangs and not divergences and hang.root_causes:  # no divergence to point at: the root causes
         hangs[0].details["fix"] = ("the sequences line up: look at why the root-cause rank(s) stopped "
                                    "(their state and detail below: what they raised, or where they were)")
-    findings = divergences + hangs
+    findings = skipped + divergences + hangs
     for f in findings:
         f.message = explain(run, f)
     return Report(run, findings, hang, counts)
@@ -90,6 +93,24 @@ def group_creation_findings(run: Run) -> list[Finding]:
     return []
 
 
+def non_member_findings(run: Run) -> list[Finding]:
+    """One finding per call site (and API) where ranks named a group they are not in (new_group's
+    NON_GROUP_MEMBER): the ranks' first such call."""
+    by_site: dict[tuple, list] = {}
+    for rank, log in sorted(run.ranks.items()):
+        if log.non_member:
+            api, site, ts = log.non_member[0]
+            by_site.setdefault((api, site), []).append((rank, len(log.non_member), log.base_us + ts))
+    out = []
+    for (api, site), hits in by_site.items():
+        first = run.ranks[hits[0][0]]
+        outside = [list(c.ranks) for c in first.creations if c.op in ("new", "split") and not c.member and c.ranks]
+        details = {"api": api, "site": site, "count": max(n for _, n, _ in hits), "outside": outside[:4]}
+        out.append(Finding("non_member_call", "?", 0, [r for r, _, _ in hits], "", {}, None, details,
+                           min(t for _, _, t in hits)))
+    return sorted(out, key=lambda f: f.time)
+
+
 def _ev(e) -> str:
     if e is None:
         return "nothing (its sequence ended)"
@@ -97,13 +118,36 @@ def _ev(e) -> str:
     return f"{e.describe()}{label} at {e.where()}"
 
 
+def _ddp_sync_counts(run: Run, f: Finding, e) -> str:
+    """For a skipped or extra DDP gradient all-reduce: how many each rank issued in the group,
+    which tells uneven inputs or a rank-dependent no_sync() from a one-off skipped call."""
+    if e is None or e.sig.role != "gradient bucket":
+        return ""
+    if any(run.ranks[r].state in ("raised", "crashed") for r in f.events):
+        return ""  # the counts differ because a rank failed, not because of how it iterated
+    sigs = {i for i, s in enumerate(run.signatures) if s.role == "gradient bucket"}
+    counts = {}
+    for r in sorted(f.events)[:16]:
+        log = run.ranks[r]
+        counts[r] = sum(1 for i in log.group_events(f.group) if log.sig[i] in sigs)
+    if len(set(counts.values())) < 2:
+        return ""
+    per_rank = ", ".join(f"rank {r}: {n}" for r, n in counts.items())
+    return (f"; the ranks issued different numbers of DDP gradient all-reduces ({per_rank}): uneven "
+            "inputs without join(), or no_sync() / gradient accumulation on some ranks only")
+
+
 def _end(log) -> str:
     """How a rank's log ended, with the evidence: where a killed rank was, what a rank raised."""
     if log.state == "killed" and log.dump_site is not None:
         return f"killed {where_killed(log)}"
     if log.state == "raised":
-        message = (log.exception[1].strip().splitlines() or [""])[-1]
-        return f"raised {log.exception[0]}" + (f" ('{message[-120:]}')" if message else "")
+        message = (log.exception[1].strip().splitlines() or [""])[0]
+        if message.startswith("[") and "] " in message:  # gloo's '[/path/file.cc:78] ' prefix
+            message = message.split("] ", 1)[1]
+        if len(message) > 120:
+            message = message[:119] + "…"
+        return f"raised {log.exception[0]}" + (f" ('{message}')" if message else "")
     return log.state
 
 
@@ -118,7 +162,11 @@ def explain(run: Run, f: Finding) -> str:
                 f"{rank_ranges(others)} issued as collective #{f.position} of group {f.group}")
         if f.details.get("stopped"):
             text += " (" + ", ".join(f"rank {r}: {_end(run.ranks[r])}" for r in f.ranks) + ")"
-        if f.details.get("no_majority"):
+        ddp = _ddp_sync_counts(run, f, ref)
+        if ddp:
+            return text + ddp
+        failed = all(run.ranks[r].state in ("raised", "crashed") for r in f.ranks)
+        if f.details.get("no_majority") and not failed:  # a rank that failed did not "skip" by design
             text += (f"; with no majority this is the same as rank{'s' if len(others) != 1 else ''} "
                      f"{rank_ranges(others)} issuing one more collective (e.g. uneven inputs)")
         return text
@@ -126,6 +174,9 @@ def explain(run: Run, f: Finding) -> str:
         e = next((f.events[r] for r in f.ranks if f.events.get(r)), None)
         text = (f"{who} issued {_ev(e)} as collective #{f.position} of group {f.group}; "
                 f"rank{'s' if len(others) != 1 else ''} {rank_ranges(others) if others else '-'} never did")
+        ddp = _ddp_sync_counts(run, f, e)
+        if ddp:
+            return text + ddp
         if f.details.get("no_majority"):
             text += (f"; with no majority this is the same as rank{'s' if len(others) != 1 else ''} "
                      f"{rank_ranges(others)} skipping it")
@@ -137,6 +188,13 @@ def explain(run: Run, f: Finding) -> str:
                 f"{f.group} in a different order (permutation {list(f.details['permutation'])} of the "
                 f"majority's order); first: {_ev(next(iter(e.values())))} vs {_ev(ref)}"
                 + (f"; threads: {', '.join(sorted(threads))}" if len(threads) > 1 else ""))
+    if f.kind == "non_member_call":
+        d = f.details
+        where = f" at {os.path.basename(d['site'][0])}:{d['site'][1]}" if d.get("site") else ""
+        times = f" ({d['count']} calls)" if d["count"] > 1 else ""
+        groups = (f"; rank {f.ranks[0]} is not in the groups of ranks " + ", ".join(map(str, d["outside"]))
+                  if d["outside"] else "")
+        return (f"{who} called {d['api']}{where}{times} on a group {'it is not a member' if len(f.ranks) == 1 else 'they are not members'} of: torch skipped it with a warning, so that group misses a member{groups}")
     if f.kind == "group_mismatch":
         c = f.details["creations"]
         parts = "; ".join(f"rank {r}: {v}" for r, v in sorted(c.items()))

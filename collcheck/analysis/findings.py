@@ -64,6 +64,12 @@ KINDS = {
                      "gloo pairs a recv only with a send of the same tag: both sides wait until the timeout, "
                      "or the recv takes a later message that has its tag",
                      "use the same tag on both sides (a constant per kind of message, not per step)"),
+    "non_member_call": ("collective on a group the rank is not in", "error",
+                        "torch skips the call on that rank (one warning): the group's members wait for a "
+                        "member that never comes, or pair with its next call",
+                        "the same: torch skips the call before any backend sees it",
+                        "issue the collective only on the group's members (if rank in ranks), with the "
+                        "group the rank belongs to"),
     "semantic_mismatch": ("calls that agree in shape but not in purpose", "error",
                           "NCCL pairs them silently: each side reads the other's value (wrong results, "
                           "or a later hang)",

@@ -28,6 +28,7 @@ MULTI_OP = frozenset(
     "recv_object_list batch_isend_irecv".split()
 )
 ALWAYS_ASYNC = frozenset(("isend", "irecv", "batch_isend_irecv"))
+NON_GROUP_MEMBER = -100  # what new_group returns to non-members (read from torch in install())
 LIFECYCLE = ("init_process_group", "new_group", "split_group", "destroy_process_group")
 
 _originals: dict[str, object] = {}
@@ -54,6 +55,7 @@ def _reduce_op_value(op):
 def _wrap_collective(rec: Recorder, name: str, fn):
     op_index, op_default = _param_index(fn, "op")
     async_index, _ = _param_index(fn, "async_op")
+    group_index, _ = _param_index(fn, "group")
     multi = name in MULTI_OP
     always_async = name in ALWAYS_ASYNC
 
@@ -72,6 +74,10 @@ def _wrap_collective(rec: Recorder, name: str, fn):
             else:
                 is_async = False
             call = ApiCall(name, rec.next_api_call(), None if op is None else _reduce_op_value(op), multi, is_async)
+            if group_index is not None:
+                group = args[group_index] if len(args) > group_index else kwargs.get("group")
+                if type(group) is type(NON_GROUP_MEMBER) and group == NON_GROUP_MEMBER:  # torch skips it
+                    _record_non_member(rec, name, sys._getframe(1))
             rec.tls.api = call
         except Exception as exc:
             rec.fail(exc)
@@ -90,6 +96,20 @@ def _wrap_collective(rec: Recorder, name: str, fn):
 
     wrapper.__collcheck_original__ = fn
     return wrapper
+
+
+def _record_non_member(rec: Recorder, name: str, frame) -> None:
+    """N record: a call on a group this rank is not in (new_group's NON_GROUP_MEMBER), which
+    torch skips with one warning: the group's members then wait for a rank that never comes."""
+    w = rec.writer
+    if w is None:
+        return
+    with w.lock:
+        site, _, _ = rec._site(w, frame)
+        r = {"k": lf.NON_MEMBER, "ts": rec.now_us(), "x": w.string_id(name), "h": rec._thread_id(w)}
+        if site is not None:
+            r["s"] = site
+        w.write(r)
 
 
 def _wrap_lifecycle(rec: Recorder, name: str, fn):
@@ -137,6 +157,8 @@ def install(rec: Recorder, c10d) -> None:
     """Patch the public functions (idempotent). `c10d` is torch.distributed.distributed_c10d."""
     import torch.distributed as dist
 
+    global NON_GROUP_MEMBER
+    NON_GROUP_MEMBER = getattr(c10d.GroupMember, "NON_GROUP_MEMBER", NON_GROUP_MEMBER)
     for name in [*COLLECTIVES, *LIFECYCLE]:
         current = getattr(c10d, name, None)
         if current is None or hasattr(current, "__collcheck_original__"):

@@ -19,9 +19,10 @@ def render(report, out) -> None:
         if e is None:
             e = next((x for x in f.events.values() if x is not None and x.site), None)
         params = []
-        if e is not None:
-            path = os.path.relpath(e.site[0]) if os.path.isabs(e.site[0]) else e.site[0]
-            params += [f"file={path}", f"line={e.site[1]}"]
+        site = e.site if e is not None else f.details.get("site")  # non_member_call: no event
+        if site:
+            path = os.path.relpath(site[0]) if os.path.isabs(site[0]) else site[0]
+            params += [f"file={path}", f"line={site[1]}"]
         params.append(f"title={_esc(f'collcheck {f.kind} (group {f.group}, #{f.position})')}")
         out.write(f"::error {','.join(params)}::{_esc(f.message)}\n")
     if not report.findings:

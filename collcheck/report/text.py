@@ -36,7 +36,7 @@ def side_by_side(report, finding, context: int) -> Table | None:
     Ranks are folded by their signature ids (in memory); only one representative per
     column is decoded from its log, so this stays cheap for thousands of ranks."""
     run = report.run
-    if finding.kind in ("group_mismatch",) or finding.details.get("p2p"):
+    if finding.kind in ("group_mismatch", "non_member_call") or finding.details.get("p2p"):
         return None
     group = finding.group
     members = [r for r in run.group_members(group) if r in run.ranks] or sorted(run.ranks)
