@@ -339,4 +339,5 @@ def test_killed_rank_reports_where_it_was(tmp_path):
     report = analyse(run)
     assert report.first.kind == "missing" and report.first.ranks == [1]
     assert "rank 1: killed while in save_checkpoint() at train.py:41" in report.first.message
+    assert "slow or stuck rank rather than a skipped call" in report.first.fix
     assert report.hang.states[1].detail == "killed while in save_checkpoint() at train.py:41"

@@ -1,0 +1,201 @@
+"""One paragraph per finding that a user can act on: who did what, where, and what it means.
+
+Each kind has its own small function (`_TEXTS`); the field mismatches share `_field_text`.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..model import Run
+from .findings import Finding
+from .fold import rank_ranges
+from .hang import where_killed
+
+
+def explain(run: Run, f: Finding) -> str:
+    return _TEXTS.get(f.kind, _field_text)(run, f)
+
+
+def better_fix(run: Run, f: Finding, divergences: bool) -> str | None:
+    """Advice that fits this run better than the kind's usual fix (findings.KINDS), if any."""
+    if f.kind == "hang" and not divergences and f.details.get("root_causes"):
+        return ("the sequences line up: look at why the root-cause rank(s) stopped (their state and detail "
+                "below: what they raised, or where they were)")
+    if f.kind == "missing" and f.details.get("stopped") and all(
+            run.ranks[r].state == "killed" and run.ranks[r].dump_site is not None for r in f.ranks):
+        return ("the rank was still busy outside collectives when the job was killed (see where it was): a slow "
+                "or stuck rank rather than a skipped call; speed up or move that work out of the step (e.g. "
+                "asynchronous checkpointing), or raise the timeout")
+    return None
+
+
+def _ranks(ranks) -> str:
+    return f"rank{'s' if len(ranks) != 1 else ''} {rank_ranges(ranks)}"
+
+
+def _others(f: Finding) -> list[int]:
+    return sorted(r for r in f.events if r not in f.ranks)
+
+
+def _culprit_event(f: Finding):
+    return next((f.events[r] for r in f.ranks if f.events.get(r)), None)
+
+
+def _ev(e) -> str:
+    if e is None:
+        return "nothing (its sequence ended)"
+    label = f" [{e.label}]" if e.label else ""
+    return f"{e.describe()}{label} at {e.where()}"
+
+
+def _end(log) -> str:
+    """How a rank's log ended, with the evidence: where a killed rank was, what a rank raised."""
+    if log.state == "killed" and log.dump_site is not None:
+        return f"killed {where_killed(log)}"
+    if log.state == "raised":
+        message = (log.exception[1].strip().splitlines() or [""])[0]
+        if message.startswith("[") and "] " in message:  # gloo's '[/path/file.cc:78] ' prefix
+            message = message.split("] ", 1)[1]
+        if len(message) > 120:
+            message = message[:119] + "…"
+        return f"raised {log.exception[0]}" + (f" ('{message}')" if message else "")
+    return log.state
+
+
+def _ddp_sync_counts(run: Run, f: Finding, e) -> str:
+    """For a skipped or extra DDP gradient all-reduce: how many each rank issued in the group,
+    which tells uneven inputs or a rank-dependent no_sync() from a one-off skipped call."""
+    if e is None or e.sig.role != "gradient bucket":
+        return ""
+    if any(run.ranks[r].state in ("raised", "crashed") for r in f.events):
+        return ""  # the counts differ because a rank failed, not because of how it iterated
+    sigs = {i for i, s in enumerate(run.signatures) if s.role == "gradient bucket"}
+    counts = {}
+    for r in sorted(f.events)[:16]:
+        log = run.ranks[r]
+        counts[r] = sum(1 for i in log.group_events(f.group) if log.sig[i] in sigs)
+    if len(set(counts.values())) < 2:
+        return ""
+    per_rank = ", ".join(f"rank {r}: {n}" for r, n in counts.items())
+    return (f"; the ranks issued different numbers of DDP gradient all-reduces ({per_rank}): uneven "
+            "inputs without join(), or no_sync() / gradient accumulation on some ranks only")
+
+
+def _missing(run: Run, f: Finding) -> str:
+    others = _others(f)
+    how = "stopped" if f.details.get("stopped") else "skipped it"
+    text = (f"{_ranks(f.ranks)} {how} before {_ev(f.expected)} which {_ranks(others)} issued as collective "
+            f"#{f.position} of group {f.group}")
+    if f.details.get("stopped"):
+        text += " (" + ", ".join(f"rank {r}: {_end(run.ranks[r])}" for r in f.ranks) + ")"
+    ddp = _ddp_sync_counts(run, f, f.expected)
+    if ddp:
+        return text + ddp
+    failed = all(run.ranks[r].state in ("raised", "crashed") for r in f.ranks)
+    if f.details.get("no_majority") and not failed:  # a rank that failed did not "skip" by design
+        text += (f"; with no majority this is the same as {_ranks(others)} issuing one more collective "
+                 "(e.g. uneven inputs)")
+    return text
+
+
+def _extra(run: Run, f: Finding) -> str:
+    others = _others(f)
+    e = _culprit_event(f)
+    text = (f"{_ranks(f.ranks)} issued {_ev(e)} as collective #{f.position} of group {f.group}; "
+            f"{_ranks(others) if others else 'ranks -'} never did")
+    ddp = _ddp_sync_counts(run, f, e)
+    if ddp:
+        return text + ddp
+    if f.details.get("no_majority"):
+        text += f"; with no majority this is the same as {_ranks(others)} skipping it"
+    return text
+
+
+def _order_mismatch(run: Run, f: Finding) -> str:
+    threads = {e.thread for e in f.events.values() if e is not None}
+    return (f"{_ranks(f.ranks)} issued collectives #{f.position}..#{f.position + f.details['window'] - 1} of "
+            f"group {f.group} in a different order (permutation {list(f.details['permutation'])} of the "
+            f"majority's order); first: {_ev(f.events.get(f.ranks[0]))} vs {_ev(f.expected)}"
+            + (f"; threads: {', '.join(sorted(threads))}" if len(threads) > 1 else ""))
+
+
+def _non_member_call(run: Run, f: Finding) -> str:
+    d = f.details
+    where = f" at {os.path.basename(d['site'][0])}:{d['site'][1]}" if d.get("site") else ""
+    times = f" ({d['count']} calls)" if d["count"] > 1 else ""
+    groups = (f"; rank {f.ranks[0]} is not in the groups of ranks " + ", ".join(map(str, d["outside"]))
+              if d["outside"] else "")
+    they = "it is not a member" if len(f.ranks) == 1 else "they are not members"
+    return (f"{_ranks(f.ranks)} called {d['api']}{where}{times} on a group {they} of: torch skipped it with a "
+            f"warning, so that group misses a member{groups}")
+
+
+def _group_mismatch(run: Run, f: Finding) -> str:
+    by_call: dict[str, list] = {}
+    for r, v in sorted(f.details["creations"].items()):
+        if v is None:
+            call = f"no such call ({_end(run.ranks[r])})"
+        else:
+            call = f"ranks {v['ranks']}" + (f" named {v['desc']!r}" if v.get("desc") else "")
+        by_call.setdefault(call, []).append(r)
+    parts = "; ".join(f"{_ranks(rs)}: {call}" for call, rs in by_call.items())
+    return f"new_group call #{f.details['index']} got different ranks: {parts}"
+
+
+def _unmatched_p2p(run: Run, f: Finding) -> str:
+    d = f.details
+    e = next((x for x in f.events.values() if x is not None), None)
+    return (f"{_ev(e)}: rank {d['src']} -> rank {d['dst']} message #{f.position} in group {f.group} "
+            f"has no matching {d['missing']}")
+
+
+def _split_mismatch(run: Run, f: Finding) -> str:
+    pairs = "; ".join(f"rank {s} sends {n} elements to rank {d}, which expects {m}"
+                      for s, d, n, m in f.details["pairs"])
+    more = f.details["pairs_total"] - len(f.details["pairs"])
+    return (f"in {_ev(_culprit_event(f))} (collective #{f.position} of group {f.group}): {pairs}"
+            + (f"; {more} more pair(s)" if more > 0 else ""))
+
+
+def _field_text(run: Run, f: Finding) -> str:
+    """op/shape/dtype/reduce op/root/semantic/tag mismatches: the culprit's call vs the reference."""
+    d = f.details
+    if d.get("p2p"):
+        text = (f"send rank {d['src']} -> rank {d['dst']} #{f.position}: {_ev(f.events.get(d['src']))} "
+                f"vs recv {_ev(f.events.get(d['dst']))}")
+    else:
+        text = (f"{_ranks(f.ranks)} issued {_ev(_culprit_event(f))} where {_ranks(_others(f))} issued "
+                f"{_ev(f.expected)} (collective #{f.position} of group {f.group})")
+    if d.get("nccl_note"):
+        text += "; " + d["nccl_note"]
+    return text
+
+
+def _deadlock(run: Run, f: Finding) -> str:
+    cyc = f.details["cycle"]
+    hops = " -> ".join(f"rank {r} ({w})" for r, w in zip(cyc, f.details["waits"]))
+    return f"wait-for cycle: {hops} -> rank {cyc[0]}; every rank in it waits for the next one, none can proceed"
+
+
+def _hang(run: Run, f: Finding) -> str:
+    roots = f.details.get("root_causes") or []
+    waiters = [r for r in f.details.get("waiting") or [] if r not in roots]  # a failed root is inside too
+    one = len(waiters) == 1
+    text = f"{_ranks(waiters)} never completed {'its' if one else 'their'} last collective"
+    if not roots and not f.details.get("edges"):
+        return text + (f"; they are all inside collective #{f.position} of group {f.group} but issued different "
+                       "collectives there (see the first divergence)")
+    if roots:
+        states = ", ".join(f"rank {r} {_end(run.ranks[r]) if r in run.ranks else 'has no log'}" for r in roots)
+        if not waiters:
+            return f"no rank completed its last collective: {states}"
+        text += f"; {'it waits' if one else 'they wait'} on {states}"
+    return text
+
+
+_TEXTS = {
+    "missing": _missing, "extra": _extra, "order_mismatch": _order_mismatch, "non_member_call": _non_member_call,
+    "group_mismatch": _group_mismatch, "unmatched_p2p": _unmatched_p2p, "split_mismatch": _split_mismatch,
+    "deadlock": _deadlock, "hang": _hang,
+}
