@@ -9,7 +9,7 @@ a cycle (across groups, or through point-to-point waits) is a deadlock.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import networkx as nx
 
@@ -73,8 +73,6 @@ def final_states(run: Run) -> dict[int, RankState]:
             detail = f"{log.exception[0]}: {log.exception[1]}".splitlines()[0][:200]
             if not blocked:
                 blocked = _raised_in_wait(run, log)
-                if blocked:
-                    state = _error_state([log.exception[1]])
             errors = [e.error for e in blocked if e.error]
             if errors:
                 state = _error_state(errors)
@@ -108,12 +106,13 @@ def _raised_in_wait(run: Run, log) -> list:
     if not log.unconfirmed or not any(w in text for w in TIMEOUT_WORDS + PEER_LOST_WORDS):
         return []
     site = log.exception[2] if len(log.exception) > 2 else None
-    last = log.unconfirmed[-1]
+    found = log.event(log.unconfirmed[-1])
     for i in reversed(log.unconfirmed[-64:]):
         ev = log.event(i)
         if site is not None and ev.site is not None and tuple(ev.site[:2]) == tuple(site[:2]):
-            return [ev]
-    return [log.event(last)]
+            found = ev
+            break
+    return [replace(found, t_done=None, error=text[:2000])]  # it failed: the wait() raised
 
 
 def _error_state(errors: list[str]) -> str:
