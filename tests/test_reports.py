@@ -123,3 +123,19 @@ def test_skipped_ddp_sync_reports_the_counts_per_rank(tmp_path):
     assert (first.kind, first.ranks, first.position) == ("missing", [1], 3)
     assert "different numbers of DDP gradient all-reduces (rank 0: 4, rank 1: 3)" in first.message
     assert "no_sync()" in first.message and "e.g. uneven inputs)" not in first.message
+
+
+def test_rank_that_crashed_on_the_culprits_data_is_its_victim(tmp_path):
+    """Rank 2 sends a bigger tensor; gloo's size check kills rank 1 (SIGABRT), which the others then
+    wait on. The hang is blamed on rank 2, the first divergence's culprit, and says why."""
+    prog = synth.Program(3, {"0": (0, 1, 2)}, [])
+    prog.ops = [synth.Op("allreduce_", "0", (("float32", (8,)),), 0, site=prog.add_site())]
+    paths = synth.write_run(str(tmp_path), prog, [synth.Fault("shape_mismatch", 2, 0)], done=False, trailer=False)
+    with open(paths[1][: -len(".msgpack")] + ".sigterm.txt", "w") as f:
+        f.write("Fatal Python error: Aborted\n\nThread 0x1 (most recent call first):\n  <no Python frame>\n")
+    report = analyse(load_run(str(tmp_path)))
+    first, hang = report.findings[0], report.findings[-1]
+    assert (first.kind, first.ranks) == ("shape_mismatch", [2])
+    assert hang.kind == "hang" and hang.ranks == [2] and report.hang.root_causes == [1]
+    assert "rank 1 crashed, which failed inside the collective because of the first divergence " \
+           "(shape_mismatch by rank 2)" in hang.message

@@ -139,6 +139,8 @@ class _Aligner:
         ended = [r for r, s in current.items() if s is None]
         ref, culprits = self.reference(live, ended)
         if ref is None:
+            if all(r in self.waiting for r in ended):
+                return False  # the others are blocked elsewhere (a P2P op, another group): a consequence
             # the majority has stopped: the culprits issued collectives nobody else did
             self.add("extra", culprits, None, details={"after_end": True})
             for r in culprits:

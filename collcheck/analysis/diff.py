@@ -58,6 +58,8 @@ def analyse(run: Run) -> Report:
     hangs = hang_findings(run, hang)
     # calls torch skipped on non-members explain what follows; alone they changed nothing
     skipped = non_member_findings(run) if divergences or hangs else []
+    if divergences and hangs and hangs[0].kind == "hang":
+        _blame_divergence(hangs[0], divergences[0], hang)
     findings = skipped + divergences + hangs
     for f in findings:
         f.message = explain(run, f)
@@ -65,6 +67,16 @@ def analyse(run: Run) -> Report:
         if fix:
             f.details["fix"] = fix
     return Report(run, findings, hang, counts)
+
+
+def _blame_divergence(hang_finding: Finding, first: Finding, hang: HangAnalysis) -> None:
+    """Ranks that crashed or failed inside a collective (gloo's size check) are the hang's root
+    causes but the first divergence's victims: the hang is blamed on that divergence's culprits."""
+    roots = hang_finding.details.get("root_causes") or []
+    failed = all(hang.states[r].state in ("crashed", "collective-failed") for r in roots)
+    if roots and failed and not set(roots) & set(first.ranks):
+        hang_finding.ranks = list(first.ranks)
+        hang_finding.details["victims_of"] = {"kind": first.kind, "ranks": list(first.ranks)}
 
 
 def group_creation_findings(run: Run) -> list[Finding]:

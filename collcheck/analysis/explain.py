@@ -165,8 +165,12 @@ def _field_text(run: Run, f: Finding) -> str:
         text = (f"send rank {d['src']} -> rank {d['dst']} #{f.position}: {_ev(f.events.get(d['src']))} "
                 f"vs recv {_ev(f.events.get(d['dst']))}")
     else:
-        text = (f"{_ranks(f.ranks)} issued {_ev(_culprit_event(f))} where {_ranks(_others(f))} issued "
-                f"{_ev(f.expected)} (collective #{f.position} of group {f.group})")
+        by_call: dict[str, list] = {}  # the culprits need not agree among themselves
+        for r in f.ranks:
+            if f.events.get(r) is not None:
+                by_call.setdefault(_ev(f.events[r]), []).append(r)
+        mine = "; ".join(f"{_ranks(rs)} issued {call}" for call, rs in by_call.items()) or f"{_ranks(f.ranks)} issued nothing"
+        text = f"{mine} where {_ranks(_others(f))} issued {_ev(f.expected)} (collective #{f.position} of group {f.group})"
     if d.get("nccl_note"):
         text += "; " + d["nccl_note"]
     return text
@@ -191,6 +195,10 @@ def _hang(run: Run, f: Finding) -> str:
         if not waiters:
             return f"no rank completed its last collective: {states}"
         text += f"; {'it waits' if one else 'they wait'} on {states}"
+    victims = f.details.get("victims_of")
+    if victims:
+        text += (f", which failed inside the collective because of the first divergence ({victims['kind']} by "
+                 f"{_ranks(victims['ranks'])})")
     return text
 
 

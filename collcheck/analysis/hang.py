@@ -9,6 +9,7 @@ a cycle (across groups, or through point-to-point waits) is a deadlock.
 from __future__ import annotations
 
 import os
+from bisect import bisect_left
 from dataclasses import dataclass, field, replace
 
 import networkx as nx
@@ -101,7 +102,7 @@ def _raised_in_wait(run: Run, log) -> list:
     """The async op a raised timeout or lost peer came from, when nothing is pending: gloo's
     P2P work has no future, so its completion is never recorded and the wait() that raised is
     not tied to it. The last such op issued at the raise site (`req = dist.irecv(...).wait()`),
-    else the last such op."""
+    else the last such op; with the other ops of its batch_isend_irecv call."""
     text = log.exception[1]
     if not log.unconfirmed or not any(w in text for w in TIMEOUT_WORDS + PEER_LOST_WORDS):
         return []
@@ -112,7 +113,11 @@ def _raised_in_wait(run: Run, log) -> list:
         if site is not None and ev.site is not None and tuple(ev.site[:2]) == tuple(site[:2]):
             found = ev
             break
-    return [replace(found, t_done=None, error=text[:2000])]  # it failed: the wait() raised
+    if found.call_id is not None:  # batch_isend_irecv: the wait() may be on any op of the batch
+        batch = [e for e in (log.event(i) for i in log.unconfirmed[-64:]) if e.call_id == found.call_id]
+    else:
+        batch = [found]
+    return [replace(e, t_done=None, error=text[:2000]) for e in batch]  # they failed: the wait() raised
 
 
 def _error_state(errors: list[str]) -> str:
@@ -131,20 +136,19 @@ def analyse_hang(run: Run) -> HangAnalysis:
     g.add_nodes_from(states)
     inside = _inside(states)
     waiting = {r for r in inside if states[r].state in WAITING_STATES}
-    counts: dict[tuple[int, str], int] = {}
-    for rank, log in run.ranks.items():
-        for name, idx in log.by_group.items():
-            counts[(rank, name)] = len(idx)
+    channels = _Channels(run)
+    for rank in inside:  # a collective's slot in its group, as the matcher counts (P2P left out)
+        states[rank].blocked = [ev if ev.sig.op in P2P_OPS else replace(ev, position=channels.collective_position(rank, ev))
+                                for ev in states[rank].blocked]
     for rank in sorted(waiting):
         for ev in states[rank].blocked:
             if ev.sig.op in P2P_OPS:
-                members = run.group_members(ev.group)
-                peer = members[ev.sig.root] if ev.sig.root is not None and ev.sig.root < len(members) else None
-                if peer is not None and peer != rank:
+                peer = ev.peer_global
+                if peer is not None and peer != rank and not channels.partner_posted(rank, ev):
                     g.add_edge(rank, peer, group=ev.group, event=ev)
                 continue
             for other in run.group_members(ev.group):
-                if other != rank and counts.get((other, ev.group), 0) <= ev.position:
+                if other != rank and channels.collectives(other, ev.group) <= ev.position:
                     g.add_edge(rank, other, group=ev.group, event=ev)
     cycles = []
     for cyc in nx.simple_cycles(g):
@@ -201,6 +205,56 @@ def _observed(hang: HangAnalysis) -> str | None:
     parts = [f"rank{'s' if len(rs) != 1 else ''} {rank_ranges(rs)} {words.get(st, st)}" for st, rs in by_state.items()]
     return "in this run no rank waited for a timeout: " + "; ".join(parts)
 
+
+
+class _Channels:
+    """Counts behind the wait-for arcs. Collective positions leave point-to-point ops out (a
+    pipeline's sends are not slots of the group's collectives); a P2P op waits on its peer only
+    while the peer has not posted the matching op: the k-th of that (group, src, dst, tag)."""
+
+    def __init__(self, run: Run):
+        self.run = run
+        self.p2p = {i for i, s in enumerate(run.signatures) if s.op in P2P_OPS}
+        self._p2p_at: dict[tuple, list] = {}
+
+    def _p2p_indices(self, rank: int, group: str) -> list:
+        """Event indices of the rank's P2P ops in the group (none to look for in most runs)."""
+        key = (rank, group)
+        if key not in self._p2p_at:
+            log = self.run.ranks.get(rank)
+            found = []
+            if self.p2p and log is not None:
+                sig = log.sig
+                found = [i for i in log.group_events(group) if sig[i] in self.p2p]
+            self._p2p_at[key] = found
+        return self._p2p_at[key]
+
+    def collectives(self, rank: int, group: str) -> int:
+        log = self.run.ranks.get(rank)
+        return 0 if log is None else len(log.group_events(group)) - len(self._p2p_indices(rank, group))
+
+    def collective_position(self, rank: int, ev) -> int:
+        return ev.position - bisect_left(self._p2p_indices(rank, ev.group), ev.index)
+
+    def _messages(self, rank: int, group: str, op: str, peer: int, tag: int, before: int | None = None) -> int:
+        log = self.run.ranks.get(rank)
+        if log is None:
+            return 0
+        members = self.run.group_members(group)
+        n = 0
+        for i in log.group_events(group):
+            if before is not None and i >= before:
+                break
+            s = self.run.signatures[log.sig[i]]
+            if s.op == op and s.tag == tag and s.root is not None and s.root < len(members) and members[s.root] == peer:
+                n += 1
+        return n
+
+    def partner_posted(self, rank: int, ev) -> bool:
+        """Whether the peer issued the send (or recv) that pairs with this recv (or send)."""
+        op, theirs = (ev.sig.op, "recv_") if ev.sig.op == "send" else ("recv_", "send")
+        k = self._messages(rank, ev.group, op, ev.peer_global, ev.sig.tag, before=ev.index)
+        return self._messages(ev.peer_global, ev.group, theirs, rank, ev.sig.tag) > k
 
 
 def _wait_text(ev) -> str:
