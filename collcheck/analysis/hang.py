@@ -17,6 +17,7 @@ import networkx as nx
 from ..model import P2P_OPS, Run
 from .findings import Finding
 from .fold import rank_ranges
+from .p2p import global_rank
 
 TIMEOUT_WORDS = ("timed out", "timeout", "Timed out")
 PEER_LOST_WORDS = ("closed by peer", "reset by peer", "Broken pipe", "Connection refused")
@@ -240,13 +241,12 @@ class _Channels:
         log = self.run.ranks.get(rank)
         if log is None:
             return 0
-        members = self.run.group_members(group)
         n = 0
         for i in log.group_events(group):
             if before is not None and i >= before:
                 break
             s = self.run.signatures[log.sig[i]]
-            if s.op == op and s.tag == tag and s.root is not None and s.root < len(members) and members[s.root] == peer:
+            if s.op == op and s.tag == tag and global_rank(self.run, group, s.root) == peer:
                 n += 1
         return n
 

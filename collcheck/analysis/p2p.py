@@ -9,7 +9,8 @@ from ..model import Run
 from .findings import Finding
 
 
-def _global(run: Run, group: str, group_rank: int | None) -> int | None:
+def global_rank(run: Run, group: str, group_rank: int | None) -> int | None:
+    """A group rank (a P2P peer) as a global rank."""
     members = run.group_members(group)
     if group_rank is None or not members or group_rank >= len(members) or group_rank < 0:
         return group_rank
@@ -42,7 +43,7 @@ def match_p2p(run: Run, p2p_sigs: set[int]) -> list[Finding]:
                 continue
             sig = run.signatures[sid]
             group = log.groups[log.gid[i]].name
-            peer = _global(run, group, sig.root)
+            peer = global_rank(run, group, sig.root)
             if sig.op == "send":
                 sends[(group, rank, peer)].append(i)
             else:
