@@ -137,5 +137,5 @@ def test_rank_that_crashed_on_the_culprits_data_is_its_victim(tmp_path):
     first, hang = report.findings[0], report.findings[-1]
     assert (first.kind, first.ranks) == ("shape_mismatch", [2])
     assert hang.kind == "hang" and hang.ranks == [2] and report.hang.root_causes == [1]
-    assert "rank 1 crashed, which failed inside the collective because of the first divergence " \
+    assert "rank 1 (crashed), which failed inside the collective because of the first divergence " \
            "(shape_mismatch by rank 2)" in hang.message

@@ -191,7 +191,7 @@ def _hang(run: Run, f: Finding) -> str:
         return text + (f"; they are all inside collective #{f.position} of group {f.group} but issued different "
                        "collectives there (see the first divergence)")
     if roots:
-        states = ", ".join(f"rank {r} {_end(run.ranks[r]) if r in run.ranks else 'has no log'}" for r in roots)
+        states = ", ".join(f"rank {r} ({_end(run.ranks[r]) if r in run.ranks else 'no log'})" for r in roots)
         if not waiters:
             return f"no rank completed its last collective: {states}"
         text += f"; {'it waits' if one else 'they wait'} on {states}"
