@@ -14,6 +14,7 @@ from array import array
 from bisect import bisect_left
 from collections import OrderedDict
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from . import logformat as lf
 from .reader import LogError, find_logs, read_header
@@ -200,7 +201,7 @@ class RankLog:
         first = next((line.strip() for line in (self.sigterm_dump or "").splitlines() if line.strip()), "")
         return first if first.startswith("Fatal Python error") else None
 
-    @property
+    @cached_property
     def dump_site(self) -> tuple | None:
         """(file, line, function) where the signalled thread was when its stacks were dumped (a
         SIGTERM from torchrun or a scheduler): its innermost frame in the user's code, else its

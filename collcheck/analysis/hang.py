@@ -108,14 +108,11 @@ def _raised_in_wait(run: Run, log) -> list:
     if not log.unconfirmed or not any(w in text for w in TIMEOUT_WORDS + PEER_LOST_WORDS):
         return []
     site = log.exception[2] if len(log.exception) > 2 else None
-    found = log.event(log.unconfirmed[-1])
-    for i in reversed(log.unconfirmed[-64:]):
-        ev = log.event(i)
-        if site is not None and ev.site is not None and tuple(ev.site[:2]) == tuple(site[:2]):
-            found = ev
-            break
+    recent = [log.event(i) for i in log.unconfirmed[-64:]]  # decoded once
+    at_site = [e for e in recent if site is not None and e.site is not None and tuple(e.site[:2]) == tuple(site[:2])]
+    found = (at_site or recent)[-1]
     if found.call_id is not None:  # batch_isend_irecv: the wait() may be on any op of the batch
-        batch = [e for e in (log.event(i) for i in log.unconfirmed[-64:]) if e.call_id == found.call_id]
+        batch = [e for e in recent if e.call_id == found.call_id]
     else:
         batch = [found]
     return [replace(e, t_done=None, error=text[:2000]) for e in batch]  # they failed: the wait() raised
