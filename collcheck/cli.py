@@ -10,16 +10,8 @@ import os
 import subprocess
 import sys
 
-OK, FINDINGS, INPUT_ERROR, INTERNAL_ERROR = 0, 1, 2, 3
-# scenarios/ lives in the source checkout (editable install); COLLCHECK_SCENARIOS overrides
-SCENARIOS_DIR = os.environ.get("COLLCHECK_SCENARIOS") or next(
-    (d for d in (os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scenarios"),
-                 os.path.abspath("scenarios")) if os.path.isdir(d)), "scenarios")
-DEFAULT_DEMO = "seed004_case4"
-
-
-class UsageError(Exception):
-    pass
+from .errors import FINDINGS, INPUT_ERROR, INTERNAL_ERROR, OK, UsageError
+from .reader import latest_run
 
 
 def cmd_record(args) -> int:
@@ -63,21 +55,6 @@ def cmd_diff(args) -> int:
         if args.output:
             out.close()
     return OK if args.exit_zero or not report.findings else FINDINGS
-
-
-def latest_run(target: str) -> str:
-    """A logs root with several run directories: take the newest one."""
-    if not os.path.isdir(target):
-        return target
-    entries = [os.path.join(target, d) for d in os.listdir(target)]
-    if any(e.endswith(".msgpack") for e in entries):
-        return target
-    runs = [e for e in entries if os.path.isdir(e)]
-    if len(runs) > 1:
-        newest = max(runs, key=os.path.getmtime)
-        print(f"collcheck: {target} holds {len(runs)} runs; using the newest, {newest}", file=sys.stderr)
-        return newest
-    return target
 
 
 def cmd_tui(args) -> int:
@@ -128,6 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     from .replay.cli import add_parser as add_replay
 
     add_replay(sub)
+    from .demo import DEFAULT_DEMO
+
     m = sub.add_parser("demo", help=cmd_demo.__doc__)
     m.add_argument("name", nargs="?", default=DEFAULT_DEMO, help=f"scenario name (default {DEFAULT_DEMO})")
     m.add_argument("--dir", default=None, help="where to keep the logs (default: a temporary directory)")

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 
-from .cli import SCENARIOS_DIR, UsageError
+from .errors import UsageError
+
+# scenarios/ lives in the source checkout (editable install); COLLCHECK_SCENARIOS overrides
+SCENARIOS_DIR = os.environ.get("COLLCHECK_SCENARIOS") or next(
+    (d for d in (os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scenarios"),
+                 os.path.abspath("scenarios")) if os.path.isdir(d)), "scenarios")
+DEFAULT_DEMO = "seed004_case4"
 
 
 def scenario_names() -> list[str]:
@@ -46,23 +53,25 @@ def record_scenario(name: str, log_dir: str, timeout: float = 120, extra_env: di
 
 
 def run_demo(name: str, directory: str | None, keep: bool = False) -> int:
-    from .cli import main as cli_main
+    """Record the scenario, print its README and `collcheck diff` of the logs; 0 once diagnosed."""
+    from .analysis.diff import analyse
+    from .model import load_run
+    from .report import render
 
     tmp = None
     if directory is None:
-        tmp = tempfile.mkdtemp(prefix="collcheck-demo-")
-        directory = tmp
-    readme = os.path.join(SCENARIOS_DIR, name, "README.md")
-    print(f"collcheck demo: recording scenario {name!r} under COLLCHECK=1 torchrun ...", flush=True)
-    rc, run_dir, _ = record_scenario(name, directory)
-    print(f"torchrun exited with {rc}; logs in {run_dir}\n", flush=True)
-    if os.path.exists(readme):
-        with open(readme) as f:
-            print(f.read().strip() + "\n", flush=True)
-    print(f"$ collcheck diff {run_dir}", flush=True)
-    code = cli_main(["diff", run_dir])
-    if tmp and not keep:
-        import shutil
-
-        shutil.rmtree(tmp, ignore_errors=True)
-    return 0 if code in (0, 1) else code  # the demo succeeded when it could diagnose the run
+        tmp = directory = tempfile.mkdtemp(prefix="collcheck-demo-")
+    try:
+        readme = os.path.join(SCENARIOS_DIR, name, "README.md")
+        print(f"collcheck demo: recording scenario {name!r} under COLLCHECK=1 torchrun ...", flush=True)
+        rc, run_dir, _ = record_scenario(name, directory)
+        print(f"torchrun exited with {rc}; logs in {run_dir}\n", flush=True)
+        if os.path.exists(readme):
+            with open(readme) as f:
+                print(f.read().strip() + "\n", flush=True)
+        print(f"$ collcheck diff {run_dir}", flush=True)
+        render(analyse(load_run(run_dir)), "text", sys.stdout, context=4)
+        return 0  # the demo succeeded when it could diagnose the run, findings or not
+    finally:
+        if tmp and not keep:
+            shutil.rmtree(tmp, ignore_errors=True)

@@ -7,6 +7,7 @@ limits on container and string sizes.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
 
 import msgpack
@@ -16,6 +17,21 @@ from . import logformat as lf
 
 class LogError(Exception):
     """A file that cannot be read as a collcheck log; the message is one line for users."""
+
+
+def latest_run(target: str) -> str:
+    """A logs root with several run directories: take the newest one (said on stderr)."""
+    if not os.path.isdir(target):
+        return target
+    entries = [os.path.join(target, d) for d in os.listdir(target)]
+    if any(e.endswith(".msgpack") for e in entries):
+        return target
+    runs = [e for e in entries if os.path.isdir(e)]
+    if len(runs) > 1:
+        newest = max(runs, key=os.path.getmtime)
+        print(f"collcheck: {target} holds {len(runs)} runs; using the newest, {newest}", file=sys.stderr)
+        return newest
+    return target
 
 
 @dataclass

@@ -18,7 +18,7 @@ import pytest
 
 from collcheck import synth
 from collcheck.analysis.diff import analyse
-from collcheck.cli import SCENARIOS_DIR
+from collcheck.demo import SCENARIOS_DIR
 from collcheck.demo import free_port, scenario_names
 from collcheck.model import load_run
 from collcheck.replay import runtime

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from collcheck.cli import SCENARIOS_DIR
+from collcheck.demo import SCENARIOS_DIR
 from collcheck.demo import scenario_names
 
 sys.path.insert(0, os.path.dirname(__file__))

@@ -17,7 +17,7 @@ from textual.widgets import ContentSwitcher, Footer, Label, LoadingIndicator, St
 
 from . import navigation
 from .messages import CursorMoved, Loaded, LoadFailed, LoadProgress, Previewed
-from .model import Grid
+from .grid import Grid
 from .screens.prompts import GroupScreen, HelpScreen, PromptScreen
 from .widgets import panes
 from .widgets.timeline import Timeline
@@ -373,12 +373,10 @@ class CollcheckApp(App):
 
 def run_tui(target: str) -> int:
     """Run the TUI on a run directory (or a logs root: the newest run); 0, or 2 when it cannot be read."""
-    from collcheck import cli
-    from collcheck.reader import LogError, find_logs
+    from collcheck.reader import LogError, find_logs, latest_run
 
-    latest = cli.latest_run
     try:
-        target = latest(target)
+        target = latest_run(target)
         find_logs(target)
     except LogError as exc:
         print(f"collcheck: error: {exc}", file=sys.stderr)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 
-from collcheck.analysis.fold import rank_ranges
+from collcheck.model import rank_ranges
 
-from .model import Grid, finding_row
+from .grid import Grid, finding_row
 
 MERGED = "*"  # the group key of the merged view
 

@@ -12,32 +12,12 @@ import math
 from array import array
 from collections import Counter
 
-from ..model import P2P_OPS, Run, Signature
+from ..model import GroupSequences, Run, Signature
 from .findings import Finding
 
 LOOKAHEAD = 4  # events compared to tell a skipped collective from a changed one
 ORDER_WINDOW = 16  # longest permutation reported as an order mismatch
 MAX_FINDINGS_PER_GROUP = 20
-
-
-class GroupSequences:
-    """The collective (non-P2P) event indices of each member of a group."""
-
-    def __init__(self, run: Run, name: str, p2p_sigs: set[int]):
-        self.run = run
-        self.name = name
-        self.index: dict[int, object] = {}
-        self.seq: dict[int, array] = {}
-        for rank, log in run.ranks.items():
-            idx = log.by_group.get(name)
-            if idx is None:
-                continue
-            sig = log.sig
-            if p2p_sigs and not p2p_sigs.isdisjoint(sig):
-                idx = array("I", (i for i in idx if sig[i] not in p2p_sigs))
-            self.index[rank] = idx
-            # one group and no P2P: the rank's whole signature column is the sequence
-            self.seq[rank] = sig if isinstance(idx, range) and len(idx) == len(sig) else array("I", (sig[i] for i in idx))
 
 
 def align_group(run: Run, seqs: GroupSequences, waiting: set[int], cut_short: frozenset[int] = frozenset()) -> list[Finding]:
@@ -318,6 +298,3 @@ def _barrier_vs_scalar_allreduce(events) -> bool:
     ar = ops.get("allreduce_")
     return "barrier" in ops and ar is not None and ar.sig.numel == 1
 
-
-def p2p_signature_ids(run: Run) -> set[int]:
-    return {i for i, s in enumerate(run.signatures) if s.op in P2P_OPS}

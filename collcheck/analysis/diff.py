@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ..model import Run
-from .align import GroupSequences, align_group, p2p_signature_ids
+from ..model import Run, Sequences
+from .align import align_group
 from .findings import Finding
 from .explain import better_fix, explain
 from .hang import HangAnalysis, analyse_hang, hang_findings
@@ -20,6 +20,7 @@ class Report:
     findings: list[Finding]
     hang: HangAnalysis
     counts: dict = field(default_factory=dict)  # group -> collectives per rank (majority)
+    sequences: Sequences | None = None  # the slots and channels the findings count in
 
     @property
     def verdict(self) -> str:
@@ -36,19 +37,19 @@ class Report:
 
 
 def analyse(run: Run) -> Report:
-    hang = analyse_hang(run)
-    p2p = p2p_signature_ids(run)
+    sequences = Sequences(run)
+    hang = analyse_hang(run, sequences)
     findings: list[Finding] = []
     counts = {}
     cut_short = frozenset(r for r, s in hang.states.items() if s.state in ("crashed", "killed"))
     findings += group_creation_findings(run)
     for name in run.group_names():
-        seqs = GroupSequences(run, name, p2p)
+        seqs = sequences.group(name)
         lengths = Counter(len(s) for s in seqs.seq.values())
         counts[name] = lengths.most_common(1)[0][0] if lengths else 0
         aligned = align_group(run, seqs, hang.inside, cut_short)
         findings += aligned + split_findings(run, seqs, min((f.position for f in aligned), default=None))
-    p2p_findings = match_p2p(run, p2p)
+    p2p_findings = match_p2p(run, sequences)
     if p2p_findings:  # clocks of different processes cannot order them among themselves
         first = min(f.time for f in p2p_findings)
         for f in p2p_findings:
@@ -66,7 +67,7 @@ def analyse(run: Run) -> Report:
         fix = better_fix(run, f, bool(divergences))
         if fix:
             f.details["fix"] = fix
-    return Report(run, findings, hang, counts)
+    return Report(run, findings, hang, counts, sequences)
 
 
 def _blame_divergence(hang_finding: Finding, first: Finding, hang: HangAnalysis) -> None:

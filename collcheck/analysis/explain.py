@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import os
 
-from ..model import Run
+from ..model import Run, rank_ranges
 from .findings import Finding
-from .fold import rank_ranges
 from .hang import where_killed
 
 

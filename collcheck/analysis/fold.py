@@ -1,22 +1,6 @@
-"""Compact rank lists: 0-3,5,7-1022."""
+"""Ranks with identical columns folded into one (reports and the TUI show them once)."""
 
 from __future__ import annotations
-
-
-def rank_ranges(ranks) -> str:
-    ranks = sorted(set(ranks))
-    if not ranks:
-        return "-"
-    out = []
-    start = prev = ranks[0]
-    for r in ranks[1:]:
-        if r == prev + 1:
-            prev = r
-            continue
-        out.append(f"{start}" if start == prev else f"{start}-{prev}")
-        start = prev = r
-    out.append(f"{start}" if start == prev else f"{start}-{prev}")
-    return ",".join(out)
 
 
 def fold_identical(columns: dict[int, tuple]) -> list[tuple[list[int], tuple]]:

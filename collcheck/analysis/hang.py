@@ -14,10 +14,8 @@ from dataclasses import dataclass, field, replace
 
 import networkx as nx
 
-from ..model import P2P_OPS, Run
+from ..model import P2P_OPS, Run, Sequences, rank_ranges
 from .findings import Finding
-from .fold import rank_ranges
-from .p2p import global_rank
 
 TIMEOUT_WORDS = ("timed out", "timeout", "Timed out")
 PEER_LOST_WORDS = ("closed by peer", "reset by peer", "Broken pipe", "Connection refused")
@@ -128,13 +126,13 @@ def _error_state(errors: list[str]) -> str:
     return "collective-failed"
 
 
-def analyse_hang(run: Run) -> HangAnalysis:
+def analyse_hang(run: Run, sequences: Sequences | None = None) -> HangAnalysis:
     states = final_states(run)
     g = nx.DiGraph()
     g.add_nodes_from(states)
     inside = _inside(states)
     waiting = {r for r in inside if states[r].state in WAITING_STATES}
-    channels = _Channels(run)
+    channels = _Channels(run, sequences or Sequences(run))
     for rank in inside:  # a collective's slot in its group, as the matcher counts (P2P left out)
         states[rank].blocked = [ev if ev.sig.op in P2P_OPS else replace(ev, position=channels.collective_position(rank, ev))
                                 for ev in states[rank].blocked]
@@ -206,44 +204,30 @@ def _observed(hang: HangAnalysis) -> str | None:
 
 
 class _Channels:
-    """Counts behind the wait-for arcs. Collective positions leave point-to-point ops out (a
-    pipeline's sends are not slots of the group's collectives); a P2P op waits on its peer only
-    while the peer has not posted the matching op: the k-th of that (group, src, dst, tag)."""
+    """Counts behind the wait-for arcs, in the model's slots (P2P left out of a group's
+    collectives). A P2P op waits on its peer only while the peer has not posted the matching
+    op: the k-th of that (group, src, dst, tag)."""
 
-    def __init__(self, run: Run):
+    def __init__(self, run: Run, sequences: Sequences):
         self.run = run
-        self.p2p = {i for i, s in enumerate(run.signatures) if s.op in P2P_OPS}
-        self._p2p_at: dict[tuple, list] = {}
-
-    def _p2p_indices(self, rank: int, group: str) -> list:
-        """Event indices of the rank's P2P ops in the group (none to look for in most runs)."""
-        key = (rank, group)
-        if key not in self._p2p_at:
-            log = self.run.ranks.get(rank)
-            found = []
-            if self.p2p and log is not None:
-                sig = log.sig
-                found = [i for i in log.group_events(group) if sig[i] in self.p2p]
-            self._p2p_at[key] = found
-        return self._p2p_at[key]
+        self.seqs = sequences
 
     def collectives(self, rank: int, group: str) -> int:
-        log = self.run.ranks.get(rank)
-        return 0 if log is None else len(log.group_events(group)) - len(self._p2p_indices(rank, group))
+        return self.seqs.collectives(rank, group)
 
     def collective_position(self, rank: int, ev) -> int:
-        return ev.position - bisect_left(self._p2p_indices(rank, ev.group), ev.index)
+        return ev.position - bisect_left(self.seqs.p2p_indices(rank, ev.group), ev.index)
 
     def _messages(self, rank: int, group: str, op: str, peer: int, tag: int, before: int | None = None) -> int:
         log = self.run.ranks.get(rank)
         if log is None:
             return 0
         n = 0
-        for i in log.group_events(group):
+        for i in self.seqs.p2p_indices(rank, group):
             if before is not None and i >= before:
                 break
             s = self.run.signatures[log.sig[i]]
-            if s.op == op and s.tag == tag and global_rank(self.run, group, s.root) == peer:
+            if s.op == op and s.tag == tag and self.run.global_rank(group, s.root) == peer:
                 n += 1
         return n
 

@@ -3,18 +3,8 @@ tensors and tag."""
 
 from __future__ import annotations
 
-from collections import defaultdict
-
-from ..model import Run
+from ..model import Run, Sequences
 from .findings import Finding
-
-
-def global_rank(run: Run, group: str, group_rank: int | None) -> int | None:
-    """A group rank (a P2P peer) as a global rank."""
-    members = run.group_members(group)
-    if group_rank is None or not members or group_rank >= len(members) or group_rank < 0:
-        return group_rank
-    return members[group_rank]
 
 
 def _field_mismatch(send, recv) -> str | None:
@@ -30,28 +20,13 @@ def _field_mismatch(send, recv) -> str | None:
     return None
 
 
-def match_p2p(run: Run, p2p_sigs: set[int]) -> list[Finding]:
-    sends: dict[tuple, list] = defaultdict(list)  # (group, src, dst) -> [(rank, event index)]
-    recvs: dict[tuple, list] = defaultdict(list)
-    for rank, log in run.ranks.items():
-        if not p2p_sigs:
-            break
-        if p2p_sigs.isdisjoint(log.sig):
-            continue
-        for i, sid in enumerate(log.sig):
-            if sid not in p2p_sigs:
-                continue
-            sig = run.signatures[sid]
-            group = log.groups[log.gid[i]].name
-            peer = global_rank(run, group, sig.root)
-            if sig.op == "send":
-                sends[(group, rank, peer)].append(i)
-            else:
-                recvs[(group, peer, rank)].append(i)
+def match_p2p(run: Run, sequences: Sequences) -> list[Finding]:
+    """Message k of each channel: the k-th send and the k-th recv agree, or a finding."""
     findings = []
-    for key in sorted(set(sends) | set(recvs), key=str):
+    channels = sequences.channels
+    for key in sorted(channels, key=str):
         group, src, dst = key
-        s, r = sends.get(key, []), recvs.get(key, [])
+        s, r = channels[key].sends, channels[key].recvs
         for k in range(max(len(s), len(r))):
             se = run.ranks[src].event(s[k]) if k < len(s) else None
             re = run.ranks[dst].event(r[k]) if k < len(r) and dst in run.ranks else None

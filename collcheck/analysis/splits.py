@@ -10,10 +10,7 @@ known from the record (empty output splits next to explicit input splits) are no
 
 from __future__ import annotations
 
-from bisect import bisect_left
-
-from ..model import Run
-from .align import GroupSequences
+from ..model import GroupSequences, Run
 from .findings import Finding
 
 MAX_PAIRS = 8  # pairs kept in a finding's details
@@ -27,10 +24,9 @@ def split_findings(run: Run, seqs: GroupSequences, before: int | None) -> list[F
         return []
     at: dict[int, dict[int, tuple]] = {}  # position -> rank -> (event index, sizes)
     for r in members:
-        log, idx = run.ranks[r], seqs.index[r]
-        for ev, sizes in log.a2a.items():
-            p = ev if isinstance(idx, range) else bisect_left(idx, ev)
-            if p < len(idx) and idx[p] == ev and (before is None or p < before):
+        for ev, sizes in run.ranks[r].a2a.items():
+            p = seqs.slot(r, ev)
+            if p is not None and (before is None or p < before):
                 at.setdefault(p, {})[r] = (ev, sizes)
     for p in sorted(at):
         if len(at[p]) != len(members):

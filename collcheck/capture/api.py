@@ -112,12 +112,12 @@ def _record_non_member(rec: Recorder, name: str, frame) -> None:
         w.write(r)
 
 
-def _wrap_lifecycle(rec: Recorder, name: str, fn):
+def _wrap_lifecycle(rec: Recorder, name: str, fn, on_init):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         result = fn(*args, **kwargs)
         try:
-            _after_lifecycle(rec, name, args, kwargs, result, sys._getframe(1))
+            _after_lifecycle(rec, name, args, kwargs, result, sys._getframe(1), on_init)
         except Exception as exc:
             rec.fail(exc)
         return result
@@ -126,15 +126,13 @@ def _wrap_lifecycle(rec: Recorder, name: str, fn):
     return wrapper
 
 
-def _after_lifecycle(rec: Recorder, name, args, kwargs, result, frame):
+def _after_lifecycle(rec: Recorder, name, args, kwargs, result, frame, on_init):
     from torch.distributed import distributed_c10d as c10d
 
     if name == "init_process_group":
         if rec.failed:
             return
-        from . import session
-
-        session.start_log(rec)
+        on_init(rec)
         pg = c10d._get_default_group()
         rec.record_group("init", pg, list(range(c10d.get_world_size())), "default_pg", frame)
         return
@@ -153,8 +151,9 @@ def _after_lifecycle(rec: Recorder, name, args, kwargs, result, frame):
         rec.record_group("destroy", None, None, None, frame, {"all": not args and "group" not in kwargs})
 
 
-def install(rec: Recorder, c10d) -> None:
-    """Patch the public functions (idempotent). `c10d` is torch.distributed.distributed_c10d."""
+def install(rec: Recorder, c10d, on_init) -> None:
+    """Patch the public functions (idempotent). `c10d` is torch.distributed.distributed_c10d;
+    `on_init(rec)` opens the log once init_process_group knows the rank (session.start_log)."""
     import torch.distributed as dist
 
     global NON_GROUP_MEMBER
@@ -163,8 +162,7 @@ def install(rec: Recorder, c10d) -> None:
         current = getattr(c10d, name, None)
         if current is None or hasattr(current, "__collcheck_original__"):
             continue
-        wrap = _wrap_lifecycle if name in LIFECYCLE else _wrap_collective
-        wrapped = wrap(rec, name, current)
+        wrapped = _wrap_lifecycle(rec, name, current, on_init) if name in LIFECYCLE else _wrap_collective(rec, name, current)
         _originals[name] = current
         setattr(c10d, name, wrapped)
         if getattr(dist, name, None) is current:

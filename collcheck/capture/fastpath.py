@@ -162,8 +162,6 @@ def writer_lock():
 def attach(rec) -> None:
     """Make `rec` the recorder the C++ kernels report to (each new log)."""
     global _attached
-    from .recorder import ThreadState
-
     module = _loaded or None
     if module is None:
         return
@@ -171,7 +169,7 @@ def attach(rec) -> None:
         _attached._fast = None
     module.attach(rec)
     rec._fast = module
-    ThreadState.fast = module
+    type(rec.tls).fast = module  # recorder.ThreadState: "an API call is active" is kept in C++
     _attached = rec
     module.set_epoch(rec.bwd_epoch)
     module.set_enabled(bool(rec.active))

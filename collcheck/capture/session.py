@@ -33,7 +33,7 @@ def enable(config: Config | None = None, c10d=None) -> Recorder:
         from . import api
 
         rec = _recorder = Recorder(config or Config.from_env())
-        api.install(rec, c10d)
+        api.install(rec, c10d, start_log)
         _install_process_hooks()
         if getattr(c10d, "_world", None) is not None and c10d.is_initialized():
             start_log(rec)

@@ -12,6 +12,8 @@ import shutil
 import sys
 import tempfile
 
+from ..errors import INPUT_ERROR, UsageError
+
 AUTO_ABOVE = 8  # default --ranks: all up to this world size, auto above
 MAX_PROCESSES = 64
 
@@ -46,8 +48,6 @@ def add_parser(subparsers):
 
 
 def parse_ranks(text: str, world: int) -> list[int]:
-    from ..cli import UsageError
-
     out = set()
     try:
         for part in text.split(","):
@@ -69,8 +69,8 @@ def parse_ranks(text: str, world: int) -> list[int]:
 
 def cmd_replay(args) -> int:
     from ..analysis.diff import analyse
-    from ..cli import UsageError, latest_run
     from ..model import load_run
+    from ..reader import latest_run
     from .plan import build_plan, involved_ranks
     from .whatif import parse_edit
     from .runner import finding_key
@@ -217,7 +217,7 @@ def _key_json(key):
 
 
 def _ranges(ranks) -> str:
-    from ..analysis.fold import rank_ranges
+    from ..model import rank_ranges
 
     return rank_ranges(list(ranks))
 
@@ -234,7 +234,6 @@ def main(argv=None) -> int:
     """`python -m collcheck.replay RUN_DIR ...` (the same as `collcheck replay`)."""
     import argparse
 
-    from ..cli import INPUT_ERROR, UsageError
     from ..reader import LogError
 
     parser = argparse.ArgumentParser(prog="collcheck")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+from ..errors import UsageError
 from ..model import P2P_OPS, Run
 from ..reader import LogError
 
@@ -33,8 +34,6 @@ class Edit:
 
 
 def parse_edit(kind: str, text: str) -> Edit:
-    from ..cli import UsageError
-
     try:
         if kind == "drop":
             r, i = text.split(":")

@@ -10,7 +10,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ..analysis.fold import fold_identical, rank_ranges
+from ..analysis.fold import fold_identical
+from ..model import rank_ranges
 
 MAX_COLUMNS = 8
 

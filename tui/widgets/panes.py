@@ -10,7 +10,8 @@ from rich.console import Group as RGroup
 from rich.table import Table
 from rich.text import Text
 
-from collcheck.analysis.fold import fold_identical, rank_ranges
+from collcheck.analysis.fold import fold_identical
+from collcheck.model import rank_ranges
 
 from .timeline import cell_text
 

@@ -15,7 +15,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from ..messages import CursorMoved
-from ..model import STATUS, Grid
+from ..grid import STATUS, Grid
 
 COL_W = 32  # characters per column, separator included
 GUTTER = 10

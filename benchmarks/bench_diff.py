@@ -1,6 +1,6 @@
 """Benchmark of `collcheck diff` on synthetic clean runs: load time, analysis time, peak memory.
 
-    python -m collcheck.bench_diff --ranks 64,1024 --events 10000
+    python benchmarks/bench_diff.py --ranks 64,1024 --events 10000
 
 Each size runs in a child process (so peak RSS is per size): it writes a clean run with
 `collcheck.synth.write_clean_run` into a temporary directory (timed separately), then
@@ -20,9 +20,11 @@ import sys
 import tempfile
 import time
 
+SCRIPT = os.path.abspath(__file__)  # child processes run this same script
+
 
 def _child(ranks: int, events: int, groups: int, directory: str | None, profile: int) -> dict:
-    from .synth import write_clean_run
+    from collcheck.synth import write_clean_run
 
     tmp = directory or tempfile.mkdtemp(prefix=f"collcheck-bench-{ranks}x{events}-")
     try:
@@ -33,8 +35,8 @@ def _child(ranks: int, events: int, groups: int, directory: str | None, profile:
         size = sum(os.path.getsize(os.path.join(tmp, f)) for f in os.listdir(tmp))
         rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
-        from .analysis.diff import analyse
-        from .model import load_run
+        from collcheck.analysis.diff import analyse
+        from collcheck.model import load_run
 
         prof = None
         if profile:
@@ -71,7 +73,7 @@ def _child(ranks: int, events: int, groups: int, directory: str | None, profile:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m collcheck.bench_diff", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python benchmarks/bench_diff.py", description=__doc__.split("\n")[0])
     p.add_argument("--ranks", default="64", help="comma-separated rank counts (default 64)")
     p.add_argument("--events", type=int, default=10000, help="collectives per rank (default 10000)")
     p.add_argument("--groups", type=int, default=0,
@@ -87,7 +89,7 @@ def main(argv=None) -> int:
         return 0
     rows = []
     for ranks in sizes:
-        cmd = [sys.executable, "-m", "collcheck.bench_diff", "--child", "--ranks", str(ranks), "--events",
+        cmd = [sys.executable, SCRIPT, "--child", "--ranks", str(ranks), "--events",
                str(args.events), "--groups", str(args.groups), "--profile", str(args.profile)]
         if args.dir:
             cmd += ["--dir", os.path.join(args.dir, f"{ranks}x{args.events}")]

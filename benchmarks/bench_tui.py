@@ -1,6 +1,6 @@
 """Benchmark of `collcheck tui` on a synthetic clean run: time to the first timeline screen, time per page scroll.
 
-    python -m collcheck.bench_tui --ranks 1024 --events 10000
+    python benchmarks/bench_tui.py --ranks 1024 --events 10000
 
 Writes the run with `collcheck.synth.write_clean_run` (not timed), then drives the app
 headless (`App.run_test`) at a fixed terminal size. Reported separately:
@@ -75,7 +75,7 @@ async def _drive(directory: str, size: tuple[int, int], pages: int, extra_groups
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m collcheck.bench_tui", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python benchmarks/bench_tui.py", description=__doc__.split("\n")[0])
     p.add_argument("--ranks", type=int, default=1024)
     p.add_argument("--events", type=int, default=10000)
     p.add_argument("--pages", type=int, default=30, help="PageDown presses timed (default 30)")
@@ -88,7 +88,7 @@ def main(argv=None) -> int:
                    help="collectives read for the preview, all ranks together (default: the app's, 300,000)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
-    from .synth import write_clean_run
+    from collcheck.synth import write_clean_run
 
     tmp = args.dir or tempfile.mkdtemp(prefix=f"collcheck-bench-tui-{args.ranks}x{args.events}-")
     try:

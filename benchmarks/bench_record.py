@@ -1,4 +1,4 @@
-"""`python -m collcheck.bench_record`: what recording costs, measured side by side in one run.
+"""`python benchmarks/bench_record.py`: what recording costs, measured side by side in one run.
 
 1. Micro: a world-size-1 gloo all_reduce loop of a small tensor in three persistent child
    processes, driven in interleaved rounds (plain, recorded, TORCH_DISTRIBUTED_DEBUG=DETAIL, then
@@ -31,6 +31,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+SCRIPT = os.path.abspath(__file__)  # child processes run this same script
 
 _ENV_DROP = ("COLLCHECK", "COLLCHECK_DIR", "COLLCHECK_RUN_ID", "COLLCHECK_HANG_SECONDS", "COLLCHECK_STACK",
              "TORCH_DISTRIBUTED_DEBUG", "TORCHELASTIC_RUN_ID")
@@ -189,7 +191,7 @@ class _Child:
     def __init__(self, variant: str, log_dir: str):
         env = _clean_env(**({"TORCH_DISTRIBUTED_DEBUG": "DETAIL"} if variant == "detail" else {}))
         self.variant = variant
-        self.proc = subprocess.Popen([sys.executable, "-m", "collcheck.bench_record", "--micro-worker", variant,
+        self.proc = subprocess.Popen([sys.executable, SCRIPT, "--micro-worker", variant,
                                       "--log-dir", log_dir], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True, env=env)
         hello = json.loads(self._line())
@@ -216,8 +218,8 @@ class _Child:
 
 
 def _count_colls(path: str) -> int:
-    from . import logformat as lf
-    from .reader import read_log
+    from collcheck import logformat as lf
+    from collcheck.reader import read_log
 
     return sum(1 for r in read_log(path).records if r.get("k") == lf.COLL)
 
@@ -260,7 +262,7 @@ def bench_ddp(pairs: int, steps: int, work: str) -> dict:
                 env.update(COLLCHECK="1", COLLCHECK_DIR=os.path.join(work, "ddp"), COLLCHECK_RUN_ID=run_id)
                 logs.append(os.path.join(work, "ddp", run_id))
             cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr",
-                   "127.0.0.1", "--master-port", str(_free_port()), "--module", "collcheck.bench_record", "--ddp-worker",
+                   "127.0.0.1", "--master-port", str(_free_port()), SCRIPT, "--ddp-worker",
                    "--steps", str(steps), "--out", out]
             proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
             if proc.returncode != 0:
@@ -285,7 +287,7 @@ def bench_ddp1(pairs: int, steps: int, work: str) -> dict:
             path = os.path.join(work, f"ddp1-{setting}-{i}.json")
             env = _clean_env(COLLCHECK="1", COLLCHECK_DIR=os.path.join(work, "ddp1"), COLLCHECK_RUN_ID=f"ddp1-{i}",
                              COLLCHECK_FASTPATH=setting, COLLCHECK_HANG_SECONDS="0")
-            proc = subprocess.run([sys.executable, "-m", "collcheck.bench_record", "--ddp1-worker", "--steps",
+            proc = subprocess.run([sys.executable, SCRIPT, "--ddp1-worker", "--steps",
                                    str(steps), "--out", path], env=env, capture_output=True, text=True, timeout=600)
             if proc.returncode != 0:
                 raise RuntimeError(f"world-size-1 DDP run failed:\n{proc.stderr[-3000:]}")
@@ -319,7 +321,7 @@ def _print_ddp1(res: dict, pairs: int, steps: int, seconds: float) -> None:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m collcheck.bench_record", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python benchmarks/bench_record.py", description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=10, help="interleaved rounds per variant (micro)")
     p.add_argument("--calls", type=int, default=1000, help="all_reduce calls per round (micro)")
     p.add_argument("--pairs", type=int, default=3, help="plain/recorded DDP launch pairs")

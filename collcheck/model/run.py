@@ -1,4 +1,4 @@
-"""The run model: every rank's events, resolved and interned across the run.
+"""Every rank's events, resolved and interned across the run.
 
 Events are kept in columns (one array per field) and interned signatures, because a
 4096-rank x 10,000-collective run is 41M events: objects per event would not fit.
@@ -16,9 +16,10 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from . import logformat as lf
-from .reader import LogError, find_logs, read_header
-from .scan import SHAPE_FREE_OPS, Scan, decode_event, scan_many
+from .. import logformat as lf
+from ..reader import LogError, find_logs, read_header
+from ..scan import SHAPE_FREE_OPS, Scan, decode_event, scan_many
+from .ranks import rank_ranges
 
 P2P_OPS = frozenset(("send", "recv_", "recv_any_source_"))
 ROOTED_OPS = frozenset(("broadcast_", "reduce_", "gather_", "scatter_"))
@@ -255,8 +256,7 @@ class RankLog:
         g = self.groups[self.gid[i]]
         stack = tuple(site_of(s) for s in coll["st"]) if "st" in coll else None
         sig = self.run.signatures[self.sig[i]]
-        members = self.run.group_members(g.name)
-        peer = members[sig.root] if sig.root is not None and 0 <= sig.root < len(members) else sig.root
+        peer = self.run.global_rank(g.name, sig.root)
         tensors = splits = None
         if sig.op in SHAPE_FREE_OPS:
             tensors = tables["P"].get(coll.get("t"), sig.tensors)
@@ -342,6 +342,14 @@ class Run:
                     return tuple(g.ranks)
         return tuple(sorted(r for r, log in self.ranks.items() if any(g.name == name for g in log.groups)))
 
+    def global_rank(self, group: str, group_rank: int | None) -> int | None:
+        """A group rank (a root or P2P peer) as a global rank; as given when the group's members
+        are unknown or it is out of range."""
+        members = self.group_members(group)
+        if group_rank is None or not 0 <= group_rank < len(members):
+            return group_rank
+        return members[group_rank]
+
     def group_names(self) -> list[str]:
         seen: dict[str, None] = {}
         for r in sorted(self.ranks):
@@ -368,7 +376,7 @@ def load_run(target: str | list[str], workers: int | None = None, preview: int |
     run.world = headers[0]["world"]
     missing = sorted(set(range(run.world)) - set(run.ranks))
     if missing:
-        run.warnings.append(f"no log for rank(s) {_ranges(missing)}: they never reached init_process_group or their logs are missing")
+        run.warnings.append(f"no log for rank(s) {rank_ranges(missing)}: they never reached init_process_group or their logs are missing")
     return run
 
 
@@ -393,8 +401,3 @@ def _same_run(paths: list[str], headers: list[dict]) -> list[str]:
     latest = max(h.get("restart", 0) for h in headers)
     return [p for p, h in zip(paths, headers) if h.get("restart", 0) == latest]
 
-
-def _ranges(ranks) -> str:
-    from .analysis.fold import rank_ranges
-
-    return rank_ranges(ranks)

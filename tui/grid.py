@@ -1,11 +1,11 @@
 """The timeline grid behind the TUI: rows aligned by matched collective, ranks folded into columns.
 
-Pure data (no Textual). Row k of a group is the k-th collective (P2P excluded, as in the
-analysis) of that group on every member. Point-to-point messages get rows of their own, one
-per channel (group, src, dst) as the analysis pairs them: message k is the src's k-th send
-and the dst's k-th recv on it. In the merged view the rows of all groups are interleaved in
-issue order. Everything here works on the in-memory signature ids of the
-run (numpy views, no decoding); only `event()` decodes, and only what is on screen.
+A view-model over the run model (no Textual, no log reading). Row k of a group is slot k of
+the model's group sequences (P2P left out, as the matcher counts); point-to-point messages get
+rows of their own, one per channel (group, src, dst) of the model: message k is the src's k-th
+send and the dst's k-th recv on it. In the merged view the rows of all groups are interleaved
+in issue order. Everything here works on signature ids (numpy views, no decoding); only
+`event()` decodes, and only what is on screen.
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from collcheck.analysis.align import p2p_signature_ids
-from collcheck.analysis.fold import rank_ranges
+from collcheck.model import Channel, Sequences, rank_ranges
 
 # status -> (glyph, style)
 STATUS = {
@@ -51,32 +50,29 @@ class Column:
         return f"ranks {rank_ranges(self.ranks)}"
 
 
-class RankSeq:
-    """One rank's collectives per group in the view: event indices and signature ids (numpy)."""
+def _ids(values) -> np.ndarray:
+    """A model index or signature column (array('I') or range) as int64 numpy."""
+    if isinstance(values, range):
+        return np.arange(values.start, values.stop, dtype=np.int64)
+    return np.frombuffer(values, dtype=np.uint32).astype(np.int64) if len(values) else np.zeros(0, np.int64)
 
-    def __init__(self, log, groups: list[str], p2p: np.ndarray):
-        sig = np.frombuffer(log.sig, dtype=np.uint32) if len(log.sig) else np.zeros(0, np.uint32)
+
+class RankSeq:
+    """One rank's rows per group (or channel) of the view: event indices and signature ids."""
+
+    def __init__(self, rank: int, log, groups: list[str], sequences: Sequences):
         self.idx: dict[str, np.ndarray] = {}
         self.sig: dict[str, np.ndarray] = {}
         for g in groups:
-            ix = log.by_group.get(g)
-            if ix is None:
-                continue
-            if isinstance(ix, range):
-                ix = np.arange(ix.start, ix.stop, dtype=np.int64)
-            else:
-                ix = np.frombuffer(ix, dtype=np.uint32).astype(np.int64) if len(ix) else np.zeros(0, np.int64)
-            s = sig[ix]
-            if len(p2p):
-                keep = ~np.isin(s, p2p)
-                ix, s = ix[keep], s[keep]
-            self.idx[g], self.sig[g] = ix, s
+            seqs = sequences.group(g)
+            if rank in seqs.index:
+                self.idx[g], self.sig[g] = _ids(seqs.index[rank]), _ids(seqs.seq[rank])
         self.unfinished = sorted(set(log.pending) | set(log.errors))
 
-    def add_channel(self, name: str, ix: list[int], sig: np.ndarray) -> None:
+    def add_channel(self, name: str, ix: list[int], sig) -> None:
         """The rank's sends (or recvs) of one point-to-point channel, as a pseudo-group."""
         self.idx[name] = np.array(ix, dtype=np.int64)
-        self.sig[name] = sig[self.idx[name]]
+        self.sig[name] = _ids(sig)
 
     def key(self, state: str) -> tuple:
         parts = [state]
@@ -97,16 +93,14 @@ class Grid:
         run = report.run
         self.run, self.report, self.group = run, report, group
         self.groups = [group] if group is not None else run.group_names()
-        p2p_ids = p2p_signature_ids(run)
-        p2p = np.array(sorted(p2p_ids), dtype=np.uint32)
+        self.sequences = report.sequences or Sequences(run)
         members = set(run.group_members(group)) if group is not None else set(run.ranks)
         self.ranks = sorted(r for r in run.ranks if r in members) or sorted(run.ranks)
         self.states = {r: s.state for r, s in report.hang.states.items()}
-        self.seqs = {r: RankSeq(run.ranks[r], self.groups, p2p) for r in self.ranks}
+        self.seqs = {r: RankSeq(r, run.ranks[r], self.groups, self.sequences) for r in self.ranks}
         self.channels: dict[str, tuple] = {}  # pseudo-group name -> (group, src, dst)
-        self._cmp = self._compare_keys(p2p_ids)
-        if len(p2p):
-            self._add_channels(p2p)
+        self._cmp = self._compare_keys(self.sequences.p2p_ids)
+        self._add_channels()
         folds: dict[tuple, list[int]] = {}
         for r in self.ranks:
             folds.setdefault(self.seqs[r].key(self.states.get(r, "?")), []).append(r)
@@ -130,31 +124,17 @@ class Grid:
             keys[i] = by_tensors.setdefault(sigs[i].tensors, len(sigs) + len(by_tensors))
         return keys
 
-    def _add_channels(self, p2p: np.ndarray) -> None:
-        run, view_groups = self.run, set(self.groups)
-        per_rank: dict[int, dict[str, list[int]]] = {}
-        for r in self.ranks:
-            log = run.ranks[r]
-            sig = np.frombuffer(log.sig, dtype=np.uint32) if len(log.sig) else np.zeros(0, np.uint32)
-            for i in np.nonzero(np.isin(sig, p2p))[0].tolist():
-                g = log.groups[log.gid[i]].name
-                if g not in view_groups:
-                    continue
-                s = run.signatures[sig[i]]
-                members = run.group_members(g)
-                peer = members[s.root] if s.root is not None and 0 <= s.root < len(members) else s.root
-                src, dst = (r, peer) if s.op == "send" else (peer, r)
-                name = f"{g}·{'?' if src is None else src}→{dst}"
-                self.channels[name] = (g, src, dst)
-                per_rank.setdefault(r, {}).setdefault(name, []).append(i)
-        for name, (_, src, dst) in self.channels.items():
-            for r in (src, dst):  # an end that never issued its side shows it as missing
+    def _add_channels(self) -> None:
+        view_groups = set(self.groups)
+        chans = [ch for ch in self.sequences.channels.values() if ch.group in view_groups
+                 and (ch.src in self.seqs or ch.dst in self.seqs)]
+        for ch in sorted(chans, key=channel_name):
+            name = channel_name(ch)
+            self.channels[name] = (ch.group, ch.src, ch.dst)
+            for r in (ch.src, ch.dst):  # an end that never issued its side shows it as missing
                 if r in self.seqs:
-                    per_rank.setdefault(r, {}).setdefault(name, [])
-        for r, chans in per_rank.items():
-            sig = np.frombuffer(run.ranks[r].sig, dtype=np.uint32) if len(run.ranks[r].sig) else np.zeros(0, np.uint32)
-            for name, ix in chans.items():
-                self.seqs[r].add_channel(name, ix, sig)
+                    ix = ch.indices(r)
+                    self.seqs[r].add_channel(name, ix, self.sequences.signature_ids(r, ix))
         self.groups = self.groups + sorted(self.channels)
 
     def members(self, g: str) -> list[int]:
@@ -340,11 +320,16 @@ class Grid:
         return sorted(((rs, t) for t, rs in folded.items()), key=lambda x: x[0][0])
 
 
+def channel_name(ch: Channel) -> str:
+    """A channel's pseudo-group name in the TUI: "group·src→dst"."""
+    return f"{ch.group}·{'?' if ch.src is None else ch.src}→{ch.dst}"
+
+
 def finding_row(grid: Grid, finding) -> int | None:
     if finding.position is None or finding.position < 0 or finding.kind in ("group_mismatch", "non_member_call"):
         return None
     d = finding.details
     if d.get("p2p"):  # message k of a channel
         src, dst = d.get("src"), d.get("dst")
-        return grid.row_of(f"{finding.group}·{'?' if src is None else src}→{dst}", finding.position)
+        return grid.row_of(channel_name(Channel(finding.group, src, dst)), finding.position)
     return grid.row_of(finding.group, finding.position)

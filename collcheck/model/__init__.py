@@ -1,0 +1,14 @@
+"""The run model every view reads: ranks' events (run.py), the orders they are lined up in
+(sequences.py), rank lists for people (ranks.py).
+
+Reports, the TUI and replay build on these names only; a change of the log format touches the
+reader, the scanner and this package, never a view.
+"""
+
+from .ranks import rank_ranges
+from .run import (DTYPE_SIZES, P2P_OPS, REDUCE_OPS, ROOTED_OPS, Event, Group, GroupCreation, RankLog, Run, Signature,
+                  load_run)
+from .sequences import Channel, GroupSequences, Sequences
+
+__all__ = ["DTYPE_SIZES", "P2P_OPS", "REDUCE_OPS", "ROOTED_OPS", "Channel", "Event", "Group", "GroupCreation",
+           "GroupSequences", "RankLog", "Run", "Sequences", "Signature", "load_run", "rank_ranges"]

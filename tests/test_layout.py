@@ -1,0 +1,177 @@
+"""The package's shape: one-way layers, no import cycles, one model of a run, no benchmark in
+the wheel. Checked from the source (ast), so a lazy import inside a function counts too."""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TOPS = ("collcheck", "tui")
+# Earliest first: a module may import modules of its own layer and of earlier ones. The data flow
+# is capture -> log -> model -> analysis -> report -> views (TUI, replay) -> command line.
+LAYERS = [
+    ("capture", ["collcheck", "collcheck._startup", "collcheck.capture", "collcheck.logformat", "collcheck.errors"]),
+    ("log", ["collcheck.reader", "collcheck.scan", "collcheck.synth"]),
+    ("model", ["collcheck.model"]),
+    ("analysis", ["collcheck.analysis"]),
+    ("report", ["collcheck.report", "collcheck.show"]),
+    ("views", ["tui", "collcheck.replay"]),
+    ("cli", ["collcheck.cli", "collcheck.demo", "collcheck.__main__"]),
+]
+# what runs inside the training job: the standard library, msgpack and torch, nothing else
+IN_JOB = ["collcheck", "collcheck._startup", "collcheck.capture", "collcheck.logformat"]
+IN_JOB_THIRD_PARTY = {"torch", "msgpack", "typing_extensions"}  # the last: torch's own, for its frames
+
+
+def modules(root: Path) -> dict[str, Path]:
+    found = {}
+    for top in TOPS:
+        for f in sorted((root / top).rglob("*.py")):
+            name = ".".join(f.relative_to(root).with_suffix("").parts)
+            found[name.removesuffix(".__init__")] = f
+    return found
+
+
+def imports(root: Path) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """(module -> project modules it imports, module -> top-level names of other imports)."""
+    mods = modules(root)
+    edges: dict[str, set[str]] = {m: set() for m in mods}
+    outside: dict[str, set[str]] = {m: set() for m in mods}
+    for m, f in mods.items():
+        pkg = m if f.name == "__init__.py" else m.rpartition(".")[0]
+        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
+                    base = ".".join(parts + ([base] if base else []))
+                targets = [base] + [f"{base}.{a.name}" for a in node.names]
+            else:
+                continue
+            for t in targets:
+                if t.split(".")[0] not in TOPS:
+                    outside[m].add(t.split(".")[0])
+                    continue
+                while t and t not in mods:
+                    t = t.rpartition(".")[0]
+                if t and t != m and not m.startswith(t + "."):  # a package's own __init__ runs first anyway
+                    edges[m].add(t)
+    return edges, outside
+
+
+def layer(module: str) -> int | None:
+    best = None
+    for rank, (_, prefixes) in enumerate(LAYERS):
+        for p in prefixes:
+            exact_only = p == "collcheck"  # the package root, not everything below it
+            if module == p or (not exact_only and module.startswith(p + ".")):
+                if best is None or len(p) > best[0]:
+                    best = (len(p), rank)
+    return None if best is None else best[1]
+
+
+def violations(root: Path) -> list[str]:
+    edges, _ = imports(root)
+    out = [f"not in any layer: {m} (add it to LAYERS)" for m in sorted(edges) if layer(m) is None]
+    for m in sorted(edges):
+        for t in sorted(edges[m]):
+            if layer(m) is not None and layer(t) is not None and layer(t) > layer(m):
+                out.append(f"backward import: {m} ({LAYERS[layer(m)][0]}) -> {t} ({LAYERS[layer(t)][0]})")
+    graph = nx.DiGraph([(m, t) for m, ts in edges.items() for t in ts])
+    for scc in sorted(nx.strongly_connected_components(graph), key=sorted):
+        if len(scc) > 1:
+            cycle = nx.find_cycle(graph.subgraph(scc))
+            text = "import cycle: " + " -> ".join([a for a, _ in cycle] + [cycle[0][0]])
+            if len(scc) > len(cycle):
+                text += f" (entangled with it: {', '.join(sorted(scc - {a for a, _ in cycle}))})"
+            out.append(text)
+    return out
+
+
+def test_layers_are_one_way_and_acyclic():
+    assert violations(ROOT) == []
+
+
+def test_code_that_runs_in_the_training_job_imports_only_stdlib_msgpack_and_torch():
+    edges, outside = imports(ROOT)
+    in_job = [m for m in edges if any(m == p or (p != "collcheck" and m.startswith(p + ".")) for p in IN_JOB)]
+    assert "collcheck.capture.recorder" in in_job
+    allowed = set(sys.stdlib_module_names) | IN_JOB_THIRD_PARTY
+    assert {m: sorted(outside[m] - allowed) for m in in_job if outside[m] - allowed} == {}
+    assert {m: sorted(t for t in edges[m] if t not in in_job) for m in in_job if edges[m] - set(in_job)} == {}
+
+
+def _tree_with(tmp_path: Path, module: str, line: str) -> Path:
+    for top in TOPS:
+        shutil.copytree(ROOT / top, tmp_path / top, ignore=shutil.ignore_patterns("__pycache__"))
+    with open(tmp_path / module, "a") as f:
+        f.write("\n" + line + "\n")
+    return tmp_path
+
+
+@pytest.mark.parametrize("module, line, expected", [
+    ("collcheck/model/run.py", "from ..analysis.diff import analyse",
+     "backward import: collcheck.model.run (model) -> collcheck.analysis.diff (analysis)"),
+    ("collcheck/analysis/diff.py", "def later():\n    from ..cli import main",
+     "backward import: collcheck.analysis.diff (analysis) -> collcheck.cli (cli)"),
+    ("collcheck/capture/writer.py", "from .. import report",
+     "backward import: collcheck.capture.writer (capture) -> collcheck.report (report)"),
+    ("collcheck/capture/writer.py", "from . import recorder", "import cycle: "),
+    ("collcheck/reader.py", "from . import scan", "import cycle: "),
+])
+def test_the_layer_check_catches_a_backward_import_or_a_cycle(tmp_path, module, line, expected):
+    found = violations(_tree_with(tmp_path, module, line))
+    assert any(v.startswith(expected) for v in found), found
+    if expected == "import cycle: ":
+        name = module.removesuffix(".py").replace("/", ".")
+        assert any(name in v for v in found if v.startswith(expected)), found
+
+
+def test_a_module_outside_every_layer_is_reported(tmp_path):
+    tree = _tree_with(tmp_path, "collcheck/errors.py", "")
+    (tree / "collcheck" / "bench_new.py").write_text("import collcheck.cli\n")
+    assert "not in any layer: collcheck.bench_new (add it to LAYERS)" in violations(tree)
+
+
+def test_the_tui_reads_runs_through_the_model_only():
+    """No second reader or model of the log in tui/: it builds its views from collcheck.model's
+    Run, RankLog and Sequences (slots, channels) and the analysis' report."""
+    edges, outside = imports(ROOT)
+    tui = [m for m in edges if m == "tui" or m.startswith("tui.")]
+    assert "tui.model" not in edges
+    reading = {m: sorted(t for t in edges[m] if t.startswith(("collcheck.scan", "collcheck.logformat")))
+               for m in tui}
+    assert {m: t for m, t in reading.items() if t} == {}
+    assert not any("msgpack" in outside[m] for m in tui)
+    columns = {"gid", "off", "by_group", "group_events", "sig_map"}  # RankLog's raw columns
+    touched = []
+    for m in tui:
+        for node in ast.walk(ast.parse(modules(ROOT)[m].read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in columns:
+                touched.append(f"{m}: .{node.attr}")
+            if (isinstance(node, ast.Attribute) and node.attr == "sig" and isinstance(node.value, ast.Name)
+                    and node.value.id.endswith("log")):
+                touched.append(f"{m}: {node.value.id}.sig")
+    assert touched == []
+
+
+def test_the_wheel_ships_the_product_without_benchmarks_or_tests(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                           "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (wheel,) = tmp_path.glob("collcheck-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "collcheck/cli.py" in names and "tui/app.py" in names and "collcheck/model/sequences.py" in names
+    shipped = [n for n in names if os.path.basename(n).startswith("bench") or n.startswith(("benchmarks/", "tests/"))]
+    assert shipped == []
