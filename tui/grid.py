@@ -126,8 +126,9 @@ class Grid:
 
     def _add_channels(self) -> None:
         view_groups = set(self.groups)
+        # a channel is shown when a rank of the view issued one of its messages
         chans = [ch for ch in self.sequences.channels.values() if ch.group in view_groups
-                 and (ch.src in self.seqs or ch.dst in self.seqs)]
+                 and any(r in self.seqs and ch.indices(r) for r in (ch.src, ch.dst))]
         for ch in sorted(chans, key=channel_name):
             name = channel_name(ch)
             self.channels[name] = (ch.group, ch.src, ch.dst)
