@@ -2,15 +2,25 @@
 
 Standard library only: this module is imported by the recording hot path.
 
-A log is a plain msgpack stream of maps. Every map has the key ``k`` naming its
-kind (one letter, to keep events small). See docs/log-format.md.
+A log is a sequence of frames, one per write(2); a frame's payload is msgpack maps, each with
+the key ``k`` naming its kind (one letter, to keep events small). See docs/log-format.md.
 
 Version history:
-  1  first format (collcheck 0.1).
+  1  first format: a plain msgpack stream, no framing (read, never written).
+  2  frames with a length and a CRC-32 (damage is found and skipped), per-group sequence
+     numbers on collectives (`j`).
 """
 
+import zlib
+
 MAGIC = "collcheck-log"
-FORMAT_VERSION = 1  # major version: readers refuse a larger one
+FORMAT_VERSION = 2  # major version: readers refuse a larger one
+
+# Frame: FRAME_MARK, CRC-32 (zlib, little-endian) of everything after it, uvarint payload
+# length, uvarint count of C records written before this frame (the event id of its first C
+# record), payload. 0xC1 is the one byte msgpack never uses: no record starts with it.
+FRAME_MARK = 0xC1
+MAX_FRAME = 1 << 26  # a longer length field is damage
 
 # Record kinds
 HEADER = "H"      # first record: magic, version, rank, world, run id, clocks, ...
@@ -34,3 +44,28 @@ ALL_KINDS = frozenset(
 
 LOG_SUFFIX = ".msgpack"
 SIGTERM_SUFFIX = ".sigterm.txt"  # faulthandler's text dump when torchrun terminates the rank
+
+_P2P_KINDS = {"send": 1, "recv_": 2, "recv_any_source_": 3}
+
+
+def seq_key(gid: int, op: str, peer) -> int:
+    """What a C record's `j` counts: a group's collectives, or its P2P ops of one kind (send, recv,
+    recv from any source) with one peer; an int, as the compiled writer keys it."""
+    kind = _P2P_KINDS.get(op, 0)
+    return (gid << 34) | (kind << 32) | ((peer or 0) & 0xFFFFFFFF if kind else 0)
+
+
+def uvarint(n: int) -> bytes:
+    """LEB128, as the compiled writer packs it."""
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def frame(payload: bytes, colls_before: int) -> bytes:
+    """One frame around the records of one write(2)."""
+    body = uvarint(len(payload)) + uvarint(colls_before) + payload
+    return b"\xc1" + zlib.crc32(body).to_bytes(4, "little") + body

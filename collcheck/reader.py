@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import sys
+import zlib
+from collections import deque
 from dataclasses import dataclass, field
 
 import msgpack
@@ -40,28 +42,33 @@ class RawLog:
     header: dict
     records: list[dict] = field(default_factory=list)
     size: int = 0
-    good_bytes: int = 0  # offset after the last complete record
+    good_bytes: int = 0  # offset after the last good record
     torn: bool = False  # bytes after the last complete record (crash while writing)
-    junk: str | None = None  # why reading stopped early, if not a torn tail
+    junk: str | None = None  # why reading stopped early, if not a torn tail (format 1)
+    damage: list = field(default_factory=list)  # [start, end, collectives lost or None] (format 2)
 
 
 _MAX = 64 * 1024 * 1024
+_READ_ERRORS = (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError, TypeError)
 
 
 def read_log(path: str) -> RawLog:
+    return parse_log(read_bytes(path), path)
+
+
+def read_bytes(path: str) -> bytes:
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            return f.read()
     except FileNotFoundError:
         raise LogError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise LogError(f"{path}: is a directory, not a log file") from None
     except OSError as exc:
         raise LogError(f"{path}: cannot read: {exc.strerror}") from None
-    return parse_log(data, path)
 
 
-def unpacker_for(data: bytes, use_list: bool = False) -> msgpack.Unpacker:
+def unpacker_for(data, use_list: bool = False) -> msgpack.Unpacker:
     """A bounded msgpack decoder over `data` (never pickle, never eval)."""
     unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, use_list=use_list,
                                 max_buffer_size=max(len(data), 1), max_str_len=_MAX, max_bin_len=_MAX,
@@ -87,20 +94,15 @@ def check_header(header, path: str) -> dict:
     return header
 
 
-def parse_header(data: bytes, path: str) -> tuple[dict, msgpack.Unpacker]:
-    """The checked header, and a decoder positioned on the record after it."""
+def parse_header(data: bytes, path: str) -> dict:
+    """The checked header (the first record)."""
     if not data:
         raise LogError(f"{path}: empty file (the rank was killed before its first record?)")
-    unpacker = unpacker_for(data)
-    try:
-        header = next(unpacker)
-    except StopIteration:
-        raise LogError(f"{path}: not a collcheck log (no readable header)") from None
-    except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError, TypeError):
-        raise LogError(f"{path}: not a collcheck log (no readable header)") from None
-    if isinstance(header, dict):
-        header = {k: (list(v) if isinstance(v, tuple) else v) for k, v in header.items()}
-    return check_header(header, path), unpacker
+    for _, header, _ in LogStream(data, path, header_only=True):
+        if isinstance(header, dict):
+            header = {k: (list(v) if isinstance(v, tuple) else v) for k, v in header.items()}
+        return check_header(header, path)
+    raise LogError(f"{path}: not a collcheck log (no readable header)")
 
 
 def read_header(path: str) -> dict:
@@ -111,37 +113,208 @@ def read_header(path: str) -> dict:
     except OSError as exc:
         raise LogError(f"{path}: cannot read: {exc.strerror}") from None
     try:
-        return parse_header(data, path)[0]
+        return parse_header(data, path)
     except LogError as exc:
         if len(data) == 1 << 16 and "no readable header" in str(exc):  # a header larger than 64 KiB
             return read_log(path).header
         raise
 
 
+def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
+    """(value, position after it) of a LEB128 integer; (-1, pos) when it does not end in 10 bytes,
+    (-2, pos) when the data ends first."""
+    value = shift = 0
+    for i in range(pos, min(pos + 10, len(data))):
+        b = data[i]
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, i + 1
+        shift += 7
+    return (-2 if len(data) < pos + 10 else -1), pos
+
+
+def _plain_header(data: bytes) -> bool:
+    """Whether the data starts with a header map: format 1 (format 2 starts with a frame, or
+    with damage)."""
+    if not data or not (0x80 <= data[0] <= 0x8F or data[0] in (0xDE, 0xDF)):
+        return False
+    try:
+        first = next(unpacker_for(data[:1 << 16]))
+    except (*_READ_ERRORS, StopIteration, msgpack.OutOfData):
+        return len(data) > 1 << 16  # a header longer than that: only format 1 starts so
+    return isinstance(first, dict) and first.get("k") == lf.HEADER
+
+
+class LogStream:
+    """Every good record of a log's bytes in order, as (offset, record, event id): the event id
+    of a C record (the how-many-th collective of the process, what D records name), else -1.
+
+    Format 2 (frames): a frame whose length or CRC does not check is damage; reading goes on at
+    the next frame that checks, and `damage` gets [start, end, collectives lost] (None: not
+    known, at the end of the file). A frame that repeats an earlier one (a duplicated chunk) is
+    skipped. Format 1 (a plain msgpack stream): reading stops at the first undecodable byte
+    (`junk`). Either way a last frame or record cut short is a `torn` tail (a crash mid-write).
+    The offset of a record is its frame's (format 2), where `LogStream(data, path, offset)`
+    starts reading again."""
+
+    def __init__(self, data: bytes, path: str, start: int = 0, header_only: bool = False, use_list: bool = False):
+        self.data, self.path, self.start, self.use_list = data, path, start, use_list
+        # format 1 starts with its header, a msgpack map; anything else is format 2 (whose
+        # first bytes may be damaged)
+        if start:  # an offset read before: a frame's (format 2) or a record's own (format 1)
+            self.framed = start >= len(data) or data[start] == lf.FRAME_MARK
+        else:
+            self.framed = not _plain_header(data)
+        self.header_only = header_only
+        self.damage: list[list] = []
+        self.torn = False
+        self.junk: str | None = None
+        self.good_bytes = start
+        self.duplicates = 0
+        self.colls = 0  # C records written before the end of the last good frame (format 2)
+
+    def __iter__(self):
+        return self._frames() if self.framed else self._plain()
+
+    # -- format 1 -------------------------------------------------------------------------
+    def _plain(self):
+        data, start = self.data, self.start
+        unp = unpacker_for(data[start:] if start else data, self.use_list)
+        tell = unp.tell
+        eid = 0
+        good = 0
+        try:
+            for rec in unp:
+                if type(rec) is not dict or rec.get("k") not in lf.ALL_KINDS:
+                    self.junk = f"unexpected data at byte {start + good}"
+                    break
+                if rec["k"] == lf.COLL:
+                    yield start + good, rec, eid
+                    eid += 1
+                else:
+                    yield start + good, rec, -1
+                good = tell()
+                self.good_bytes = start + good
+                if self.header_only:
+                    return
+                if rec["k"] == lf.HEADER and isinstance(rec.get("v"), int) and rec["v"] >= 2:
+                    # format 2 whose first frame lost its frame header: go on with the frames
+                    self.framed = True
+                    self.damage.append([0, 0, 0])
+                    yield from self._frames(start + good)
+                    return
+        except _READ_ERRORS as exc:
+            self.junk = f"undecodable data at byte {start + good} ({type(exc).__name__})"
+        if self.junk is None and start + good < len(data):
+            self.torn = True
+        elif self.junk is not None and not any(data[start + good:]):
+            self.junk, self.torn = None, True  # zero padding after a crash
+
+    # -- format 2 -------------------------------------------------------------------------
+    def _frame_at(self, pos: int):
+        """(payload start, payload end, colls before, crc) of a frame that checks at `pos`;
+        'torn' when its length runs past the end of the data; None when it does not check."""
+        data = self.data
+        if data[pos] != lf.FRAME_MARK:
+            return None
+        length, p = _uvarint(data, pos + 5)
+        eid, p = _uvarint(data, p) if length >= 0 else (length, p)
+        if eid < 0:  # a field that does not end: damage, unless the data ends first
+            return "torn" if eid == -2 else None
+        if length > lf.MAX_FRAME:
+            return None
+        end = p + length
+        if end > len(data):
+            return "torn"
+        crc = int.from_bytes(data[pos + 1:pos + 5], "little")
+        if zlib.crc32(memoryview(data)[pos + 5:end]) != crc:
+            return None
+        return p, end, eid, crc
+
+    def _resync(self, pos: int) -> int | None:
+        """The next position where a frame checks."""
+        data, mark = self.data, bytes((lf.FRAME_MARK,))
+        while True:
+            pos = data.find(mark, pos)
+            if pos < 0:
+                return None
+            if isinstance(self._frame_at(pos), tuple):
+                return pos
+            pos += 1
+
+    def _frames(self, pos: int | None = None):
+        data = self.data
+        n = len(data)
+        pos = self.start if pos is None else pos
+        expect = -1  # collectives before the next frame, as far as known
+        recent: deque = deque(maxlen=16)  # CRCs of the last frames: a duplicated chunk repeats one
+        unp, base = None, 0
+        while pos < n:
+            f = self._frame_at(pos)
+            if not isinstance(f, tuple):
+                nxt = self._resync(pos + 1)
+                if nxt is None:
+                    if f == "torn" or not any(data[pos:]):
+                        self.torn = True  # the last write was cut short (or zero padding after a crash)
+                    else:
+                        self.damage.append([pos, n, None])
+                    return
+                self.damage.append([pos, nxt, 0])
+                pos, unp = nxt, None
+                continue
+            pstart, pend, eid, crc = f
+            if eid < expect or crc in recent:  # a copy of an earlier frame
+                self.duplicates += 1
+                pos, unp = pend, None
+                continue
+            recent.append(crc)
+            if expect >= 0 and eid > expect and self.damage and self.damage[-1][1] == pos:
+                self.damage[-1][2] += eid - expect  # collectives that were in the damaged bytes
+            if unp is None:
+                unp, base = unpacker_for(memoryview(data)[pos:], self.use_list), pos
+            recs = self._payload(unp, base, pstart, pend)
+            if recs is None:  # the CRC checks but the content does not decode: not ours
+                self.damage.append([pos, pend, 0])
+                pos, unp = pend, None
+                continue
+            for rec in recs:
+                if rec["k"] == lf.COLL:
+                    yield pos, rec, eid
+                    eid += 1
+                else:
+                    yield pos, rec, -1
+                if self.header_only:
+                    return
+            expect = self.colls = max(expect, eid)
+            pos = self.good_bytes = pend
+
+    @staticmethod
+    def _payload(unp, base: int, pstart: int, pend: int) -> list | None:
+        """The records of one frame (unknown kinds left out: later minor versions), or None."""
+        recs = []
+        try:
+            unp.read_bytes(pstart - base - unp.tell())
+            while base + unp.tell() < pend:
+                rec = unp.unpack()
+                if type(rec) is not dict:
+                    return None
+                if rec.get("k") in lf.ALL_KINDS:
+                    recs.append(rec)
+        except (*_READ_ERRORS, msgpack.OutOfData):
+            return None
+        return recs if base + unp.tell() == pend else None
+
+
 def parse_log(data: bytes, path: str = "<bytes>") -> RawLog:
-    """Every complete record (for tests and tools; the analysis uses collcheck.scan)."""
+    """Every good record (for tests and tools; the analysis uses collcheck.scan)."""
     if not data:
         raise LogError(f"{path}: empty file (the rank was killed before its first record?)")
-    unpacker = unpacker_for(data, use_list=True)
-    records: list[dict] = []
-    good = 0
-    junk = None
-    try:
-        for obj in unpacker:
-            if not isinstance(obj, dict) or obj.get("k") not in lf.ALL_KINDS:
-                junk = f"unexpected data at byte {good}"
-                break
-            records.append(obj)
-            good = unpacker.tell()
-    except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError, TypeError) as exc:
-        junk = f"undecodable data at byte {good} ({type(exc).__name__})"
+    stream = LogStream(data, path, use_list=True)
+    records = [rec for _, rec, _ in stream]
     if not records:
         raise LogError(f"{path}: not a collcheck log (no readable header)")
     header = check_header(records[0], path)
-    torn = good < len(data) and junk is None
-    if junk is not None and all(b == 0 for b in data[good:]):
-        junk, torn = None, True  # zero padding after a crash
-    return RawLog(path, header, records[1:], len(data), good, torn, junk)
+    return RawLog(path, header, records[1:], len(data), stream.good_bytes, stream.torn, stream.junk, stream.damage)
 
 
 def find_logs(target: str) -> list[str]:

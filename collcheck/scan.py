@@ -10,13 +10,12 @@ from __future__ import annotations
 import functools
 import os
 from array import array
+from bisect import bisect_right
 from dataclasses import dataclass, field
-
-import msgpack
 
 from . import logformat as lf
 from .capture.wire import WIRE_OPS
-from .reader import LogError, parse_header, unpacker_for
+from .reader import LogError, LogStream, parse_header
 
 SHAPE_FREE_OPS = frozenset(("alltoall_", "alltoall_base_"))
 
@@ -54,6 +53,29 @@ class Scan:
     unconfirmed: list = field(default_factory=list)
     # calls torch skipped because this rank is not in the group: (api, site or None, ts)
     non_member: list = field(default_factory=list)
+    # format 2: each event's `j` (its position among the group's collectives, or its P2P
+    # channel's messages, as the recorder counted them); format 1: the event's index
+    seq: array = field(default_factory=lambda: array("Q"))
+    eid_runs: list = field(default_factory=lambda: [(0, 0)])  # (event index, event id) where ids jump
+    damage: list = field(default_factory=list)  # [start byte, end byte, collectives lost or None]
+    lost: list = field(default_factory=list)  # event ids of collectives unreadable (a record they need was lost)
+    duplicates: int = 0  # frames skipped as copies of earlier ones
+    colls_written: int = 0  # C records the writer had written by the last good frame (format 2)
+
+    def event_of(self, eid: int) -> int | None:
+        """The event index of an event id (None: not among the events read)."""
+        k = bisect_right(self.eid_runs, eid, key=lambda r: r[1]) - 1
+        if k < 0:
+            return None
+        n0, e0 = self.eid_runs[k]
+        i = n0 + eid - e0
+        end = self.eid_runs[k + 1][0] if k + 1 < len(self.eid_runs) else len(self.sig)
+        return i if n0 <= i < end else None
+
+    def eid_of(self, i: int) -> int:
+        k = bisect_right(self.eid_runs, i, key=lambda r: r[0]) - 1
+        n0, e0 = self.eid_runs[k]
+        return e0 + i - n0
 
 
 def scan_file(path: str, limit: int | None = None) -> Scan:
@@ -75,35 +97,40 @@ def scan_file(path: str, limit: int | None = None) -> Scan:
 
 def scan_bytes(data: bytes, path: str, limit: int | None = None) -> Scan:
     """Columns of one log's bytes; with `limit`, stop after that many collectives (`partial`):
-    their completions may lie beyond, so a partial scan reports none as pending."""
-    header, unp = parse_header(data, path)
+    their completions may lie beyond, so a partial scan reports none as pending.
+
+    A record that needs a string, tensor spec or group whose record was lost to damage is
+    left out (a collective: counted in `lost`); a lost call site only makes its site unknown."""
+    header = parse_header(data, path)
+    stream = LogStream(data, path)
     strings: dict[int, str] = {}
     sites: dict[int, tuple] = {}
-    tspecs: dict[int, tuple] = {}
+    tspecs: dict[int, tuple | None] = {}
     gslot: dict[int, int] = {}
     groups: list = []
     group_index: dict[str, int] = {}
     sig_cache: dict[tuple, int] = {}
     signatures: list = []
     a2a_sizes: dict[int, tuple] = {}  # local signature id -> all_to_all_single sizes
-    sig, gid, off = array("I"), array("H"), array("Q")
-    sig_append, gid_append, off_append = sig.append, gid.append, off.append
+    sig, gid, off, seq = array("I"), array("H"), array("Q"), array("Q")
+    sig_append, gid_append, off_append, seq_append = sig.append, gid.append, off.append, seq.append
     pending: set = set()
     pend_add, pend_discard = pending.add, pending.discard
     errors: dict = {}
     creations: list = []
     threads: list = []
     scan = Scan(path, header, len(data), 0, False, None, sig, gid, off, signatures, groups, pending, errors,
-                creations, [], threads)
-    tell = unp.tell
-    start = tell()
+                creations, [], threads, seq=seq)
+    runs = scan.eid_runs  # [(event index, event id)] where the ids jump (dropped or damaged records)
+    run_n, run_e = 0, 0
     n = 0
     kind = None
 
     def slot_of(local: int, name=None, ranks=None, desc="") -> int:
         s = gslot.get(local)
         if s is None:
-            name = name if name is not None else f"?{local}"
+            if name is None:
+                raise KeyError(local)  # a group whose record was lost
             s = group_index.get(name)
             if s is None:
                 s = group_index[name] = len(groups)
@@ -113,32 +140,47 @@ def scan_bytes(data: bytes, path: str, limit: int | None = None) -> Scan:
             groups[s][1] = tuple(ranks)
         return s
 
+    records = iter(stream)
     try:
-        for rec in unp:
-            kind = rec.get("k") if type(rec) is dict else None
+        for at, rec, eid in records:
+            kind = rec["k"]
             if kind == lf.COLL:
                 get = rec.get
                 key = (rec["o"], rec["g"], get("t"), get("r"), get("p"), get("u"), get("x"), get("tag"), get("sp"))
                 sid = sig_cache.get(key)
-                if sid is None:
-                    sid = sig_cache[key] = len(signatures)
-                    signatures.append(_signature(rec, strings, tspecs))
-                    if signatures[-1][0] == "alltoall_base_":
-                        a2a_sizes[sid] = _a2a_sizes(rec, tspecs)
+                try:
+                    if sid is None:
+                        fields = _signature(rec, strings, tspecs)
+                        sid = sig_cache[key] = len(signatures)
+                        signatures.append(fields)
+                        if fields[0] == "alltoall_base_":
+                            a2a_sizes[sid] = _a2a_sizes(rec, tspecs)
+                    g = gslot.get(key[1])
+                    if g is None:
+                        g = slot_of(key[1])
+                except KeyError:  # it needs a record that was lost
+                    scan.lost.append(eid)
+                    continue
                 if a2a_sizes and sid in a2a_sizes:
                     scan.a2a[n] = a2a_sizes[sid]
+                if eid != run_e + n - run_n:
+                    runs.append((n, eid))
+                    run_n, run_e = n, eid
                 sig_append(sid)
-                g = gslot.get(key[1])
-                gid_append(g if g is not None else slot_of(key[1]))
-                off_append(start)
+                gid_append(g)
+                off_append(at)
+                seq_append(get("j", 0))
                 pend_add(n)
                 n += 1
                 if n == limit:
                     scan.partial = True
-                    start = tell()
                     break
             elif kind == lf.DONE:
-                i = rec["i"]
+                i = rec["i"] - run_e + run_n
+                if not run_n <= i < n:
+                    i = scan.event_of(rec["i"])
+                    if i is None:
+                        continue
                 pend_discard(i)
                 if "e" in rec:
                     errors[i] = str(rec["e"])
@@ -150,9 +192,9 @@ def scan_bytes(data: bytes, path: str, limit: int | None = None) -> Scan:
             elif kind == lf.STRING:
                 strings[rec["i"]] = rec["s"]
             elif kind == lf.SITE:
-                sites[rec["i"]] = (strings[rec["f"]], rec["l"], strings[rec["n"]])
+                sites[rec["i"]] = (strings.get(rec["f"], "?"), rec["l"], strings.get(rec["n"], "?"))
             elif kind == lf.TSPEC:
-                tspecs[rec["i"]] = tuple((strings[d], tuple(s)) for d, s in rec["t"])
+                tspecs[rec["i"]] = _tspec(rec, strings)
             elif kind == lf.THREAD:
                 threads.append(rec["n"])
             elif kind == lf.GROUP:
@@ -164,29 +206,30 @@ def scan_bytes(data: bytes, path: str, limit: int | None = None) -> Scan:
             elif kind == lf.STACKS:
                 scan.watchdog.append(_lists(rec))
             elif kind == lf.NON_MEMBER:
-                scan.non_member.append((strings[rec["x"]], sites.get(rec.get("s")), rec.get("ts", 0)))
+                scan.non_member.append((strings.get(rec["x"], "?"), sites.get(rec.get("s")), rec.get("ts", 0)))
             elif kind == lf.DISABLED:
                 scan.disabled = rec.get("m", "")
-            elif kind not in lf.ALL_KINDS:
-                scan.junk = f"unexpected data at byte {start}"
-                break
-            start = tell()
     except (KeyError, TypeError, IndexError) as exc:
         raise LogError(f"{path}: malformed {kind!r} record ({type(exc).__name__}: {exc})") from None
-    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
-        scan.junk = f"undecodable data at byte {start} ({type(exc).__name__})"
-    scan.good_bytes = start
+    scan.good_bytes = stream.good_bytes
+    scan.torn, scan.junk, scan.damage = stream.torn, stream.junk, stream.damage
+    scan.duplicates = stream.duplicates
+    scan.colls_written = stream.colls if stream.framed else n
     if scan.partial:
         pending.clear()
-    elif scan.junk is None and start < len(data):
-        scan.torn = True
-    elif scan.junk is not None and not any(data[start:]):
-        scan.junk, scan.torn = None, True  # zero padding after a crash
     scan.sites = list(sites.values())
     scan.groups = [tuple(g) for g in groups]
     if not threads:
         threads.append("MainThread")
     return scan
+
+
+def _tspec(rec: dict, strings: dict) -> tuple | None:
+    """A tensor spec, None when a dtype string was lost (the records that use it are lost too)."""
+    try:
+        return tuple((strings[d], tuple(s)) for d, s in rec["t"])
+    except KeyError:
+        return None
 
 
 def _lists(x):
@@ -202,6 +245,8 @@ def _signature(rec: dict, strings: dict, tspecs: dict) -> tuple:
     op = strings[rec["o"]]
     spec = WIRE_OPS.get(op)
     tensors = tspecs[rec["t"]] if "t" in rec else ()
+    if tensors is None:
+        raise KeyError(rec["t"])  # its tensor spec needs a string that was lost
     if op in SHAPE_FREE_OPS:
         tensors = tuple((d, ()) for d, _ in tensors)
     api = strings[rec["x"]] if "x" in rec else (spec.api if spec else op)
@@ -233,8 +278,8 @@ def _group(rec: dict, slot_of, sites: dict, creations: list) -> None:
                           rec.get("m", True), rec.get("d") or ""))
 
 
-def decode_event(path: str, offset: int, index: int, cache: dict) -> tuple[dict, dict | None, dict]:
-    """Decode the C record at `offset` and find its D record after it.
+def decode_event(path: str, offset: int, eid: int, cache: dict) -> tuple[dict, dict | None, dict]:
+    """Decode the C record of event id `eid` at `offset` and find its D record after it.
 
     Returns (C record, D record or None, lookup tables). `cache` keeps the file's string,
     site, tensor-spec and thread tables between calls.
@@ -244,9 +289,8 @@ def decode_event(path: str, offset: int, index: int, cache: dict) -> tuple[dict,
         with open(path, "rb") as f:
             data = cache["data"] = f.read()
         tables = cache["tables"] = {"S": {}, "F": {}, "T": {}, "P": {}}
-        _, unp = parse_header(data, path)
-        for rec in unp:  # tables are small and appear before first use
-            k = rec.get("k") if type(rec) is dict else None
+        for _, rec, _ in LogStream(data, path):  # tables are small and appear before first use
+            k = rec["k"]
             if k == lf.STRING:
                 tables["S"][rec["i"]] = rec["s"]
             elif k == lf.SITE:
@@ -255,13 +299,13 @@ def decode_event(path: str, offset: int, index: int, cache: dict) -> tuple[dict,
                 tables["T"][rec.get("h", 0)] = rec["n"]
             elif k == lf.TSPEC:
                 tables["P"][rec["i"]] = tuple((tables["S"].get(d, "?"), tuple(s)) for d, s in rec["t"])
-            elif k not in lf.ALL_KINDS:
-                break
-    unp = unpacker_for(data[offset:])
-    coll = next(unp)
+    stream = LogStream(data, path, offset)
+    framed = stream.framed  # (format 1: offsets are a C record's own, format 2 its frame's)
+    stream = iter(stream)
+    coll = next(rec for _, rec, e in stream if rec["k"] == lf.COLL and (e == eid or not framed))
     done = None
-    for _, rec in zip(range(100_000), unp):
-        if type(rec) is dict and rec.get("k") == lf.DONE and rec.get("i") == index:
+    for _, (_, rec, _) in zip(range(100_000), stream):
+        if rec["k"] == lf.DONE and rec.get("i") == eid:
             done = rec
             break
     return coll, done, cache["tables"]

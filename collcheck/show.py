@@ -25,6 +25,8 @@ def show(path: str, out, limit: int = 0) -> None:
                       + (f"  (raised at {site[0]}:{site[1]} in {site[2]}())" if site else ""))
     if log.torn:
         console.print("the file ends in a torn record (the process died while writing)")
+    for note in log.damage_notes():
+        console.print(f"warning: {note}")
     t = Table(show_lines=False)
     for col in ("#", "group", "pos", "api", "op", "tensors", "reduce", "root/peer", "label", "site", "thread", "µs", "state"):
         t.add_column(col)

@@ -7,6 +7,7 @@ import os
 import random
 import subprocess
 import sys
+import zlib
 
 import msgpack
 import pytest
@@ -39,6 +40,57 @@ def _unpack(data: bytes):
     u = msgpack.Unpacker(raw=False, strict_map_key=False)
     u.feed(data)
     return list(u)
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        b = data[pos]
+        value |= (b & 0x7F) << shift
+        pos += 1
+        if b < 0x80:
+            return value, pos
+        shift += 7
+
+
+def frames(data: bytes) -> list[tuple[int, int, list]]:
+    """(start, end, records) of each frame, decoded as docs/log-format.md describes the format."""
+    out, pos = [], 0
+    while pos < len(data):
+        assert data[pos] == 0xC1, pos
+        length, p = _varint(data, pos + 5)
+        _, p = _varint(data, p)
+        end = p + length
+        assert zlib.crc32(data[pos + 5:end]) == int.from_bytes(data[pos + 1:pos + 5], "little"), pos
+        out.append((pos, end, _unpack(data[p:end])))
+        pos = end
+    return out
+
+
+def record_ends(data: bytes, framed: bool) -> tuple[list, list[int]]:
+    """All records, and the byte offset after which each one is readable (its frame's end)."""
+    if not framed:
+        u = msgpack.Unpacker(raw=False, strict_map_key=False)
+        u.feed(data)
+        recs, ends = [], []
+        for rec in u:
+            recs.append(rec)
+            ends.append(u.tell())
+        return recs, ends
+    recs, ends = [], []
+    for _, end, rs in frames(data):
+        recs += rs
+        ends += [end] * len(rs)
+    return recs, ends
+
+
+def format1(data: bytes) -> bytes:
+    """The same log in format 1 (a plain msgpack stream, no frames), as older collcheck wrote it."""
+    recs = [r for _, _, rs in frames(data) for r in rs]
+    recs[0]["v"] = 1
+    for r in recs:
+        r.pop("j", None)
+    return b"".join(msgpack.packb(r) for r in recs)
 
 
 # -- round trip ------------------------------------------------------------------------
@@ -90,14 +142,12 @@ def test_synthetic_run_round_trip(tmp_path):
 # -- torn files ----------------------------------------------------------------------------
 
 
-def test_cut_at_every_byte_offset(small_log):
+@pytest.mark.parametrize("framed", [True, False], ids=["format2", "format1"])
+def test_cut_at_every_byte_offset(small_log, framed):
     path, data = small_log
-    full = _unpack(data)
-    ends = []  # byte offset after each complete record
-    u = msgpack.Unpacker(raw=False, strict_map_key=False)
-    u.feed(data)
-    for _ in u:
-        ends.append(u.tell())
+    if not framed:
+        data = format1(data)
+    full, ends = record_ends(data, framed)
     assert ends[-1] == len(data) and len(full) > 10
     previous = None
     for cut in range(len(data) + 1):
@@ -112,18 +162,21 @@ def test_cut_at_every_byte_offset(small_log):
         got = [raw.header] + raw.records
         assert got == full[:complete], cut
         assert raw.good_bytes == ends[complete - 1]
-        assert raw.torn == (cut > raw.good_bytes) and raw.junk is None
+        assert raw.torn == (cut > raw.good_bytes) and raw.junk is None and not raw.damage
         if previous is not None:
             assert len(got) >= previous  # more bytes never lose a record
         previous = len(got)
     assert previous == len(full)
 
 
-def test_scanner_cut_at_every_byte_offset(small_log):
+@pytest.mark.parametrize("framed", [True, False], ids=["format2", "format1"])
+def test_scanner_cut_at_every_byte_offset(small_log, framed):
     """The analysis reads through collcheck.scan: it must agree with parse_log at every cut."""
     from collcheck.scan import scan_bytes
 
     path, data = small_log
+    if not framed:
+        data = format1(data)
     for cut in range(len(data) + 1):
         chunk = data[:cut]
         try:
@@ -143,13 +196,8 @@ def test_cut_file_loads_as_killed_rank(tmp_path):
     with open(paths[1], "rb") as f:
         data = f.read()
     # cut inside the last C record: rank 1 has issued two collectives, completed one
-    recs = _unpack(data)
-    u = msgpack.Unpacker(raw=False, strict_map_key=False)
-    u.feed(data)
-    offsets = []
-    for rec in u:
-        offsets.append((rec["k"], u.tell()))
-    c_ends = [off for k, off in offsets if k == "C"]
+    recs, ends = record_ends(data, True)
+    c_ends = [off for r, off in zip(recs, ends) if r["k"] == "C"]
     cut = c_ends[2] - 3
     with open(paths[1], "wb") as f:
         f.write(data[:cut])
@@ -166,14 +214,11 @@ def test_empty_file_raises(tmp_path):
         read_log(str(p))
 
 
-def test_corrupt_bytes_in_the_middle(small_log):
+def test_format1_stops_at_corrupt_bytes(small_log):
+    """Format 1 has no frames: reading stops at the first bad byte (format 2 goes on: below)."""
     path, data = small_log
-    full = _unpack(data)
-    u = msgpack.Unpacker(raw=False, strict_map_key=False)
-    u.feed(data)
-    ends = []
-    for _ in u:
-        ends.append(u.tell())
+    data = format1(data)
+    full, ends = record_ends(data, False)
     at = ends[len(ends) // 2]
     bad = data[:at] + b"\xc1\xc1\xc1 garbage" + data[at:]  # 0xc1 is never valid msgpack
     raw = parse_log(bad, path)
@@ -215,11 +260,34 @@ def test_header_without_rank_raises():
         parse_log(data)
 
 
+def test_garbage_between_frames_is_skipped(small_log):
+    path, data = small_log
+    fr = frames(data)
+    full = [r for _, _, rs in fr for r in rs]
+    at = fr[len(fr) // 2][0]
+    for junk in (b"\xc1\xc1\xc1 garbage", msgpack.packb([1, 2, 3]), b"\0" * 64):
+        raw = parse_log(data[:at] + junk + data[at:], path)
+        assert [raw.header] + raw.records == full and not raw.torn
+        assert raw.damage == [[at, at + len(junk), 0]]
+    raw = parse_log(data[:at] + b"\0" * 64, path)  # zero padding after a crash is a torn tail
+    assert raw.torn and not raw.damage
+
+
+def test_record_needing_a_lost_string_is_left_out(tmp_path):
+    """A collective whose op string was lost (damage) cannot be matched: it is counted as lost."""
+    paths = synth.write_run(str(tmp_path), small_program())
+    with open(paths[0], "ab") as f:
+        f.write(lf.frame(msgpack.packb({"k": "C", "o": 999, "g": 0, "j": 3}), 3))  # string never defined
+    run = load_run(str(tmp_path))
+    assert len(run.ranks[0]) == 3 and run.ranks[0].lost == [3]
+
+
 def test_malformed_record_is_a_log_error(tmp_path):
+    """A record that checks (CRC) but has the wrong types was not written by collcheck."""
     prog = small_program()
     paths = synth.write_run(str(tmp_path), prog)
     with open(paths[0], "ab") as f:
-        f.write(msgpack.packb({"k": "C", "o": 999, "g": 0}))  # string id never defined
+        f.write(lf.frame(msgpack.packb({"k": "D", "i": "x"}), 3))
     with pytest.raises(LogError, match="malformed"):
         load_run(str(tmp_path))
 

@@ -10,6 +10,7 @@ import tempfile
 import msgpack
 
 from collcheck import logformat as lf
+from collcheck.reader import read_log
 from collcheck.synth import Program, generate_program, write_run
 
 HANG_WORLD, HANG_STOP, HANG_RANK = 8, 20, 5
@@ -31,12 +32,13 @@ def write_hang_run(directory: str) -> str:
             if rank == HANG_RANK:
                 shutil.copy(os.path.join(a, name), os.path.join(directory, name))
                 continue
-            with open(os.path.join(b, name), "rb") as f:
-                recs = list(msgpack.Unpacker(f, raw=False, strict_map_key=False))
-            recs = [r for r in recs if not (r.get("k") == lf.DONE and r.get("i") == HANG_STOP)]
+            raw = read_log(os.path.join(b, name))
+            recs = [r for r in [raw.header] + raw.records if not (r.get("k") == lf.DONE and r.get("i") == HANG_STOP)]
             with open(os.path.join(directory, name), "wb") as f:
+                colls = 0
                 for r in recs:
-                    f.write(msgpack.packb(r, use_bin_type=True))
+                    f.write(lf.frame(msgpack.packb(r, use_bin_type=True), colls))
+                    colls += r["k"] == lf.COLL
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return directory

@@ -31,7 +31,7 @@ def align_group(run: Run, seqs: GroupSequences, waiting: set[int], cut_short: fr
         by_bytes.setdefault(seqs.seq.get(r, array("I")).tobytes(), []).append(r)
     if len(by_bytes) == 1:
         return []
-    return _Aligner(run, seqs, members, waiting, cut_short).align()
+    return _Aligner(run, seqs, members, waiting, cut_short | frozenset(seqs.open)).align()
 
 
 def _members(run: Run, seqs: GroupSequences) -> list[int]:
@@ -50,6 +50,7 @@ class _Aligner:
         self.pos = {r: 0 for r in members}
         self.waiting = waiting
         self.cut_short = cut_short
+        self.open = [r for r in members if r in seqs.open]  # unknown after their last slot (lost)
         self.findings: list[Finding] = []
         self.tie = False
 
@@ -76,8 +77,8 @@ class _Aligner:
         while len(self.findings) < MAX_FINDINGS_PER_GROUP:
             current = {r: self.sig(r) for r in self.members}
             live = {r: s for r, s in current.items() if s is not None}
-            if not live:
-                break
+            if not live or any(current[r] is None for r in self.open):
+                break  # (a rank whose log lost the rest of its sequence: nothing to compare with)
             if len(live) == len(self.members) and len(set(live.values())) == 1:
                 for r in self.members:
                     self.pos[r] += 1

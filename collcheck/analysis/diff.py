@@ -48,6 +48,7 @@ def analyse(run: Run) -> Report:
         lengths = Counter(len(s) for s in seqs.seq.values())
         counts[name] = lengths.most_common(1)[0][0] if lengths else 0
         aligned = align_group(run, seqs, hang.inside, cut_short)
+        _note_cut(run, seqs)
         findings += aligned + split_findings(run, seqs, min((f.position for f in aligned), default=None))
     p2p_findings = match_p2p(run, sequences)
     if p2p_findings:  # clocks of different processes cannot order them among themselves
@@ -68,6 +69,16 @@ def analyse(run: Run) -> Report:
         if fix:
             f.details["fix"] = fix
     return Report(run, findings, hang, counts, sequences)
+
+
+def _note_cut(run: Run, seqs) -> None:
+    """Say how far a group could be checked on ranks whose logs lost some of its collectives."""
+    for r in sorted(seqs.open):
+        if r in run.group_members(seqs.name) or r in seqs.index:
+            note = (f"group {seqs.name}: rank {r} checked up to #{len(seqs.index.get(r, ()))} only "
+                    "(its log lost collectives after that)")
+            if note not in run.warnings:
+                run.warnings.append(note)
 
 
 def _blame_divergence(hang_finding: Finding, first: Finding, hang: HangAnalysis) -> None:

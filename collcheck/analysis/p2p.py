@@ -26,8 +26,11 @@ def match_p2p(run: Run, sequences: Sequences) -> list[Finding]:
     channels = sequences.channels
     for key in sorted(channels, key=str):
         group, src, dst = key
-        s, r = channels[key].sends, channels[key].recvs
+        ch = channels[key]
+        s, r = ch.sends, ch.recvs
         for k in range(max(len(s), len(r))):
+            if (k >= len(s) and ch.open_sends) or (k >= len(r) and ch.open_recvs):
+                break  # that side's log lost messages: what it issued from here is not known
             se = run.ranks[src].event(s[k]) if k < len(s) else None
             re = run.ranks[dst].event(r[k]) if k < len(r) and dst in run.ranks else None
             if se is not None and re is not None:

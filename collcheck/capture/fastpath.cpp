@@ -26,6 +26,7 @@
 #include <torch/extension.h>
 #include <torch/library.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <memory>

@@ -168,6 +168,7 @@ def attach(rec) -> None:
     if _attached is not None and _attached is not rec:
         _attached._fast = None
     module.attach(rec)
+    rec.writer.colls_written = module.peek_eid  # C records it wrote count too
     rec._fast = module
     type(rec.tls).fast = module  # recorder.ThreadState: "an API call is active" is kept in C++
     _attached = rec
@@ -228,7 +229,7 @@ class RecorderHooks:
         elif t.role is not None:
             labels = _pairs({"u": w.string_id(t.role), "l": w.string_id(t.label)})
         self._fast.cache(tid, _pairs(head), _pairs(mid), len(head) + len(mid), t.g, t.op, labels, bucket,
-                         bucket is not None and bucket.startswith("DDP backward"))
+                         bucket is not None and bucket.startswith("DDP backward"), t.seq)
 
     def _label_sid(self, label: str, index: int) -> int:
         """C++ met a new bucket index: intern its label (writer lock held by C++)."""

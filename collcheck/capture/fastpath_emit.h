@@ -35,6 +35,7 @@ struct Packed {  // one template of the attached recorder
   std::string mid;                    // "t" ... "n" pairs
   int pairs = 0;                      // pairs in head + mid
   int64_t gid = 0;
+  int64_t seq = 0;                    // logformat.seq_key: the counter of its `j`
   int op = 0;                         // index in ops
   std::string labels;                 // "u" + "l" pairs of a fixed label, or "u" alone for a bucket
   PyObject* bucket = nullptr;         // gradient bucket: the label that gets " <index>"
@@ -61,6 +62,7 @@ struct Shared {  // everything below is touched with the GIL held
   std::vector<std::unique_ptr<Packed>> packed;  // by template id
   std::unordered_map<int64_t, int64_t> last_in_group;
   std::unordered_map<int64_t, Bucket> buckets;
+  std::unordered_map<int64_t, int64_t> seqs;  // seq_key -> its last `j`
   std::unordered_map<int64_t, Inflight> inflight;
   void clear() {
     Py_CLEAR(rec);
@@ -70,6 +72,7 @@ struct Shared {  // everything below is touched with the GIL held
     packed.clear();
     last_in_group.clear();
     buckets.clear();
+    seqs.clear();
     inflight.clear();
     next_eid = epoch = 0;
     fd = -1;
@@ -99,6 +102,55 @@ void pack_uint(std::string& out, uint64_t v) {  // msgpack's smallest form, as m
     out.push_back('\xcf');
     be(v, 8);
   }
+}
+
+int64_t next_seq(int64_t key) {  // the `j` of a group's (or P2P channel's) next record
+  auto it = shared.seqs.find(key);
+  if (it == shared.seqs.end()) {
+    shared.seqs.emplace(key, 0);
+    return 0;
+  }
+  return ++it->second;
+}
+
+void pack_uvarint(std::string& out, uint64_t v) {  // logformat.uvarint
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+
+uint32_t crc32(const char* data, size_t n) {  // zlib's crc32 (logformat.frame)
+  static const auto table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  uint32_t c = 0xFFFFFFFFu;
+  for (size_t i = 0; i < n; ++i) c = table[(c ^ static_cast<uint8_t>(data[i])) & 0xff] ^ (c >> 8);
+  return c ^ 0xFFFFFFFFu;
+}
+
+// logformat.frame: the records of one write(2) behind their length, the count of C records
+// written before them and a CRC-32 of both.
+std::string frame(const std::string& payload, int64_t colls_before) {
+  std::string body;
+  body.reserve(payload.size() + 8);
+  pack_uvarint(body, payload.size());
+  pack_uvarint(body, static_cast<uint64_t>(colls_before));
+  body += payload;
+  const uint32_t c = crc32(body.data(), body.size());
+  std::string out;
+  out.reserve(body.size() + 5);
+  out.push_back('\xc1');
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((c >> (8 * i)) & 0xff));
+  out += body;
+  return out;
 }
 
 void pack_map(std::string& out, int n) {
@@ -185,13 +237,16 @@ Emit emit_cached(long tid, int64_t* eid_out) {
     pack_done(buf, d);
   }
   const int64_t issued = now_ns();
-  pack_map(buf, t.pairs + 1 + (t.labels.empty() ? 0 : 2));
+  pack_map(buf, t.pairs + 2 + (t.labels.empty() ? 0 : 2));
   buf += t.head;
   pack_key(buf, 't', 's');
   pack_uint(buf, (issued - t0_ns) / 1000);
+  pack_key(buf, 'j');
+  pack_uint(buf, next_seq(t.seq));
   buf += t.mid;
   buf += t.labels;
   if (index >= 0) buf += t.numbered[index];
+  buf = frame(buf, eid);
   bool wrote = true;
   Py_BEGIN_ALLOW_THREADS  // the writer lock stays held, as in LogWriter.write
   for (size_t off = 0; off < buf.size();) {
@@ -226,9 +281,10 @@ void attach_shared(PyObject* rec) {  // GIL held
 }
 
 void cache_template(long tid, py::bytes head, py::bytes mid, int pairs, int64_t gid, const std::string& opname,
-                    py::bytes labels, py::object bucket, bool backward) {
+                    py::bytes labels, py::object bucket, bool backward, int64_t seq) {
   if (tid < 0) return;
   auto p = std::make_unique<Packed>();
+  p->seq = seq;
   p->head = head;
   p->mid = mid;
   p->pairs = pairs;
@@ -252,6 +308,8 @@ void define_emit(py::module_& m) {
       .def_readwrite("closed", &WriterLock::closed);
   m.def("cache", &cache_template);
   m.def("next_eid", []() { return shared.next_eid++; });  // the writer lock is held by the caller
+  m.def("peek_eid", []() { return shared.next_eid; });     // C records written so far (frames)
+  m.def("next_seq", &next_seq);
   m.def("label_state", &label_state);
   m.def("set_api", [](bool on) { in_api = on; });
   m.def("set_epoch", [](int64_t e) { shared.epoch = e; });

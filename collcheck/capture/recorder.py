@@ -66,7 +66,7 @@ class ThreadState(threading.local):
 class Template:
     """Interned fields of a C record that only depend on its op, group, tensors, call site and thread."""
 
-    __slots__ = ("op", "api", "o", "g", "fields", "role", "label")
+    __slots__ = ("op", "api", "o", "g", "seq", "fields", "role", "label")
 
 
 class Recorder(Completions, fastpath.RecorderHooks):
@@ -86,6 +86,7 @@ class Recorder(Completions, fastpath.RecorderHooks):
         self._bwd_epoch = 0
         self._bucket: dict[int, tuple] = {}  # gid -> (backward epoch, eid, bucket index)
         self._last_in_group: dict[int, int] = {}  # gid -> eid of its latest event
+        self._seqs: dict[int, int] = {}  # logformat.seq_key -> its last `j`
         self._done_q: deque = deque()  # completions not written yet (completion.py)
         self._dtype_names: dict = {}
         self._templates: dict[int, Template] = {}  # fast path template id -> template
@@ -175,6 +176,7 @@ class Recorder(Completions, fastpath.RecorderHooks):
         self._threads = {}
         self._templates = {}
         self._py_templates = {}
+        self._seqs = {}
 
     def now_us(self) -> int:
         return (time.monotonic_ns() - self.t0) // 1000
@@ -265,6 +267,7 @@ class Recorder(Completions, fastpath.RecorderHooks):
         site = None if code is None else w.site_id(code.co_filename, line, code.co_name)
         t.o = w.string_id(opname)
         t.g = self.group_id(w, pg, gname)
+        t.seq = lf.seq_key(t.g, opname, p)
         f = t.fields = {}
         if key is not None:
             f["t"] = w.tspec_id(key)
@@ -306,15 +309,18 @@ class Recorder(Completions, fastpath.RecorderHooks):
         else:
             rec["a"] = 1  # issued below the Python API (C++ reducer, functional): async
             rec["n"] = 1
-        if self._fast is not None:  # one counter for both paths (writer lock held)
+        if self._fast is not None:  # one set of counters for both paths (writer lock held)
             eid = self._fast.next_eid()
+            rec["j"] = self._fast.next_seq(t.seq)
         else:
             eid = self._eid
             self._eid = eid + 1
+            rec["j"] = j = self._seqs.get(t.seq, -1) + 1
+            self._seqs[t.seq] = j
         self._label(w, rec, t.role, t.label, eid)
         if self._done_q:
             self.drain_completions()
-        w.write(rec)
+        w.write(rec, eid)
         self._track(eid, t.op)
         return eid
 

@@ -1,4 +1,4 @@
-"""Append-only msgpack log of one rank: one write(2) per collective, strings interned.
+"""Append-only log of one rank: one write(2) per collective, one frame per write, strings interned.
 
 Durability rule (docs/log-format.md): the record of a collective reaches the OS
 before the collective is issued, so it survives SIGKILL/SIGABRT of a rank that is
@@ -48,6 +48,10 @@ class LogWriter:
         self._sites: dict[tuple, int] = {}
         self._tspecs: dict[tuple, int] = {}
         self.closed = False
+        self.colls = 0  # C records written so far (the frame field), when the caller passes eids
+        # how many C records have been written, for frames without one; the compiled path,
+        # which writes C records itself, replaces it with its own counter
+        self.colls_written = lambda: self.colls
 
     # -- interning (call with self.lock held) -------------------------------------
     def string_id(self, s: str) -> int:
@@ -79,13 +83,20 @@ class LogWriter:
     def queue(self, record: dict) -> None:
         self._pending.append(_pack(record))
 
-    def write(self, record: dict | None = None) -> None:
-        """Write queued records plus `record` in one write(2) call."""
+    def write(self, record: dict | None = None, eid: int | None = None) -> None:
+        """Write queued records plus `record` in one frame, one write(2) call; `eid`: the event id
+        of `record` when it is a C record (the frame carries the count of C records before it)."""
         if record is not None:
             self._pending.append(_pack(record))
         if not self._pending or self.closed:
             return
-        data = b"".join(self._pending)
+        if eid is None and record is not None and record.get("k") == lf.COLL:
+            eid = self.colls_written()
+        if eid is None:
+            before = self.colls_written()
+        else:
+            before, self.colls = eid, eid + 1
+        data = lf.frame(b"".join(self._pending), before)
         self._pending.clear()
         view = memoryview(data)
         while view:

@@ -171,6 +171,13 @@ class RankLog:
         self.groups = [Group(name, ranks, desc) for name, ranks, desc in scan.groups]
         self.creations = [GroupCreation(*c) for c in scan.creations]
         self.pending: set[int] = scan.pending
+        # never completed as far as the log shows, but issued before damage that may have held
+        # their completion: neither pending nor completed
+        self.unknown_completion: set[int] = set()
+        if scan.damage:
+            last = max(d[0] for d in scan.damage)
+            self.unknown_completion = {i for i in scan.pending if scan.off[i] < last}
+            self.pending -= self.unknown_completion
         self.errors: dict[int, str] = scan.errors
         self.unconfirmed: list[int] = scan.unconfirmed  # returned, completion unknown (scan.Scan)
         self.non_member = scan.non_member  # [(api, site, ts)] calls torch skipped: not in the group
@@ -183,6 +190,12 @@ class RankLog:
         self.junk = scan.junk
         self.partial = scan.partial  # only the first collectives were read (a preview)
         self.a2a = scan.a2a  # event -> all_to_all_single sizes (scan.Scan.a2a)
+        self.seq = scan.seq  # each event's `j` (format 2)
+        self.eid_of = scan.eid_of  # event index -> event id (they differ after lost records)
+        self.damage = scan.damage  # [start byte, end byte, collectives lost or None]
+        self.lost = scan.lost  # event ids of collectives that could not be read
+        self.eid_runs = scan.eid_runs
+        self.colls_written = scan.colls_written
         self.site_set = {run.site_id(site) for site in scan.sites}
         self.base_us = h.get("wall_ns", 0) // 1000
         self._by_group: dict[str, object] | None = None
@@ -227,6 +240,8 @@ class RankLog:
     @property
     def by_group(self) -> dict:
         """group name -> indices of this rank's events in it (a range when there is one group)."""
+        if self._by_group is None and not len(self.sig):
+            self._by_group = {}
         if self._by_group is None:
             used = set(self.gid) if len(self.groups) > 1 else {0}
             if len(used) == 1 and len(self.sig):
@@ -244,8 +259,36 @@ class RankLog:
     def completed(self, i: int) -> bool:
         return i not in self.pending and i not in self.errors
 
+    def damage_notes(self) -> list[str]:
+        """One line per damaged byte range and for collectives left unreadable by it."""
+        name = os.path.basename(self.path)
+        notes = []
+        for start, end, lost in self.damage:
+            what = "an unknown number of collectives" if lost is None else f"{lost} collective{'s' if lost != 1 else ''}"
+            notes.append(f"{name}: bytes {start}-{end} damaged ({what} lost); the records before and after are used")
+        if self.lost:
+            notes.append(f"{name}: {len(self.lost)} collective{'s' if len(self.lost) != 1 else ''} unreadable "
+                         "(a string, tensor spec or group record they need was in damaged bytes)")
+        return notes
+
+    @cached_property
+    def losses(self) -> list[tuple[int, int | None]]:
+        """(event index, collectives missing just before it; None: not known) wherever this log
+        lost collectives: damaged bytes, or records they needed that were damaged."""
+        out = []
+        runs = self.eid_runs
+        for (n0, e0), (n1, e1) in zip(runs, runs[1:]):
+            if e1 > e0 + n1 - n0:
+                out.append((n1, e1 - e0 - n1 + n0))
+        end = self.eid_of(len(self) - 1) + 1 if len(self) else runs[-1][1]
+        if any(d[2] is None for d in self.damage):
+            out.append((len(self), None))  # the damage ran to the end of the file
+        elif self.colls_written > end:
+            out.append((len(self), self.colls_written - end))
+        return out
+
     def event(self, i: int) -> Event:
-        coll, done, tables = decode_event(self.path, self.off[i], i, self.run.file_cache(self.path))
+        coll, done, tables = decode_event(self.path, self.off[i], self.eid_of(i), self.run.file_cache(self.path))
         strings, sites = tables["S"], tables["F"]
 
         def site_of(sid):
@@ -280,12 +323,14 @@ class RankLog:
 
     @property
     def state(self) -> str:
-        """finished | raised | crashed | stuck | killed-in-collective | killed.
+        """finished | raised | crashed | stuck | killed-in-collective | killed | damaged.
 
         A partial (preview) log's end is not known yet: it reads as finished. `crashed`: a
         fatal signal (SIGABRT from a gloo check, SIGSEGV) dumped its stacks beside the log."""
         if self.exception is not None:
             return "raised"
+        if self.damage and not self.trailer:
+            return "damaged"  # how it ended may have been in the damaged bytes
         if self.trailer or self.partial:
             return "finished"
         if self.crash is not None:
@@ -373,6 +418,7 @@ def load_run(target: str | list[str], workers: int | None = None, preview: int |
         sig_map = [run.sig_id(Signature(*t)) for t in scan.signatures]
         log = RankLog(run, scan, sig_map)
         run.ranks[log.rank] = log
+        run.warnings += log.damage_notes()
     run.world = headers[0]["world"]
     missing = sorted(set(range(run.world)) - set(run.ranks))
     if missing:

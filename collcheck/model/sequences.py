@@ -17,13 +17,21 @@ from .run import P2P_OPS, Run
 
 
 class GroupSequences:
-    """Each member's collective (non-P2P) event indices in one group, and their signature ids."""
+    """Each member's collective (non-P2P) event indices in one group, and their signature ids.
 
-    def __init__(self, run: Run, name: str, p2p_ids: frozenset[int]):
+    A rank whose log lost collectives of the group (damage) keeps only the slots before the
+    first loss and is `open`: what it issued after is not known, so it is never taken to have
+    stopped there."""
+
+    def __init__(self, run: Run, name: str, p2p_ids: frozenset[int], cuts: dict[int, "_Cuts"]):
         self.run = run
         self.name = name
         self.index: dict[int, object] = {}  # rank -> event indices (a range when nothing is left out)
         self.seq: dict[int, array] = {}  # rank -> signature ids, in slot order
+        self.open: set[int] = set()  # ranks whose sequence is cut where their log lost some of it
+        for rank, cut in cuts.items():
+            if cut.unlocated and name not in run.ranks[rank].by_group:
+                self.open.add(rank)  # it may have issued some on the group: they were lost
         for rank, log in run.ranks.items():
             idx = log.by_group.get(name)
             if idx is None:
@@ -31,6 +39,10 @@ class GroupSequences:
             sig = log.sig
             if p2p_ids and not p2p_ids.isdisjoint(sig):
                 idx = array("I", (i for i in idx if sig[i] not in p2p_ids))
+            k = cuts[rank].groups.get(name) if rank in cuts else None
+            if k is not None:
+                idx = idx[:k]
+                self.open.add(rank)
             self.index[rank] = idx
             # one group and no P2P: the rank's whole signature column is the sequence
             self.seq[rank] = sig if isinstance(idx, range) and len(idx) == len(sig) else array("I", (sig[i] for i in idx))
@@ -53,12 +65,51 @@ class Channel:
     dst: int | None
     sends: list[int] = field(default_factory=list)  # event indices in src's log
     recvs: list[int] = field(default_factory=list)  # event indices in dst's log
+    open_sends: bool = False  # src's log lost collectives: its sends are cut at the first loss
+    open_recvs: bool = False
 
     def indices(self, rank: int) -> list[int]:
         """The rank's own side of the channel, in issue order."""
         if rank == self.src and rank == self.dst:
             return sorted(self.sends + self.recvs)
         return self.sends if rank == self.src else self.recvs if rank == self.dst else []
+
+
+class _Cuts:
+    """Where a log that lost collectives stops being trusted, per group (see `_cuts`)."""
+
+    def __init__(self):
+        self.groups: dict[str, int] = {}  # group -> slots kept
+        self.unlocated = False  # some losses are of unknown groups: groups without later events are open
+        self.first: int | None = None  # event index of the first loss (P2P channels stop there)
+
+
+def _cuts(log, p2p_ids: frozenset[int]) -> _Cuts:
+    """For each loss of the log, the groups it hit: a group whose next collective after the loss
+    has the `j` that follows its last one before lost none of it; the others are cut there. When
+    the gaps found do not add up to what was lost, the groups with no collective after the loss
+    are cut too (they may have lost their last ones)."""
+    cut = _Cuts()
+    sig, seq = log.sig, log.seq
+    framed = log.header.get("v", 1) >= 2  # format 1 has no `j`: every loss is unlocated
+    groups = {name: [i for i in idx if sig[i] not in p2p_ids] for name, idx in log.by_group.items()}
+    for n, count in log.losses:
+        cut.first = n if cut.first is None else cut.first
+        located, without_later = 0, []
+        for name, idx in groups.items():
+            k = bisect_left(idx, n)
+            if k == len(idx):
+                without_later.append((name, k))
+                continue
+            gap = seq[idx[k]] - (seq[idx[k - 1]] if k else -1) - 1 if framed else 1
+            located += gap
+            if gap:
+                cut.groups.setdefault(name, k)
+        if count is None or located != count or not framed or not p2p_ids.isdisjoint(sig):
+            cut.unlocated = True
+            for name, k in without_later:
+                cut.groups.setdefault(name, k)
+    return cut
 
 
 class Sequences:
@@ -70,11 +121,12 @@ class Sequences:
         self._groups: dict[str, GroupSequences] = {}
         self._p2p_at: dict[tuple, list[int]] = {}
         self._channels: dict[tuple, Channel] | None = None
+        self.cuts = {r: _cuts(log, self.p2p_ids) for r, log in run.ranks.items() if log.losses}
 
     def group(self, name: str) -> GroupSequences:
         seqs = self._groups.get(name)
         if seqs is None:
-            seqs = self._groups[name] = GroupSequences(self.run, name, self.p2p_ids)
+            seqs = self._groups[name] = GroupSequences(self.run, name, self.p2p_ids, self.cuts)
         return seqs
 
     def collectives(self, rank: int, group: str) -> int:
@@ -107,6 +159,8 @@ class Sequences:
             for rank, log in self.run.ranks.items():
                 if self.p2p_ids.isdisjoint(log.sig):
                     continue
+                cut = self.cuts.get(rank)
+                stop = cut.first if cut is not None else None
                 for i, sid in enumerate(log.sig):
                     if sid not in self.p2p_ids:
                         continue
@@ -117,5 +171,9 @@ class Sequences:
                     ch = self._channels.get((group, src, dst))
                     if ch is None:
                         ch = self._channels[(group, src, dst)] = Channel(group, src, dst)
+                    if stop is not None and i >= stop:
+                        continue
                     (ch.sends if sig.op == "send" else ch.recvs).append(i)
+            for ch in self._channels.values():
+                ch.open_sends, ch.open_recvs = ch.src in self.cuts, ch.dst in self.cuts
         return self._channels

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from .. import logformat as lf
 from ..model import P2P_OPS, Run
-from ..reader import LogError, parse_header
+from ..reader import LogError, LogStream
 from .whatif import apply_edit, follow_peers
 
 
@@ -62,15 +62,15 @@ def rank_actions(run: Run, rank: int) -> list[dict]:
     log = run.ranks[rank]
     with open(log.path, "rb") as f:
         data = f.read()
-    _, unp = parse_header(data, log.path)
+    lost = set(log.lost)
     strings: dict = {}
     sites: dict = {}
     actions: list = []
     by_eid: dict = {}
     n = 0
     try:
-        for rec in unp:
-            k = rec.get("k") if type(rec) is dict else None
+        for _, rec, eid in LogStream(data, log.path):
+            k = rec["k"]
             if k == lf.STRING:
                 strings[rec["i"]] = rec["s"]
             elif k == lf.SITE:
@@ -83,6 +83,8 @@ def rank_actions(run: Run, rank: int) -> list[dict]:
             elif k == lf.GROUP and rec.get("op") == "destroy":
                 actions.append({"k": "destroy", "name": rec.get("g"), "all": bool(rec.get("all", True)), "ts": rec.get("ts")})
             elif k == lf.COLL:
+                if eid in lost:
+                    continue
                 if n >= len(log):
                     break
                 sig = run.signatures[log.sig[n]]
@@ -104,7 +106,7 @@ def rank_actions(run: Run, rank: int) -> list[dict]:
                 elif sig.op in ("alltoall_", "alltoall_base_"):
                     act["t"] = [[d, []] for d, _ in sig.tensors]
                 actions.append(act)
-                by_eid[n] = act
+                by_eid[eid] = act
                 n += 1
             elif k == lf.DONE:
                 act = by_eid.get(rec.get("i"))
@@ -115,8 +117,6 @@ def rank_actions(run: Run, rank: int) -> list[dict]:
                         act["td"] = rec["c"]
     except (KeyError, TypeError, IndexError) as exc:
         raise LogError(f"{log.path}: cannot read for replay ({type(exc).__name__}: {exc})") from None
-    except ValueError:
-        pass  # torn tail: what was read is what the rank did
     state = log.state
     end = {"k": "end", "state": "finished"}
     errored_last = any(a["k"] == "op" and a.get("e") for a in actions[-1:])

@@ -37,7 +37,7 @@ def write_clean_run(directory: str, world: int, n_events: int, groups=None, run_
             body = bodies[mine] = _bulk_body(pack, world, n_events, names, members, mine, body_ops)
         fd, path = open_exclusive(directory, f"rank-{rank:05d}.0")
         header = {**_header(Program(world, {}, [], run_id=run_id), rank, wall_ns)}
-        data = pack(header) + body
+        data = lf.frame(pack(header), 0) + body
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
@@ -76,6 +76,8 @@ def _bulk_body(pack, world, n_events, names, members, mine, body_ops) -> bytes:
     ops = [sid(o) for o, _, _, _ in body_ops]
     sub = names[1:]
     n = 0
+    seqs = dict.fromkeys(gids.values(), 0)
+    chunks = [lf.frame(b"".join(chunks), 0)]  # one frame per collective below, as the recorder writes
     for j in range(n_events):
         g = sub[(j // 4) % len(sub)] if sub and j % 4 == 3 else "0"
         if g not in gids:
@@ -83,7 +85,8 @@ def _bulk_body(pack, world, n_events, names, members, mine, body_ops) -> bytes:
         b = j % len(body_ops)
         op, t, red, root = body_ops[b]
         ts = 100 * j
-        rec = {"k": lf.COLL, "o": ops[b], "g": gids[g], "ts": ts}
+        rec = {"k": lf.COLL, "o": ops[b], "g": gids[g], "ts": ts, "j": seqs[gids[g]]}
+        seqs[gids[g]] += 1
         if t is not None:
             rec["t"] = b
         rec["s"] = b
@@ -91,8 +94,9 @@ def _bulk_body(pack, world, n_events, names, members, mine, body_ops) -> bytes:
             rec["r"] = red
         if root is not None:
             rec["p"] = root
-        chunks.append(pack(rec))
-        chunks.append(pack({"k": lf.DONE, "i": n, "r": ts + 5, "c": ts + 40}))
+        done = pack({"k": lf.DONE, "i": n - 1, "r": ts - 95, "c": ts - 60}) if n else b""
+        chunks.append(lf.frame(done + pack(rec), n))
         n += 1
-    chunks.append(pack({"k": lf.TRAILER, "ts": 100 * n_events + 1000, "wall_ns": 0}))
+    tail = pack({"k": lf.DONE, "i": n - 1, "r": 100 * n_events - 95, "c": 100 * n_events - 60}) if n else b""
+    chunks.append(lf.frame(tail + pack({"k": lf.TRAILER, "ts": 100 * n_events + 1000, "wall_ns": 0}), n))
     return b"".join(chunks)

@@ -127,8 +127,11 @@ def write_run(directory: str, prog: Program, faults=(), done: bool = True, trail
                     rec.update(gid=gids[name], g=name)
                 w.write(rec)
             w.queue({"k": lf.THREAD, "h": 0, "n": "MainThread", "id": 1})
+            seqs: dict[int, int] = {}
             for n, e in enumerate(per_rank[rank]):
-                rec = {"k": lf.COLL, "o": w.string_id(e.op), "g": gids[e.group], "ts": e.ts}
+                key = lf.seq_key(gids[e.group], e.op, e.peer)
+                seqs[key] = j = seqs.get(key, -1) + 1
+                rec = {"k": lf.COLL, "o": w.string_id(e.op), "g": gids[e.group], "ts": e.ts, "j": j}
                 if e.tensors is not None and e.op != "barrier":
                     rec["t"] = w.tspec_id(tuple(e.tensors))
                 rec["s"] = w.site_id(*e.site)
@@ -144,7 +147,7 @@ def write_run(directory: str, prog: Program, faults=(), done: bool = True, trail
                 if e.role is not None:
                     rec["u"] = w.string_id(e.role)
                     rec["l"] = w.string_id(e.label or e.role)
-                w.write(rec)
+                w.write(rec, n)
                 if done:
                     w.queue({"k": lf.DONE, "i": n, "r": e.ts + 5, "c": e.ts + 40})
             if trailer:

@@ -16,10 +16,11 @@ from collcheck.model import rank_ranges
 from .timeline import cell_text
 
 STATE_STYLE = {"finished": "green", "raised": "bold red", "timed-out": "bold red", "stuck": "bold magenta",
-               "killed-in-collective": "bold magenta", "killed": "red", "missing-log": "grey50"}
+               "killed-in-collective": "bold magenta", "killed": "red", "missing-log": "grey50",
+               "damaged": "yellow"}
 STATE_TEXT = {"finished": "finished", "raised": "raised an exception", "timed-out": "timed out in a collective",
               "stuck": "stuck (per watchdog)", "killed-in-collective": "killed while in collective",
-              "killed": "killed", "missing-log": "no log"}
+              "killed": "killed", "missing-log": "no log", "damaged": "log damaged: its end is not known"}
 
 
 def _blocked(e) -> str:
