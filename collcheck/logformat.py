@@ -37,9 +37,11 @@ EXCEPTION = "X"   # uncaught exception in the process
 TRAILER = "Z"     # clean interpreter exit
 DISABLED = "Q"    # recording was disabled by an internal error (message)
 NON_MEMBER = "N"  # a collective call torch skipped: this rank is not in the group it named
+COUNTERS = "J"    # at the start of a segment: the last `j` of every group and P2P channel
 
 ALL_KINDS = frozenset(
-    (HEADER, STRING, SITE, TSPEC, THREAD, GROUP, COLL, DONE, API, STACKS, EXCEPTION, TRAILER, DISABLED, NON_MEMBER)
+    (HEADER, STRING, SITE, TSPEC, THREAD, GROUP, COLL, DONE, API, STACKS, EXCEPTION, TRAILER, DISABLED, NON_MEMBER,
+     COUNTERS)
 )
 
 LOG_SUFFIX = ".msgpack"

@@ -6,6 +6,7 @@ limits on container and string sizes.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import zlib
@@ -56,10 +57,37 @@ def read_log(path: str) -> RawLog:
     return parse_log(read_bytes(path), path)
 
 
+@functools.lru_cache(maxsize=64)
+def _names(directory: str, mtime_ns: int) -> tuple[str, ...]:
+    return tuple(os.listdir(directory))
+
+
+def segment_paths(path: str) -> list[str]:
+    """The later segments of a capped log (`<path>.1`, `<path>.2`, ...: the oldest may have been
+    deleted), in order."""
+    directory, base = os.path.split(path)
+    directory = directory or "."
+    try:
+        names = _names(directory, os.stat(directory).st_mtime_ns)
+    except OSError:
+        return []
+    found = [(int(n[len(base) + 1:]), n) for n in names
+             if n.startswith(base + ".") and n[len(base) + 1:].isdigit()]
+    return [os.path.join(directory, n) for _, n in sorted(found)]
+
+
 def read_bytes(path: str) -> bytes:
+    """A log's bytes: its first file and its later segments, one stream of frames."""
     try:
         with open(path, "rb") as f:
-            return f.read()
+            data = f.read()
+        for seg in segment_paths(path):
+            try:
+                with open(seg, "rb") as f:
+                    data += f.read()
+            except FileNotFoundError:  # deleted by the writer meanwhile (a live run)
+                continue
+        return data
     except FileNotFoundError:
         raise LogError(f"{path}: no such file") from None
     except IsADirectoryError:

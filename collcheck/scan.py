@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from . import logformat as lf
 from .capture.wire import WIRE_OPS
-from .reader import LogError, LogStream, parse_header
+from .reader import LogError, LogStream, parse_header, read_bytes
 
 SHAPE_FREE_OPS = frozenset(("alltoall_", "alltoall_base_"))
 
@@ -61,6 +61,11 @@ class Scan:
     lost: list = field(default_factory=list)  # event ids of collectives unreadable (a record they need was lost)
     duplicates: int = 0  # frames skipped as copies of earlier ones
     colls_written: int = 0  # C records the writer had written by the last good frame (format 2)
+    # a capped log whose oldest segments were deleted: collectives read before the gap are left
+    # out (`dropped` of them), and the groups' counts at the first segment after it (`starts`:
+    # group slot -> the `j` its next collective has) tell where each group goes on
+    dropped: int = 0
+    starts: dict = field(default_factory=dict)
 
     def event_of(self, eid: int) -> int | None:
         """The event index of an event id (None: not among the events read)."""
@@ -81,9 +86,9 @@ class Scan:
 def scan_file(path: str, limit: int | None = None) -> Scan:
     """Scan a whole log, or only its first `limit` collectives (reading about that much of it)."""
     try:
+        if limit is None:
+            return scan_bytes(read_bytes(path), path)
         with open(path, "rb") as f:
-            if limit is None:
-                return scan_bytes(f.read(), path)
             want = 65536 + 160 * limit  # records are ~50-100 bytes: usually enough
             data = f.read(want)
             scan = scan_bytes(data, path, limit)
@@ -125,6 +130,8 @@ def scan_bytes(data: bytes, path: str, limit: int | None = None) -> Scan:
     run_n, run_e = 0, 0
     n = 0
     kind = None
+    segment, dropped_now = 0, False
+    snapshot_at = snapshot_index = known_creations = -1  # the frame that starts the current segment
 
     def slot_of(local: int, name=None, ranks=None, desc="") -> int:
         s = gslot.get(local)
@@ -164,7 +171,10 @@ def scan_bytes(data: bytes, path: str, limit: int | None = None) -> Scan:
                 if a2a_sizes and sid in a2a_sizes:
                     scan.a2a[n] = a2a_sizes[sid]
                 if eid != run_e + n - run_n:
-                    runs.append((n, eid))
+                    if runs[-1][1] < 0:
+                        runs[-1] = (0, eid)  # the first collective after deleted segments
+                    else:
+                        runs.append((n, eid))
                     run_n, run_e = n, eid
                 sig_append(sid)
                 gid_append(g)
@@ -198,7 +208,32 @@ def scan_bytes(data: bytes, path: str, limit: int | None = None) -> Scan:
             elif kind == lf.THREAD:
                 threads.append(rec["n"])
             elif kind == lf.GROUP:
+                if at == snapshot_at and rec.get("op", "seen") != "seen":  # repeated by a later segment
+                    snapshot_index += 1
+                    if not dropped_now or snapshot_index <= known_creations:
+                        continue
                 _group(rec, slot_of, sites, creations)
+            elif kind == lf.HEADER:  # a later segment of a capped log
+                seg = rec.get("seg", 0)
+                snapshot_at, snapshot_index, known_creations = at, 0, len(creations)
+                if seg > segment + 1:  # segments between were deleted (the log's cap)
+                    scan.dropped += n
+                    n = run_n = run_e = 0
+                    runs[:] = [(0, -1)]  # set by the next collective
+                    for col in (sig, gid, off, seq):
+                        del col[:]
+                    pending.clear()
+                    errors.clear()
+                    scan.a2a.clear()
+                    scan.unconfirmed.clear()
+                    scan.lost.clear()
+                    dropped_now = True
+                segment = max(segment, seg)
+            elif kind == lf.COUNTERS and dropped_now:
+                for key, last in rec["c"]:
+                    if key & (3 << 32) == 0 and key >> 34 in gslot:  # a group's collectives
+                        scan.starts[gslot[key >> 34]] = last + 1
+                dropped_now = False
             elif kind == lf.EXCEPTION:
                 scan.exception = (rec.get("t", "?"), rec.get("m", ""), sites.get(rec.get("s")))
             elif kind == lf.TRAILER:
@@ -286,8 +321,7 @@ def decode_event(path: str, offset: int, eid: int, cache: dict) -> tuple[dict, d
     """
     data = cache.get("data")
     if data is None:
-        with open(path, "rb") as f:
-            data = cache["data"] = f.read()
+        data = cache["data"] = read_bytes(path)
         tables = cache["tables"] = {"S": {}, "F": {}, "T": {}, "P": {}}
         for _, rec, _ in LogStream(data, path):  # tables are small and appear before first use
             k = rec["k"]

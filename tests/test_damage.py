@@ -103,11 +103,59 @@ DAMAGE = st.one_of(
 )
 
 
+HEALTH = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+CASES = dict(scenario=st.sampled_from(SCENARIOS), which=st.integers(0, 3), where=st.floats(0, 1), how=DAMAGE)
+
+
 @pytest.mark.timeout(900)
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                       HealthCheck.too_slow])
-@given(scenario=st.sampled_from(SCENARIOS), which=st.integers(0, 3), where=st.floats(0, 1), how=DAMAGE)
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=HEALTH)
+@given(**CASES)
 def test_damaged_log(recorded, scenario, which, where, how):
+    check_damaged(recorded, scenario, which, where, how)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+@settings(max_examples=3000, deadline=None, suppress_health_check=HEALTH)
+@given(**CASES)
+def test_damaged_log_many(recorded, scenario, which, where, how):
+    check_damaged(recorded, scenario, which, where, how)
+
+
+def test_damaged_run_in_the_tui_and_replay(recorded, tmp_path):
+    """The real TUI (headless) and a real replay on a run with a damaged log: no internal error,
+    the damage said as a warning."""
+    import asyncio
+
+    from tui.app import CollcheckApp
+
+    run_dir, files, _ = recorded["seed004_case4"]
+    copy = str(tmp_path / "run")
+    shutil.copytree(run_dir, copy)
+    target = os.path.join(copy, os.path.basename(files[1]))
+    with open(target, "rb") as f:
+        data = bytearray(f.read())
+    data[len(data) // 2] ^= 0x10
+    with open(target, "wb") as f:
+        f.write(bytes(data))
+
+    async def main():
+        app = CollcheckApp(copy)
+        async with app.run_test(size=(160, 45)) as pilot:
+            for _ in range(600):
+                if app.report is not None or app.error is not None:
+                    break
+                await pilot.pause(0.05)
+            assert app.error is None and app.report is not None
+            assert any("damaged" in w for w in app.report.run.warnings)
+            await pilot.press("n")
+            await pilot.pause()
+
+    asyncio.run(main())
+    assert run_cli("replay", copy, "--timeout", "3") in (0, 1, 2)
+
+
+def check_damaged(recorded, scenario, which, where, how):
     run_dir, files, clean_keys = recorded[scenario]
     path = files[which % len(files)]
     with open(path, "rb") as f:

@@ -8,12 +8,13 @@ fields, purpose labels, call sites, thread) and which collectives completed.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 
 import pytest
-from conftest import FASTPATH_BUILD_TIMEOUT as BUILD_TIMEOUT, base_env, log_files, program, torchrun
+from conftest import FASTPATH_BUILD_TIMEOUT as BUILD_TIMEOUT, base_env, log_files, marker_lines, program, torchrun
 
 from collcheck import logformat as lf
 from collcheck.reader import read_log
@@ -146,3 +147,23 @@ def test_status_when_not_built(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1 and proc.stdout.startswith("not built: " + str(tmp_path / "empty")), proc
     assert not (tmp_path / "empty").exists()
+
+
+@pytest.mark.timeout(BUILD_TIMEOUT + 240)
+def test_capped_log_written_by_the_compiled_path(built, tmp_path):
+    """The compiled path starts new segments itself (DDP's C++ all-reduces): the capped log
+    still reads, lines up and names the divergence with its real sequence number."""
+    script = program("long_run.py")
+    rc, _, err, run_dir = torchrun(script, 2, tmp_path, timeout=180, args=("1500", "1490", "ddp"),
+                                   env={"COLLCHECK_FASTPATH": "1", "COLLCHECK_MAX_MB": "0.1"})
+    assert "compiled fast path in use" in err and rc != 0
+    assert any(".msgpack." in f for f in os.listdir(run_dir))  # segments were started
+    proc = subprocess.run([sys.executable, "-m", "collcheck.cli", "diff", run_dir, "--format", "json"],
+                          capture_output=True, text=True, timeout=120)
+    report = json.loads(proc.stdout)
+    first = report["findings"][0]
+    assert proc.returncode == 1 and first["kind"] == "op_mismatch" and first["ranks"] == [1], proc.stderr
+    sites = {e["rank"]: e["site"] for e in first["events"].values() if e}
+    assert sites[1]["line"] == marker_lines(script)["diverge"]
+    assert any("checked from #" in w for w in report["warnings"])
+    assert not [w for w in report["warnings"] if "damaged" in w or "unreadable" in w]

@@ -64,6 +64,8 @@ def analyse(run: Run) -> Report:
         _blame_divergence(hangs[0], divergences[0], hang)
     findings = skipped + divergences + hangs
     for f in findings:
+        if f.kind not in ("group_mismatch", "non_member_call") and not f.details.get("p2p"):
+            f.start = sequences.group(f.group).start
         f.message = explain(run, f)
         fix = better_fix(run, f, bool(divergences))
         if fix:
@@ -72,7 +74,13 @@ def analyse(run: Run) -> Report:
 
 
 def _note_cut(run: Run, seqs) -> None:
-    """Say how far a group could be checked on ranks whose logs lost some of its collectives."""
+    """Say from where a group could be checked (capped logs) and how far on ranks whose logs lost
+    some of its collectives."""
+    if seqs.start:
+        note = (f"group {seqs.name}: checked from #{seqs.start} (capped logs deleted their oldest "
+                "segments; every member kept the collectives from there)")
+        if note not in run.warnings:
+            run.warnings.append(note)
     for r in sorted(seqs.open):
         if r in run.group_members(seqs.name) or r in seqs.index:
             note = (f"group {seqs.name}: rank {r} checked up to #{len(seqs.index.get(r, ()))} only "

@@ -85,7 +85,7 @@ def _missing(run: Run, f: Finding) -> str:
     others = _others(f)
     how = "stopped" if f.details.get("stopped") else "skipped it"
     text = (f"{_ranks(f.ranks)} {how} before {_ev(f.expected)} which {_ranks(others)} issued as collective "
-            f"#{f.position} of group {f.group}")
+            f"#{f.number} of group {f.group}")
     if f.details.get("stopped"):
         text += " (" + ", ".join(f"rank {r}: {_end(run.ranks[r])}" for r in f.ranks) + ")"
     ddp = _ddp_sync_counts(run, f, f.expected)
@@ -101,7 +101,7 @@ def _missing(run: Run, f: Finding) -> str:
 def _extra(run: Run, f: Finding) -> str:
     others = _others(f)
     e = _culprit_event(f)
-    text = (f"{_ranks(f.ranks)} issued {_ev(e)} as collective #{f.position} of group {f.group}; "
+    text = (f"{_ranks(f.ranks)} issued {_ev(e)} as collective #{f.number} of group {f.group}; "
             f"{_ranks(others) if others else 'ranks -'} never did")
     ddp = _ddp_sync_counts(run, f, e)
     if ddp:
@@ -113,7 +113,7 @@ def _extra(run: Run, f: Finding) -> str:
 
 def _order_mismatch(run: Run, f: Finding) -> str:
     threads = {e.thread for e in f.events.values() if e is not None}
-    return (f"{_ranks(f.ranks)} issued collectives #{f.position}..#{f.position + f.details['window'] - 1} of "
+    return (f"{_ranks(f.ranks)} issued collectives #{f.number}..#{f.number + f.details['window'] - 1} of "
             f"group {f.group} in a different order (permutation {list(f.details['permutation'])} of the "
             f"majority's order); first: {_ev(f.events.get(f.ranks[0]))} vs {_ev(f.expected)}"
             + (f"; threads: {', '.join(sorted(threads))}" if len(threads) > 1 else ""))
@@ -145,7 +145,7 @@ def _group_mismatch(run: Run, f: Finding) -> str:
 def _unmatched_p2p(run: Run, f: Finding) -> str:
     d = f.details
     e = next((x for x in f.events.values() if x is not None), None)
-    return (f"{_ev(e)}: rank {d['src']} -> rank {d['dst']} message #{f.position} in group {f.group} "
+    return (f"{_ev(e)}: rank {d['src']} -> rank {d['dst']} message #{f.number} in group {f.group} "
             f"has no matching {d['missing']}")
 
 
@@ -153,7 +153,7 @@ def _split_mismatch(run: Run, f: Finding) -> str:
     pairs = "; ".join(f"rank {s} sends {n} elements to rank {d}, which expects {m}"
                       for s, d, n, m in f.details["pairs"])
     more = f.details["pairs_total"] - len(f.details["pairs"])
-    return (f"in {_ev(_culprit_event(f))} (collective #{f.position} of group {f.group}): {pairs}"
+    return (f"in {_ev(_culprit_event(f))} (collective #{f.number} of group {f.group}): {pairs}"
             + (f"; {more} more pair(s)" if more > 0 else ""))
 
 
@@ -161,7 +161,7 @@ def _field_text(run: Run, f: Finding) -> str:
     """op/shape/dtype/reduce op/root/semantic/tag mismatches: the culprit's call vs the reference."""
     d = f.details
     if d.get("p2p"):
-        text = (f"send rank {d['src']} -> rank {d['dst']} #{f.position}: {_ev(f.events.get(d['src']))} "
+        text = (f"send rank {d['src']} -> rank {d['dst']} #{f.number}: {_ev(f.events.get(d['src']))} "
                 f"vs recv {_ev(f.events.get(d['dst']))}")
     else:
         by_call: dict[str, list] = {}  # the culprits need not agree among themselves
@@ -169,7 +169,7 @@ def _field_text(run: Run, f: Finding) -> str:
             if f.events.get(r) is not None:
                 by_call.setdefault(_ev(f.events[r]), []).append(r)
         mine = "; ".join(f"{_ranks(rs)} issued {call}" for call, rs in by_call.items()) or f"{_ranks(f.ranks)} issued nothing"
-        text = f"{mine} where {_ranks(_others(f))} issued {_ev(f.expected)} (collective #{f.position} of group {f.group})"
+        text = f"{mine} where {_ranks(_others(f))} issued {_ev(f.expected)} (collective #{f.number} of group {f.group})"
     if d.get("nccl_note"):
         text += "; " + d["nccl_note"]
     return text
@@ -187,7 +187,7 @@ def _hang(run: Run, f: Finding) -> str:
     one = len(waiters) == 1
     text = f"{_ranks(waiters)} never completed {'its' if one else 'their'} last collective"
     if not roots and not f.details.get("edges"):
-        return text + (f"; they are all inside collective #{f.position} of group {f.group} but issued different "
+        return text + (f"; they are all inside collective #{f.number} of group {f.group} but issued different "
                        "collectives there (see the first divergence)")
     if roots:
         states = ", ".join(f"rank {r} ({_end(run.ranks[r]) if r in run.ranks else 'no log'})" for r in roots)

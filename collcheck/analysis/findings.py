@@ -101,6 +101,12 @@ class Finding:
     expected: Event | None = None  # the majority's event at the slot
     details: dict = field(default_factory=dict)
     time: int = 0  # earliest wall-clock us of the involved events, for ordering
+    start: int = 0  # the group's first slot's sequence number (capped logs that dropped their start)
+
+    @property
+    def number(self) -> int:
+        """The collective's sequence number in its group, as reports show it (#N)."""
+        return self.position + self.start
 
     @property
     def title(self) -> str:

@@ -216,6 +216,10 @@ class _Channels:
         return self.seqs.collectives(rank, group)
 
     def collective_position(self, rank: int, ev) -> int:
+        """Its slot in the model (a capped log's kept part starts at the group's `start`)."""
+        slot = self.seqs.group(ev.group).slot(rank, ev.index)
+        if slot is not None:
+            return slot
         return ev.position - bisect_left(self.seqs.p2p_indices(rank, ev.group), ev.index)
 
     def _messages(self, rank: int, group: str, op: str, peer: int, tag: int, before: int | None = None) -> int:

@@ -24,6 +24,7 @@ class Config:
     full_stack: bool = False  # COLLCHECK_STACK=full: every frame, not only the user's
     hang_seconds: float = 60.0  # COLLCHECK_HANG_SECONDS: watchdog dumps stacks after this
     run_id: str | None = None
+    max_mb: float = 64.0  # COLLCHECK_MAX_MB: per rank; 0 = one unbounded file
 
     @classmethod
     def from_env(cls, environ=os.environ) -> "Config":
@@ -35,6 +36,7 @@ class Config:
             full_stack=stack == "full",
             hang_seconds=float(environ.get("COLLCHECK_HANG_SECONDS", "60")),
             run_id=environ.get("COLLCHECK_RUN_ID") or None,
+            max_mb=float(environ.get("COLLCHECK_MAX_MB", "64")),
         )
 
     def resolved_run_id(self, environ=os.environ) -> str:

@@ -13,6 +13,9 @@
 struct WriterLock {
   std::mutex mu;
   bool closed = false;  // LogWriter.close() sets it under the lock: no write after it
+  int fd = -1;                // writer.Counters: the current segment's file
+  int64_t written = 0;        // bytes in the current segment
+  int64_t segment_bytes = 0;  // start a new one (LogWriter.next_segment) past this; 0: never
   bool acquire(bool blocking, double timeout) {
     if (mu.try_lock()) return true;
     if (!blocking) return false;
@@ -55,9 +58,9 @@ struct Inflight {
 
 struct Shared {  // everything below is touched with the GIL held
   PyObject *rec = nullptr, *pending = nullptr;  // the recorder, its writer's queued records (list of bytes)
+  PyObject* writer = nullptr;                   // the LogWriter (next_segment)
   WriterLock* lock = nullptr;                   // nullptr: the writer has another lock, no C++ writes
   py::object lock_owner;
-  int fd = -1;
   int64_t next_eid = 0, epoch = 0;
   std::vector<std::unique_ptr<Packed>> packed;  // by template id
   std::unordered_map<int64_t, int64_t> last_in_group;
@@ -67,6 +70,7 @@ struct Shared {  // everything below is touched with the GIL held
   void clear() {
     Py_CLEAR(rec);
     Py_CLEAR(pending);
+    Py_CLEAR(writer);
     lock = nullptr;
     lock_owner = py::object();
     packed.clear();
@@ -75,7 +79,6 @@ struct Shared {  // everything below is touched with the GIL held
     seqs.clear();
     inflight.clear();
     next_eid = epoch = 0;
-    fd = -1;
   }
 };
 Shared shared;
@@ -249,8 +252,9 @@ Emit emit_cached(long tid, int64_t* eid_out) {
   buf = frame(buf, eid);
   bool wrote = true;
   Py_BEGIN_ALLOW_THREADS  // the writer lock stays held, as in LogWriter.write
+  const int fd = shared.lock->fd;
   for (size_t off = 0; off < buf.size();) {
-    const ssize_t w = ::write(shared.fd, buf.data() + off, buf.size() - off);
+    const ssize_t w = ::write(fd, buf.data() + off, buf.size() - off);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
       wrote = false;
@@ -260,6 +264,15 @@ Emit emit_cached(long tid, int64_t* eid_out) {
   }
   Py_END_ALLOW_THREADS
   if (!wrote) return Emit::failed;
+  shared.lock->written += static_cast<int64_t>(buf.size());
+  if (shared.lock->segment_bytes && shared.lock->written >= shared.lock->segment_bytes) {
+    PyObject* r = PyObject_CallMethod(shared.writer, "next_segment", nullptr);  // GIL and lock held
+    if (!r) {
+      PyErr_Clear();
+      return Emit::failed;
+    }
+    Py_DECREF(r);
+  }
   shared.inflight[eid] = Inflight{issued, PyThread_get_thread_ident(), t.op};
   shared.next_eid = eid + 1;
   *eid_out = eid;
@@ -276,7 +289,7 @@ void attach_shared(PyObject* rec) {  // GIL held
     shared.lock_owner = lock;
   }
   shared.pending = py::object(w.attr("_pending")).release().ptr();
-  shared.fd = w.attr("fd").cast<int>();
+  shared.writer = w.release().ptr();
   shared.rec = r.release().ptr();
 }
 
@@ -305,11 +318,19 @@ void define_emit(py::module_& m) {
       .def("release", [](WriterLock& l) { l.mu.unlock(); })
       .def("__enter__", [](WriterLock& l) { l.acquire(true, -1); })
       .def("__exit__", [](WriterLock& l, py::args) { l.mu.unlock(); })
-      .def_readwrite("closed", &WriterLock::closed);
+      .def_readwrite("closed", &WriterLock::closed)
+      .def_readwrite("fd", &WriterLock::fd)
+      .def_readwrite("written", &WriterLock::written)
+      .def_readwrite("segment_bytes", &WriterLock::segment_bytes);
   m.def("cache", &cache_template);
   m.def("next_eid", []() { return shared.next_eid++; });  // the writer lock is held by the caller
   m.def("peek_eid", []() { return shared.next_eid; });     // C records written so far (frames)
   m.def("next_seq", &next_seq);
+  m.def("seqs", []() {  // [(seq_key, last j)], for a new segment's J record
+    py::list out;
+    for (const auto& [key, j] : shared.seqs) out.append(py::make_tuple(key, j));
+    return out;
+  });
   m.def("label_state", &label_state);
   m.def("set_api", [](bool on) { in_api = on; });
   m.def("set_epoch", [](int64_t e) { shared.epoch = e; });

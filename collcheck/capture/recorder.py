@@ -123,7 +123,8 @@ class Recorder(Completions, fastpath.RecorderHooks):
         run_id = cfg.resolved_run_id()
         restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0)
         fd, path = open_exclusive(os.path.join(cfg.directory, run_id), f"rank-{rank:05d}.{restart}")
-        self.writer = LogWriter(fd, path, fastpath.writer_lock())
+        self.writer = LogWriter(fd, path, fastpath.writer_lock(), max_bytes=int(cfg.max_mb * 1024 * 1024))
+        self.writer.snapshot_records = self._counters
         self.rank = rank
         header = {
             "k": lf.HEADER,
@@ -187,7 +188,7 @@ class Recorder(Completions, fastpath.RecorderHooks):
         h = self._threads.get(ident)
         if h is None:
             h = self._threads[ident] = len(self._threads)
-            w.queue({"k": lf.THREAD, "h": h, "n": threading.current_thread().name, "id": ident})
+            w.keep({"k": lf.THREAD, "h": h, "n": threading.current_thread().name, "id": ident})
         return h
 
     def group_id(self, w: LogWriter, pg, name: str | None = None) -> int:
@@ -204,8 +205,13 @@ class Recorder(Completions, fastpath.RecorderHooks):
             ranks = _group_ranks(pg)
             if ranks is not None:
                 rec["r"] = ranks
-            w.queue(rec)
+            w.keep(rec)
         return gid
+
+    def _counters(self) -> list[dict]:
+        """J record for a new segment: the last `j` of every group and channel (writer lock held)."""
+        seqs = self._fast.seqs() if self._fast is not None else list(self._seqs.items())
+        return [{"k": lf.COUNTERS, "c": [list(kv) for kv in seqs]}]
 
     def _site(self, w: LogWriter, frame):
         user, names, stack = callsite.walk(frame, self.config.full_stack)
@@ -397,7 +403,8 @@ class Recorder(Completions, fastpath.RecorderHooks):
                 rec["s"] = site
             if extra:
                 rec.update(extra)
-            w.write(rec)
+            w.keep(rec)  # a later segment repeats the group's creation
+            w.write()
 
     def next_api_call(self) -> int:
         self._api_calls += 1

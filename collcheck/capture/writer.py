@@ -5,6 +5,12 @@ before the collective is issued, so it survives SIGKILL/SIGABRT of a rank that i
 blocked inside it (the page cache outlives the process). Small follow-up records
 (return/completion times) are queued and ride along with the next write, or are
 flushed by the watchdog thread within a fraction of a second.
+
+Bounded logs (COLLCHECK_MAX_MB): the log is written as segments, the first file and then
+`<file>.1`, `<file>.2`, ...; each later segment starts with the header and a snapshot of
+every string, site, tensor spec, thread and group record written so far and the recorder's
+counters, so it reads on its own. When the segments pass the cap the oldest are deleted, never
+the first file (its header and first group creations).
 """
 
 from __future__ import annotations
@@ -18,6 +24,18 @@ import msgpack
 from .. import logformat as lf
 
 _pack = msgpack.Packer(use_bin_type=True).pack  # not thread-safe: only used under the lock
+SEGMENTS = 8  # a capped log is kept as about this many segments
+MIN_SEGMENT = 16 * 1024
+
+
+class Counters:
+    """Where the file descriptor and the bytes written to the current segment are kept: the
+    compiled path's WriterLock has the same fields, and writes records itself."""
+
+    def __init__(self):
+        self.fd = -1
+        self.written = 0
+        self.segment_bytes = 0  # 0: never start a new segment
 
 
 def open_exclusive(directory: str, base: str) -> tuple[int, str]:
@@ -38,11 +56,21 @@ def open_exclusive(directory: str, base: str) -> tuple[int, str]:
 class LogWriter:
     """Owns one rank's file descriptor and its intern tables. All methods are thread-safe."""
 
-    def __init__(self, fd: int, path: str, lock=None):
-        self.fd = fd
+    def __init__(self, fd: int, path: str, lock=None, max_bytes: int = 0):
         self.path = path
         # the compiled fast path's WriterLock when it is loaded: it writes records itself under it
         self.lock = threading.Lock() if lock is None else lock
+        self.counters = lock if hasattr(lock, "segment_bytes") else Counters()
+        self.counters.fd = fd
+        self.counters.written = 0
+        self.max_bytes = max_bytes
+        self.counters.segment_bytes = max(max_bytes // SEGMENTS, MIN_SEGMENT) if max_bytes > 0 else 0
+        self.header: dict | None = None
+        self.segment = 0
+        self._segments: list[tuple[str, int]] = []  # (path, size) of closed later segments on disk
+        self._first_size = 0
+        self._kept: list[bytes] = []  # records every new segment repeats (interned tables, groups)
+        self.snapshot_records = lambda: []  # the recorder's counters for a new segment (J records)
         self._pending: list[bytes] = []
         self._strings: dict[str, int] = {}
         self._sites: dict[tuple, int] = {}
@@ -58,7 +86,7 @@ class LogWriter:
         i = self._strings.get(s)
         if i is None:
             i = self._strings[s] = len(self._strings)
-            self._pending.append(_pack({"k": lf.STRING, "i": i, "s": s}))
+            self.keep({"k": lf.STRING, "i": i, "s": s})
         return i
 
     def site_id(self, filename: str, line: int, func: str) -> int:
@@ -67,7 +95,7 @@ class LogWriter:
         if i is None:
             f, n = self.string_id(filename), self.string_id(func)
             i = self._sites[key] = len(self._sites)
-            self._pending.append(_pack({"k": lf.SITE, "i": i, "f": f, "l": line, "n": n}))
+            self.keep({"k": lf.SITE, "i": i, "f": f, "l": line, "n": n})
         return i
 
     def tspec_id(self, key: tuple) -> int:
@@ -76,12 +104,23 @@ class LogWriter:
         if i is None:
             spec = [[self.string_id(d), list(s)] for d, s in key]
             i = self._tspecs[key] = len(self._tspecs)
-            self._pending.append(_pack({"k": lf.TSPEC, "i": i, "t": spec}))
+            self.keep({"k": lf.TSPEC, "i": i, "t": spec})
         return i
 
     # -- output (call with self.lock held) ----------------------------------------
+    @property
+    def fd(self) -> int:
+        return self.counters.fd
+
     def queue(self, record: dict) -> None:
         self._pending.append(_pack(record))
+
+    def keep(self, record: dict) -> None:
+        """Queue a record that every later segment repeats (threads, groups, interned tables)."""
+        b = _pack(record)
+        self._pending.append(b)
+        if self.counters.segment_bytes:
+            self._kept.append(b)
 
     def write(self, record: dict | None = None, eid: int | None = None) -> None:
         """Write queued records plus `record` in one frame, one write(2) call; `eid`: the event id
@@ -90,6 +129,8 @@ class LogWriter:
             self._pending.append(_pack(record))
         if not self._pending or self.closed:
             return
+        if record is not None and record.get("k") == lf.HEADER:
+            self.header = record
         if eid is None and record is not None and record.get("k") == lf.COLL:
             eid = self.colls_written()
         if eid is None:
@@ -98,10 +139,49 @@ class LogWriter:
             before, self.colls = eid, eid + 1
         data = lf.frame(b"".join(self._pending), before)
         self._pending.clear()
+        self._write_all(data)
+        c = self.counters
+        if c.segment_bytes and c.written >= c.segment_bytes:
+            self.next_segment()
+
+    def _write_all(self, data: bytes) -> None:
         view = memoryview(data)
         while view:
-            n = os.write(self.fd, view)
+            n = os.write(self.counters.fd, view)
             view = view[n:]
+        self.counters.written += len(data)
+
+    def next_segment(self) -> None:
+        """Go on in a new segment file that reads on its own; delete the oldest segments (never
+        the first file) while the log is over its cap. Writer lock held; the compiled path calls
+        it too, after its own write."""
+        c = self.counters
+        if self.header is None or self.closed:
+            return
+        if self.segment == 0:
+            self._first_size = c.written
+        else:
+            self._segments.append((self._segment_path(self.segment), c.written))
+        self.segment += 1
+        path = self._segment_path(self.segment)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(path, flags, 0o644)
+        os.close(c.fd)
+        c.fd, c.written = fd, 0
+        snapshot = [_pack(dict(self.header, seg=self.segment))] + self._kept
+        snapshot += [_pack(r) for r in self.snapshot_records()]
+        self._write_all(lf.frame(b"".join(snapshot), self.colls_written()))
+        total = self._first_size + sum(size for _, size in self._segments) + c.written
+        while self._segments and total > self.max_bytes:
+            old, size = self._segments.pop(0)
+            try:
+                os.unlink(old)
+            except OSError:
+                pass
+            total -= size
+
+    def _segment_path(self, n: int) -> str:
+        return f"{self.path}.{n}"
 
     def close(self) -> None:
         with self.lock:
@@ -110,4 +190,4 @@ class LogWriter:
                 self.closed = True
                 if hasattr(self.lock, "closed"):
                     self.lock.closed = True  # what the compiled path checks
-                os.close(self.fd)
+                os.close(self.counters.fd)

@@ -196,6 +196,10 @@ class RankLog:
         self.lost = scan.lost  # event ids of collectives that could not be read
         self.eid_runs = scan.eid_runs
         self.colls_written = scan.colls_written
+        # a capped log whose oldest segments were deleted: how many collectives it left out, and
+        # the `j` each group goes on from (groups with no collective since: their count then)
+        self.dropped = scan.dropped
+        self.starts = {self.groups[slot].name: j for slot, j in scan.starts.items()}
         self.site_set = {run.site_id(site) for site in scan.sites}
         self.base_us = h.get("wall_ns", 0) // 1000
         self._by_group: dict[str, object] | None = None
@@ -280,11 +284,12 @@ class RankLog:
         for (n0, e0), (n1, e1) in zip(runs, runs[1:]):
             if e1 > e0 + n1 - n0:
                 out.append((n1, e1 - e0 - n1 + n0))
-        end = self.eid_of(len(self) - 1) + 1 if len(self) else runs[-1][1]
+        end = self.eid_of(len(self) - 1) + 1 if len(self) else max(runs[-1][1], 0)
+        written = max(self.colls_written, max(self.lost, default=-1) + 1)
         if any(d[2] is None for d in self.damage):
             out.append((len(self), None))  # the damage ran to the end of the file
-        elif self.colls_written > end:
-            out.append((len(self), self.colls_written - end))
+        elif written > end:
+            out.append((len(self), written - end))
         return out
 
     def event(self, i: int) -> Event:

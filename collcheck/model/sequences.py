@@ -46,6 +46,29 @@ class GroupSequences:
             self.index[rank] = idx
             # one group and no P2P: the rank's whole signature column is the sequence
             self.seq[rank] = sig if isinstance(idx, range) and len(idx) == len(sig) else array("I", (sig[i] for i in idx))
+        self.start = self._align_starts(run, name)
+
+    def _align_starts(self, run: Run, name: str) -> int:
+        """Capped logs whose oldest segments were deleted start in the middle of a group: slot 0
+        is the first `j` that every member still has (its `start`); what a rank kept from before
+        it is left out. Without deleted segments the start is 0."""
+        firsts = {}
+        for rank, log in run.ranks.items():
+            if not log.dropped:
+                continue
+            idx = self.index.get(rank)
+            firsts[rank] = log.seq[idx[0]] if idx is not None and len(idx) else log.starts.get(name, 0)
+        start = max(firsts.values(), default=0)
+        if not start:
+            return 0
+        for rank, idx in list(self.index.items()):
+            log = run.ranks[rank]
+            first = log.seq[idx[0]] if len(idx) and log.dropped else 0
+            skip = min(max(start - first, 0), len(idx))
+            if skip:
+                self.index[rank] = kept = array("I", idx[skip:])
+                self.seq[rank] = array("I", (log.sig[i] for i in kept))
+        return start
 
     def slot(self, rank: int, event: int) -> int | None:
         """The slot of the rank's event `event` in this group, None when it is not one of them."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from .. import logformat as lf
 from ..model import P2P_OPS, Run
-from ..reader import LogError, LogStream
+from ..reader import LogError, LogStream, read_bytes
 from .whatif import apply_edit, follow_peers
 
 
@@ -60,8 +60,7 @@ def _public(a: dict) -> dict:
 def rank_actions(run: Run, rank: int) -> list[dict]:
     """The rank's creations, collectives and end, in recorded order (global ranks, recorded names)."""
     log = run.ranks[rank]
-    with open(log.path, "rb") as f:
-        data = f.read()
+    data = read_bytes(log.path)
     lost = set(log.lost)
     strings: dict = {}
     sites: dict = {}

@@ -23,7 +23,7 @@ def render(report, out) -> None:
         if site:
             path = os.path.relpath(site[0]) if os.path.isabs(site[0]) else site[0]
             params += [f"file={path}", f"line={site[1]}"]
-        params.append(f"title={_esc(f'collcheck {f.kind} (group {f.group}, #{f.position})')}")
+        params.append(f"title={_esc(f'collcheck {f.kind} (group {f.group}, #{f.number})')}")
         out.write(f"::error {','.join(params)}::{_esc(f.message)}\n")
     if not report.findings:
         out.write("::notice title=collcheck::no divergence found\n")

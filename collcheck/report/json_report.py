@@ -30,7 +30,7 @@ def event_dict(e) -> dict | None:
 
 def finding_dict(f) -> dict:
     return {
-        "kind": f.kind, "title": f.title, "severity": f.severity, "group": f.group, "position": f.position,
+        "kind": f.kind, "title": f.title, "severity": f.severity, "group": f.group, "position": f.number,
         "ranks": f.ranks, "message": f.message,
         "events": {str(r): event_dict(e) for r, e in sorted(f.events.items())},
         "expected": event_dict(f.expected),

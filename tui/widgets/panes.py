@@ -49,7 +49,7 @@ def overview(report) -> RGroup:
     f = report.first
     if f is not None:
         t = Text("\n")
-        t.append(f"first finding: {f.title} — group {f.group}, #{f.position}, ranks {rank_ranges(f.ranks)}\n",
+        t.append(f"first finding: {f.title} — group {f.group}, #{f.number}, ranks {rank_ranges(f.ranks)}\n",
                  style="bold red")
         t.append(f.message + "\n")
         t.append("usual fix: ", style="bold")
