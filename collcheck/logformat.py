@@ -11,6 +11,7 @@ Version history:
      numbers on collectives (`j`).
 """
 
+import struct
 import zlib
 
 MAGIC = "collcheck-log"
@@ -57,8 +58,14 @@ def seq_key(gid: int, op: str, peer) -> int:
     return (gid << 34) | (kind << 32) | ((peer or 0) & 0xFFFFFFFF if kind else 0)
 
 
+_SMALL = [bytes((i,)) for i in range(0x80)]
+_CRC = struct.Struct("<BI").pack
+
+
 def uvarint(n: int) -> bytes:
     """LEB128, as the compiled writer packs it."""
+    if n < 0x80:
+        return _SMALL[n]
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
@@ -70,4 +77,4 @@ def uvarint(n: int) -> bytes:
 def frame(payload: bytes, colls_before: int) -> bytes:
     """One frame around the records of one write(2)."""
     body = uvarint(len(payload)) + uvarint(colls_before) + payload
-    return b"\xc1" + zlib.crc32(body).to_bytes(4, "little") + body
+    return _CRC(FRAME_MARK, zlib.crc32(body)) + body

@@ -307,6 +307,8 @@ class LogStream:
                 continue
             for rec in recs:
                 if rec["k"] == lf.COLL:
+                    if "d" in rec:  # completions of earlier collectives, relative to this one
+                        yield from _done_records(pos, rec, eid)
                     yield pos, rec, eid
                     eid += 1
                 else:
@@ -331,6 +333,18 @@ class LogStream:
         except (*_READ_ERRORS, msgpack.OutOfData):
             return None
         return recs if base + unp.tell() == pend else None
+
+
+def _done_records(pos: int, rec: dict, eid: int):
+    """The D records a C record carries (`d`), as if written on their own."""
+    ts = rec.get("ts", 0)
+    for entry in rec["d"]:
+        if len(entry) < 2:
+            continue
+        done = {"k": lf.DONE, "i": eid - entry[0], "r": ts - entry[1]}
+        if len(entry) > 2:
+            done["c"] = ts - entry[2]
+        yield pos, done, -1
 
 
 def parse_log(data: bytes, path: str = "<bytes>") -> RawLog:

@@ -87,6 +87,16 @@ def test_divergence_near_the_end_of_a_wrapped_log(tmp_path):
     assert first["group"] == "0" and first["position"] == 2990  # the world group's 2991st collective
     sites = {e["rank"]: e["site"] for e in first["events"].values() if e}
     assert sites[1]["line"] == marker_lines(LONG)["diverge"]
+    # the TUI's grid: the finding's row is numbered #2990 and holds rank 1's broadcast
+    from collcheck.analysis.diff import analyse
+    from collcheck.model import load_run
+    from tui.grid import Grid, finding_row
+
+    report = analyse(load_run(run_dir))
+    grid = Grid(report, "0")
+    row = finding_row(grid, report.first)
+    assert grid.number(*grid.slot(row)) == 2990
+    assert report.run.ranks[1].event(grid.index(1, row)).sig.op == "broadcast_"
 
 
 @pytest.mark.slow

@@ -45,7 +45,7 @@ def resolved(path: str):
         elif k == lf.GROUP and r["op"] == "seen":
             groups[r["gid"]] = (r["g"], r.get("d"), tuple(r.get("r", ())))
         elif k == lf.COLL:
-            c = {key: v for key, v in r.items() if key != "ts"}
+            c = {key: v for key, v in r.items() if key not in ("ts", "d")}  # (d: completions, as D records)
             c["o"], c["g"], c["h"] = strings[c["o"]], groups[c["g"]], threads[c.get("h", 0)]
             for key, table in (("t", specs), ("s", sites), ("x", strings), ("u", strings), ("l", strings)):
                 if key in c:

@@ -59,10 +59,20 @@ def frames(data: bytes) -> list[tuple[int, int, list]]:
     while pos < len(data):
         assert data[pos] == 0xC1, pos
         length, p = _varint(data, pos + 5)
-        _, p = _varint(data, p)
+        eid, p = _varint(data, p)
         end = p + length
         assert zlib.crc32(data[pos + 5:end]) == int.from_bytes(data[pos + 1:pos + 5], "little"), pos
-        out.append((pos, end, _unpack(data[p:end])))
+        recs = []
+        for rec in _unpack(data[p:end]):  # completions a C record carries are D records
+            if rec["k"] == "C":
+                for entry in rec.get("d", ()):
+                    done = {"k": "D", "i": eid - entry[0], "r": rec["ts"] - entry[1]}
+                    if len(entry) > 2:
+                        done["c"] = rec["ts"] - entry[2]
+                    recs.append(done)
+                eid += 1
+            recs.append(rec)
+        out.append((pos, end, recs))
         pos = end
     return out
 
@@ -90,6 +100,7 @@ def format1(data: bytes) -> bytes:
     recs[0]["v"] = 1
     for r in recs:
         r.pop("j", None)
+        r.pop("d", None)
     return b"".join(msgpack.packb(r) for r in recs)
 
 

@@ -205,6 +205,10 @@ class Grid:
     def __len__(self) -> int:
         return len(self.row_pos)
 
+    def number(self, group: str, k: int) -> int:
+        """Slot k's sequence number as reports show it (capped logs start a group at `start`)."""
+        return k if group in self.channels else k + self.sequences.group(group).start
+
     def slot(self, row: int) -> tuple[str, int]:
         return self.groups[int(self.row_group[row])], int(self.row_pos[row])
 
@@ -285,6 +289,7 @@ class Grid:
     def step_states(self, row: int) -> list[tuple[list[int], str]]:
         """Every rank's state at the row's collective: folded [(ranks, text)]."""
         g, k = self.slot(row)
+        n = self.number(g, k)
         members = self.members(g) or self.ranks
         reached = {r for r in members if r in self.seqs and k < len(self.seqs[r].idx.get(g, ()))}
         best, _ = self.majority(row)
@@ -296,7 +301,7 @@ class Grid:
                 continue
             if r not in reached:
                 st = self.states.get(r, "?")
-                texts[r] = f"exited ({st}) before #{k}" if st in ENDED else f"stopped ({st}) before #{k}"
+                texts[r] = f"exited ({st}) before #{n}" if st in ENDED else f"stopped ({st}) before #{n}"
                 continue
             i = self.index(r, row)
             log = self.run.ranks[r]
@@ -310,11 +315,11 @@ class Grid:
                 if differ:
                     why.append(f"ranks {rank_ranges(differ)} (issued another op)")
                 how = "failed" if i in log.errors else "waiting"
-                texts[r] = f"{how} in {op} #{k} of group {g}" + (" for " + ", ".join(why) if why else "")
+                texts[r] = f"{how} in {op} #{n} of group {g}" + (" for " + ", ".join(why) if why else "")
             elif not self.same(self.sig(r, row), best):
-                texts[r] = f"ran {op} #{k} (differs from the majority)"
+                texts[r] = f"ran {op} #{n} (differs from the majority)"
             else:
-                texts[r] = f"ran {op} #{k} (matched)"
+                texts[r] = f"ran {op} #{n} (matched)"
         folded: dict[str, list[int]] = {}
         for r, t in texts.items():
             folded.setdefault(t, []).append(r)

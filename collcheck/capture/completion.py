@@ -1,5 +1,9 @@
 """When each recorded collective returned and completed: D records and the in-flight table.
 
+Completions without an error ride inside the next C record (`d`, times relative to it: a few
+bytes instead of a 24-byte D record; LogWriter.done), or become D records when no C record
+comes (the watchdog's flush).
+
 A blocking API call completes when its wrapper returns; anything else (async_op=True, C++
 callers such as DDP's reducer) when its Work's future completes, which happens in a gloo
 thread: the Python kernels' callback only appends to `_done_q`, the compiled path's callback
@@ -79,34 +83,35 @@ class Completions:
         while q:
             eid, t_ret, t_done, x = q.popleft()
             self._forget(eid)
-            rec = {"k": lf.DONE, "i": eid, "r": t_ret}
-            if t_done is not None:
-                rec["c"] = t_done
             if x is not None and not isinstance(x, BaseException):
                 try:
                     x.value()
                     x = None
                 except BaseException as exc:  # the collective itself failed
                     x = exc
-            if x is not None:
-                rec["e"] = f"{type(x).__name__}: {x}"[:2000]
+            if x is None:
+                w.done(eid, t_ret, t_done)
+                continue
+            rec = {"k": lf.DONE, "i": eid, "r": t_ret, "e": f"{type(x).__name__}: {x}"[:2000]}
+            if t_done is not None:
+                rec["c"] = t_done
             w.queue(rec)
 
     def returned_only(self, eid: int, t_ret: int) -> None:
         w = self.writer
         with w.lock:
             self._forget(eid)
-            w.queue({"k": lf.DONE, "i": eid, "r": t_ret})
+            w.done(eid, t_ret, None)
 
     def finish(self, eid: int, t_ret: int, error: BaseException | None = None) -> None:
         w = self.writer
         if w is None:
             return
-        rec = {"k": lf.DONE, "i": eid, "r": t_ret, "c": self.now_us()}
+        now = self.now_us()
         with w.lock:
             self._forget(eid)
             if error is not None:
-                rec["e"] = f"{type(error).__name__}: {error}"[:2000]
+                rec = {"k": lf.DONE, "i": eid, "r": t_ret, "c": now, "e": f"{type(error).__name__}: {error}"[:2000]}
                 w.write(rec)  # an error may be followed by a crash: write now
             else:
-                w.queue(rec)
+                w.done(eid, t_ret, now)

@@ -26,7 +26,9 @@
 #include <torch/extension.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <array>
+#include <climits>
 #include <atomic>
 #include <chrono>
 #include <memory>

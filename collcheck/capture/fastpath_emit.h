@@ -188,17 +188,55 @@ int64_t label_state(int64_t gid, int64_t eid, bool bucket, int64_t epoch) {
   return index;
 }
 
-void pack_done(std::string& out, const Done& d) {
-  pack_map(out, d.c_ns < 0 ? 3 : 4);
-  pack_key(out, 'k');
-  out += "\xa1" "D";
-  pack_key(out, 'i');
-  pack_uint(out, d.eid);
-  pack_key(out, 'r');
-  pack_uint(out, (d.r_ns - t0_ns) / 1000);
-  if (d.c_ns >= 0) {
-    pack_key(out, 'c');
-    pack_uint(out, (d.c_ns - t0_ns) / 1000);
+void pack_int(std::string& out, int64_t v) {  // msgpack's smallest form of a signed integer
+  if (v >= 0) {
+    pack_uint(out, static_cast<uint64_t>(v));
+    return;
+  }
+  auto be = [&out](uint64_t x, int n) {
+    for (int i = n - 1; i >= 0; --i) out.push_back(static_cast<char>((x >> (8 * i)) & 0xff));
+  };
+  const uint64_t u = static_cast<uint64_t>(v);
+  if (v >= -32) {
+    out.push_back(static_cast<char>(v));
+  } else if (v >= -128) {
+    out.push_back('\xd0');
+    be(u, 1);
+  } else if (v >= -32768) {
+    out.push_back('\xd1');
+    be(u, 2);
+  } else if (v >= INT32_MIN) {
+    out.push_back('\xd2');
+    be(u, 4);
+  } else {
+    out.push_back('\xd3');
+    be(u, 8);
+  }
+}
+
+void pack_array(std::string& out, size_t n) {
+  if (n < 16) {
+    out.push_back(static_cast<char>(0x90 | n));
+  } else if (n < 65536) {
+    out.push_back('\xdc');
+    out.push_back(static_cast<char>(n >> 8));
+    out.push_back(static_cast<char>(n & 0xff));
+  } else {
+    out.push_back('\xdd');
+    for (int i = 3; i >= 0; --i) out.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
+  }
+}
+
+// LogWriter.write's `d`: completions ride in the next C record, relative to it (event id back,
+// µs before it returned, µs before it completed when that was observed).
+void pack_completions(std::string& out, const std::vector<Done>& dones, int64_t eid, int64_t ts_us) {
+  pack_key(out, 'd');
+  pack_array(out, dones.size());
+  for (const Done& d : dones) {
+    pack_array(out, d.c_ns < 0 ? 2 : 3);
+    pack_uint(out, static_cast<uint64_t>(eid - d.eid));
+    pack_int(out, ts_us - (d.r_ns - t0_ns) / 1000);
+    if (d.c_ns >= 0) pack_int(out, ts_us - (d.c_ns - t0_ns) / 1000);
   }
 }
 
@@ -235,17 +273,17 @@ Emit emit_cached(long tid, int64_t* eid_out) {
   }
   if (queued) PyList_SetSlice(shared.pending, 0, queued, nullptr);
   const uint64_t gen = generation.load();
-  for (const Done& d : take_items()) {
-    if (d.gen != gen) continue;
-    pack_done(buf, d);
-  }
+  std::vector<Done> dones = take_items();
+  dones.erase(std::remove_if(dones.begin(), dones.end(), [gen](const Done& d) { return d.gen != gen; }), dones.end());
   const int64_t issued = now_ns();
-  pack_map(buf, t.pairs + 2 + (t.labels.empty() ? 0 : 2));
+  const int64_t ts_us = (issued - t0_ns) / 1000;
+  pack_map(buf, t.pairs + 2 + (t.labels.empty() ? 0 : 2) + (dones.empty() ? 0 : 1));
   buf += t.head;
   pack_key(buf, 't', 's');
-  pack_uint(buf, (issued - t0_ns) / 1000);
+  pack_uint(buf, ts_us);
   pack_key(buf, 'j');
   pack_uint(buf, next_seq(t.seq));
+  if (!dones.empty()) pack_completions(buf, dones, eid, ts_us);
   buf += t.mid;
   buf += t.labels;
   if (index >= 0) buf += t.numbered[index];

@@ -336,7 +336,7 @@ class Recorder(Completions, fastpath.RecorderHooks):
         now = self.now_us()
         for eid, t_ret in api.returned.items():
             self._forget(eid)
-            w.queue({"k": lf.DONE, "i": eid, "r": t_ret, "c": now})
+            w.done(eid, t_ret, now)
         api.returned.clear()
 
     def _label(self, w: LogWriter, rec: dict, role, label, eid: int) -> None:

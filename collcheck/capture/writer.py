@@ -72,6 +72,7 @@ class LogWriter:
         self._kept: list[bytes] = []  # records every new segment repeats (interned tables, groups)
         self.snapshot_records = lambda: []  # the recorder's counters for a new segment (J records)
         self._pending: list[bytes] = []
+        self._done: list[tuple] = []  # (event id, returned, completed or None) not written yet
         self._strings: dict[str, int] = {}
         self._sites: dict[tuple, int] = {}
         self._tspecs: dict[tuple, int] = {}
@@ -122,17 +123,32 @@ class LogWriter:
         if self.counters.segment_bytes:
             self._kept.append(b)
 
+    def done(self, eid: int, returned: int, completed: int | None) -> None:
+        """A collective returned (and completed): written with the next C record, or as a D record."""
+        self._done.append((eid, returned, completed))
+
     def write(self, record: dict | None = None, eid: int | None = None) -> None:
         """Write queued records plus `record` in one frame, one write(2) call; `eid`: the event id
-        of `record` when it is a C record (the frame carries the count of C records before it)."""
+        of `record` when it is a C record (the frame carries the count of C records before it).
+        Completions ride in a C record (`d`: [event id back, µs before it returned, µs before it
+        completed]), else go out as D records."""
+        kind = record.get("k") if record is not None else None
+        if kind == lf.HEADER:
+            self.header = record
+        if eid is None and kind == lf.COLL:
+            eid = self.colls_written()
+        if self._done:
+            if kind == lf.COLL:
+                ts = record["ts"]
+                record["d"] = [[eid - e, ts - r] if c is None else [eid - e, ts - r, ts - c] for e, r, c in self._done]
+            else:
+                self._pending += [_pack({"k": lf.DONE, "i": e, "r": r} if c is None else
+                                        {"k": lf.DONE, "i": e, "r": r, "c": c}) for e, r, c in self._done]
+            self._done.clear()
         if record is not None:
             self._pending.append(_pack(record))
         if not self._pending or self.closed:
             return
-        if record is not None and record.get("k") == lf.HEADER:
-            self.header = record
-        if eid is None and record is not None and record.get("k") == lf.COLL:
-            eid = self.colls_written()
         if eid is None:
             before = self.colls_written()
         else:

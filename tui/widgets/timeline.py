@@ -175,7 +175,7 @@ class Timeline(ScrollView, can_focus=True):
             return Strip([Segment(" " * width)])
         grp, k = g.slot(row)
         mark = self.marks.get(row, " ")
-        label = f"{mark}{'' if g.group is not None else grp + ':'}#{k}"
+        label = f"{mark}{'' if g.group is not None else grp + ':'}#{g.number(grp, k)}"
         future = self.step_mode and row > self.cursor_row
         gstyle = Style(reverse=row == self.cursor_row, bold=bool(mark.strip()), color="red" if mark.strip() else None)
         head = [Segment(set_cell_size(label, GUTTER - 1), gstyle), Segment("│", Style(color="grey35"))]
