@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import struct
 import sys
 import zlib
 from collections import deque
@@ -50,6 +51,7 @@ class RawLog:
 
 
 _MAX = 64 * 1024 * 1024
+_CRC = struct.Struct("<I").unpack_from
 _READ_ERRORS = (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError, TypeError)
 
 
@@ -194,6 +196,8 @@ class LogStream:
         else:
             self.framed = not _plain_header(data)
         self.header_only = header_only
+        self._unpackb = functools.partial(msgpack.unpackb, raw=False, strict_map_key=False, use_list=use_list,
+                                          max_str_len=_MAX, max_bin_len=_MAX, max_array_len=_MAX, max_map_len=_MAX)
         self.damage: list[list] = []
         self.torn = False
         self.junk: str | None = None
@@ -245,16 +249,28 @@ class LogStream:
         data = self.data
         if data[pos] != lf.FRAME_MARK:
             return None
-        length, p = _uvarint(data, pos + 5)
-        eid, p = _uvarint(data, p) if length >= 0 else (length, p)
-        if eid < 0:  # a field that does not end: damage, unless the data ends first
-            return "torn" if eid == -2 else None
+        p, n, fields = pos + 5, len(data), []
+        for _ in range(2):  # payload length, collectives before: LEB128 (logformat.uvarint)
+            value = shift = 0
+            while True:
+                if p >= n:
+                    return "torn"
+                b = data[p]
+                p += 1
+                value |= (b & 0x7F) << shift
+                if b < 0x80:
+                    break
+                shift += 7
+                if shift > 63:
+                    return None
+            fields.append(value)
+        length, eid = fields
         if length > lf.MAX_FRAME:
             return None
         end = p + length
         if end > len(data):
             return "torn"
-        crc = int.from_bytes(data[pos + 1:pos + 5], "little")
+        crc = _CRC(data, pos + 1)[0]
         if zlib.crc32(memoryview(data)[pos + 5:end]) != crc:
             return None
         return p, end, eid, crc
@@ -276,10 +292,10 @@ class LogStream:
         pos = self.start if pos is None else pos
         expect = -1  # collectives before the next frame, as far as known
         recent: deque = deque(maxlen=16)  # CRCs of the last frames: a duplicated chunk repeats one
-        unp, base = None, 0
+        frame_at, payload, coll = self._frame_at, self._payload, lf.COLL
         while pos < n:
-            f = self._frame_at(pos)
-            if not isinstance(f, tuple):
+            f = frame_at(pos)
+            if f.__class__ is not tuple:
                 nxt = self._resync(pos + 1)
                 if nxt is None:
                     if f == "torn" or not any(data[pos:]):
@@ -288,27 +304,31 @@ class LogStream:
                         self.damage.append([pos, n, None])
                     return
                 self.damage.append([pos, nxt, 0])
-                pos, unp = nxt, None
+                pos = nxt
                 continue
             pstart, pend, eid, crc = f
             if eid < expect or crc in recent:  # a copy of an earlier frame
                 self.duplicates += 1
-                pos, unp = pend, None
+                pos = pend
                 continue
             recent.append(crc)
-            if expect >= 0 and eid > expect and self.damage and self.damage[-1][1] == pos:
+            if eid > expect >= 0 and self.damage and self.damage[-1][1] == pos:
                 self.damage[-1][2] += eid - expect  # collectives that were in the damaged bytes
-            if unp is None:
-                unp, base = unpacker_for(memoryview(data)[pos:], self.use_list), pos
-            recs = self._payload(unp, base, pstart, pend)
+            recs = payload(data[pstart:pend])
             if recs is None:  # the CRC checks but the content does not decode: not ours
                 self.damage.append([pos, pend, 0])
-                pos, unp = pend, None
+                pos = pend
                 continue
             for rec in recs:
-                if rec["k"] == lf.COLL:
-                    if "d" in rec:  # completions of earlier collectives, relative to this one
-                        yield from _done_records(pos, rec, eid)
+                if rec["k"] == coll:
+                    done = rec.get("d")
+                    if done:  # completions of earlier collectives, relative to this one (D records)
+                        ts = rec.get("ts", 0)
+                        for entry in done:
+                            d = {"k": "D", "i": eid - entry[0], "r": ts - entry[1]}
+                            if len(entry) > 2:
+                                d["c"] = ts - entry[2]
+                            yield pos, d, -1
                     yield pos, rec, eid
                     eid += 1
                 else:
@@ -318,33 +338,22 @@ class LogStream:
             expect = self.colls = max(expect, eid)
             pos = self.good_bytes = pend
 
-    @staticmethod
-    def _payload(unp, base: int, pstart: int, pend: int) -> list | None:
+    def _payload(self, buf: bytes) -> list | None:
         """The records of one frame (unknown kinds left out: later minor versions), or None."""
         recs = []
-        try:
-            unp.read_bytes(pstart - base - unp.tell())
-            while base + unp.tell() < pend:
-                rec = unp.unpack()
-                if type(rec) is not dict:
-                    return None
-                if rec.get("k") in lf.ALL_KINDS:
-                    recs.append(rec)
-        except (*_READ_ERRORS, msgpack.OutOfData):
-            return None
-        return recs if base + unp.tell() == pend else None
-
-
-def _done_records(pos: int, rec: dict, eid: int):
-    """The D records a C record carries (`d`), as if written on their own."""
-    ts = rec.get("ts", 0)
-    for entry in rec["d"]:
-        if len(entry) < 2:
-            continue
-        done = {"k": lf.DONE, "i": eid - entry[0], "r": ts - entry[1]}
-        if len(entry) > 2:
-            done["c"] = ts - entry[2]
-        yield pos, done, -1
+        unpack = self._unpackb
+        while buf:
+            try:
+                rec, buf = unpack(buf), b""
+            except msgpack.ExtraData as more:
+                rec, buf = more.unpacked, more.extra
+            except (*_READ_ERRORS, msgpack.OutOfData):
+                return None
+            if rec.__class__ is not dict:
+                return None
+            if rec.get("k") in lf.ALL_KINDS:
+                recs.append(rec)
+        return recs
 
 
 def parse_log(data: bytes, path: str = "<bytes>") -> RawLog:

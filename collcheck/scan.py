@@ -250,6 +250,8 @@ def scan_bytes(data: bytes, path: str, limit: int | None = None) -> Scan:
     scan.torn, scan.junk, scan.damage = stream.torn, stream.junk, stream.damage
     scan.duplicates = stream.duplicates
     scan.colls_written = stream.colls if stream.framed else n
+    if not (scan.damage or scan.lost or scan.dropped or len(runs) > 1):
+        scan.seq = array("Q")  # nothing lost or dropped: positions are what they were (8 bytes an event saved)
     if scan.partial:
         pending.clear()
     scan.sites = list(sites.values())

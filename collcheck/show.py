@@ -37,8 +37,9 @@ def show(path: str, out, limit: int = 0) -> None:
         dur = str(e.t_done - e.t_issue) if e.t_done is not None else ""
         state = "ok" if e.completed else (f"error: {e.error[:40]}" if e.error else "not completed")
         tensors = " ".join(f"{d}[{'x'.join(map(str, sh))}]" for d, sh in e.sized.tensors) + e.splits_text()
-        # format 2: the recorded sequence number (`j`: in the group, or in the P2P channel)
-        pos = log.seq[i] if h.get("v", 1) >= 2 else e.position
+        # the recorded sequence number (`j`: in the group, or in the P2P channel) where the log lost
+        # or dropped collectives (kept only then), else the position among the kept events
+        pos = log.seq[i] if i < len(log.seq) else e.position
         t.add_row(str(i), e.group, str(pos), s.api, s.op, tensors,
                   REDUCE_OPS.get(s.reduce_op, "") if s.reduce_op is not None else "",
                   "" if s.root is None else str(s.root), e.label or "", e.where(), e.thread, dur, state)

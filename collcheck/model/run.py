@@ -190,7 +190,7 @@ class RankLog:
         self.junk = scan.junk
         self.partial = scan.partial  # only the first collectives were read (a preview)
         self.a2a = scan.a2a  # event -> all_to_all_single sizes (scan.Scan.a2a)
-        self.seq = scan.seq  # each event's `j` (format 2)
+        self.seq = scan.seq  # each event's `j` (format 2; kept only where collectives were lost or dropped)
         self.eid_of = scan.eid_of  # event index -> event id (they differ after lost records)
         self.damage = scan.damage  # [start byte, end byte, collectives lost or None]
         self.lost = scan.lost  # event ids of collectives that could not be read

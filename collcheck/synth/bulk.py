@@ -94,8 +94,9 @@ def _bulk_body(pack, world, n_events, names, members, mine, body_ops) -> bytes:
             rec["r"] = red
         if root is not None:
             rec["p"] = root
-        done = pack({"k": lf.DONE, "i": n - 1, "r": ts - 95, "c": ts - 60}) if n else b""
-        chunks.append(lf.frame(done + pack(rec), n))
+        if n:  # the previous collective's completion rides along, as the recorder writes it
+            rec["d"] = [[1, 95, 60]]
+        chunks.append(lf.frame(pack(rec), n))
         n += 1
     tail = pack({"k": lf.DONE, "i": n - 1, "r": 100 * n_events - 95, "c": 100 * n_events - 60}) if n else b""
     chunks.append(lf.frame(tail + pack({"k": lf.TRAILER, "ts": 100 * n_events + 1000, "wall_ns": 0}), n))
