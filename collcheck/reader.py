@@ -150,19 +150,6 @@ def read_header(path: str) -> dict:
         raise
 
 
-def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
-    """(value, position after it) of a LEB128 integer; (-1, pos) when it does not end in 10 bytes,
-    (-2, pos) when the data ends first."""
-    value = shift = 0
-    for i in range(pos, min(pos + 10, len(data))):
-        b = data[i]
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, i + 1
-        shift += 7
-    return (-2 if len(data) < pos + 10 else -1), pos
-
-
 def _plain_header(data: bytes) -> bool:
     """Whether the data starts with a header map: format 1 (format 2 starts with a frame, or
     with damage)."""
