@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -57,6 +58,14 @@ def torchrun(script: str, nproc: int, log_dir, env: dict | None = None, timeout:
                     f"{(exc.stdout or b'')[-3000:]!r}\n{(exc.stderr or b'')[-3000:]!r}")
     run_dir = os.path.join(str(log_dir), run_id) if record else None
     return proc.returncode, proc.stdout, proc.stderr, run_dir
+
+
+def diff_json(run_dir: str, timeout: float = 300) -> tuple[int, dict]:
+    """`collcheck diff RUN --format json` in a subprocess: (exit code 0 or 1, the report)."""
+    proc = subprocess.run([sys.executable, "-m", "collcheck.cli", "diff", run_dir, "--format", "json"],
+                          capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
 
 
 def marker_lines(script: str) -> dict[str, int]:

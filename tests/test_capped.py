@@ -3,26 +3,18 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 
 import pytest
-from conftest import marker_lines, program, torchrun
+from conftest import diff_json, marker_lines, program, torchrun
 
 from collcheck import logformat as lf
 from collcheck.capture.writer import LogWriter, open_exclusive
 from collcheck.reader import read_log, segment_paths
 
 LONG = program("long_run.py")
-
-
-def diff_json(run_dir: str) -> tuple[int, dict]:
-    proc = subprocess.run([sys.executable, "-m", "collcheck.cli", "diff", run_dir, "--format", "json"],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode in (0, 1), proc.stderr
-    return proc.returncode, json.loads(proc.stdout)
 
 
 def kept_bytes(run_dir: str, rank: int) -> tuple[str, list[str], int]:

@@ -8,13 +8,12 @@ fields, purpose labels, call sites, thread) and which collectives completed.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 
 import pytest
-from conftest import FASTPATH_BUILD_TIMEOUT as BUILD_TIMEOUT, base_env, log_files, marker_lines, program, torchrun
+from conftest import FASTPATH_BUILD_TIMEOUT as BUILD_TIMEOUT, base_env, diff_json, log_files, marker_lines, program, torchrun
 
 from collcheck import logformat as lf
 from collcheck.reader import read_log
@@ -158,11 +157,9 @@ def test_capped_log_written_by_the_compiled_path(built, tmp_path):
                                    env={"COLLCHECK_FASTPATH": "1", "COLLCHECK_MAX_MB": "0.1"})
     assert "compiled fast path in use" in err and rc != 0
     assert any(".msgpack." in f for f in os.listdir(run_dir))  # segments were started
-    proc = subprocess.run([sys.executable, "-m", "collcheck.cli", "diff", run_dir, "--format", "json"],
-                          capture_output=True, text=True, timeout=120)
-    report = json.loads(proc.stdout)
+    code, report = diff_json(run_dir, timeout=120)
     first = report["findings"][0]
-    assert proc.returncode == 1 and first["kind"] == "op_mismatch" and first["ranks"] == [1], proc.stderr
+    assert code == 1 and first["kind"] == "op_mismatch" and first["ranks"] == [1]
     sites = {e["rank"]: e["site"] for e in first["events"].values() if e}
     assert sites[1]["line"] == marker_lines(script)["diverge"]
     assert any("checked from #" in w for w in report["warnings"])

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
 import pytest
+from conftest import diff_json
 
 from collcheck.demo import SCENARIOS_DIR
 from collcheck.demo import scenario_names
@@ -20,13 +20,6 @@ sys.path.insert(0, os.path.dirname(__file__))
 from race_helpers import swap_cut_by_abort  # noqa: E402
 
 NAMES = [n for n in scenario_names() if os.path.exists(os.path.join(SCENARIOS_DIR, n, "expected.json"))]
-
-
-def diff_json(run_dir: str) -> tuple[int, dict]:
-    proc = subprocess.run([sys.executable, "-m", "collcheck.cli", "diff", run_dir, "--format", "json"],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode in (0, 1), proc.stderr
-    return proc.returncode, json.loads(proc.stdout)
 
 
 def summarize(finding: dict) -> dict:
@@ -42,7 +35,7 @@ def test_scenario(name, scenario_run):
         expected = json.load(f)
     rc, run_dir, output = scenario_run(name)
     assert rc != -1, output
-    code, report = diff_json(run_dir)
+    code, report = diff_json(run_dir, timeout=120)
     assert report["verdict"] == expected["verdict"], json.dumps(report["findings"][:2], indent=1)
     got = [summarize(f) for f in report["findings"]]
     if expected["verdict"] == "clean":
