@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import functools
 import os
-import struct
 import sys
-import zlib
-from collections import deque
 from dataclasses import dataclass, field
 
 import msgpack
 
 from . import logformat as lf
+from .frames import READ_ERRORS, read_frames
 
 
 class LogError(Exception):
@@ -51,8 +49,6 @@ class RawLog:
 
 
 _MAX = 64 * 1024 * 1024
-_CRC = struct.Struct("<I").unpack_from
-_READ_ERRORS = (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError, TypeError)
 
 
 def read_log(path: str) -> RawLog:
@@ -157,7 +153,7 @@ def _plain_header(data: bytes) -> bool:
         return False
     try:
         first = next(unpacker_for(data[:1 << 16]))
-    except (*_READ_ERRORS, StopIteration, msgpack.OutOfData):
+    except (*READ_ERRORS, StopIteration, msgpack.OutOfData):
         return len(data) > 1 << 16  # a header longer than that: only format 1 starts so
     return isinstance(first, dict) and first.get("k") == lf.HEADER
 
@@ -174,8 +170,10 @@ class LogStream:
     The offset of a record is its frame's (format 2), where `LogStream(data, path, offset)`
     starts reading again."""
 
-    def __init__(self, data: bytes, path: str, start: int = 0, header_only: bool = False, use_list: bool = False):
+    def __init__(self, data: bytes, path: str, start: int = 0, header_only: bool = False, use_list: bool = False,
+                 expand_done: bool = True):
         self.data, self.path, self.start, self.use_list = data, path, start, use_list
+        self.expand_done = expand_done  # False: a C record's completions stay in its `d` (format 2)
         # format 1 starts with its header, a msgpack map; anything else is format 2 (whose
         # first bytes may be damaged)
         if start:  # an offset read before: a frame's (format 2) or a record's own (format 1)
@@ -183,20 +181,21 @@ class LogStream:
         else:
             self.framed = not _plain_header(data)
         self.header_only = header_only
-        self._unpackb = functools.partial(msgpack.unpackb, raw=False, strict_map_key=False, use_list=use_list,
-                                          max_str_len=_MAX, max_bin_len=_MAX, max_array_len=_MAX, max_map_len=_MAX)
+        self.decoder_options = dict(raw=False, strict_map_key=False, use_list=use_list, max_str_len=_MAX,
+                                    max_bin_len=_MAX, max_array_len=_MAX, max_map_len=_MAX)
         self.damage: list[list] = []
         self.torn = False
         self.junk: str | None = None
         self.good_bytes = start
         self.duplicates = 0
         self.colls = 0  # C records written before the end of the last good frame (format 2)
+        self.expect = self.last_eid = -1  # (format 2: collcheck.frames keeps its place here)
 
     def __iter__(self):
-        return self._frames() if self.framed else self._plain()
+        return read_frames(self, self.start) if self.framed else self._plain()
 
-    # -- format 1 -------------------------------------------------------------------------
     def _plain(self):
+        """Format 1."""
         data, start = self.data, self.start
         unp = unpacker_for(data[start:] if start else data, self.use_list)
         tell = unp.tell
@@ -220,127 +219,14 @@ class LogStream:
                     # format 2 whose first frame lost its frame header: go on with the frames
                     self.framed = True
                     self.damage.append([0, 0, 0])
-                    yield from self._frames(start + good)
+                    yield from read_frames(self, start + good)
                     return
-        except _READ_ERRORS as exc:
+        except READ_ERRORS as exc:
             self.junk = f"undecodable data at byte {start + good} ({type(exc).__name__})"
         if self.junk is None and start + good < len(data):
             self.torn = True
         elif self.junk is not None and not any(data[start + good:]):
             self.junk, self.torn = None, True  # zero padding after a crash
-
-    # -- format 2 -------------------------------------------------------------------------
-    def _frame_at(self, pos: int):
-        """(payload start, payload end, colls before, crc) of a frame that checks at `pos`;
-        'torn' when its length runs past the end of the data; None when it does not check."""
-        data = self.data
-        if data[pos] != lf.FRAME_MARK:
-            return None
-        p, n, fields = pos + 5, len(data), []
-        for _ in range(2):  # payload length, collectives before: LEB128 (logformat.uvarint)
-            value = shift = 0
-            while True:
-                if p >= n:
-                    return "torn"
-                b = data[p]
-                p += 1
-                value |= (b & 0x7F) << shift
-                if b < 0x80:
-                    break
-                shift += 7
-                if shift > 63:
-                    return None
-            fields.append(value)
-        length, eid = fields
-        if length > lf.MAX_FRAME:
-            return None
-        end = p + length
-        if end > len(data):
-            return "torn"
-        crc = _CRC(data, pos + 1)[0]
-        if zlib.crc32(memoryview(data)[pos + 5:end]) != crc:
-            return None
-        return p, end, eid, crc
-
-    def _resync(self, pos: int) -> int | None:
-        """The next position where a frame checks."""
-        data, mark = self.data, bytes((lf.FRAME_MARK,))
-        while True:
-            pos = data.find(mark, pos)
-            if pos < 0:
-                return None
-            if isinstance(self._frame_at(pos), tuple):
-                return pos
-            pos += 1
-
-    def _frames(self, pos: int | None = None):
-        data = self.data
-        n = len(data)
-        pos = self.start if pos is None else pos
-        expect = -1  # collectives before the next frame, as far as known
-        recent: deque = deque(maxlen=16)  # CRCs of the last frames: a duplicated chunk repeats one
-        frame_at, payload, coll = self._frame_at, self._payload, lf.COLL
-        while pos < n:
-            f = frame_at(pos)
-            if f.__class__ is not tuple:
-                nxt = self._resync(pos + 1)
-                if nxt is None:
-                    if f == "torn" or not any(data[pos:]):
-                        self.torn = True  # the last write was cut short (or zero padding after a crash)
-                    else:
-                        self.damage.append([pos, n, None])
-                    return
-                self.damage.append([pos, nxt, 0])
-                pos = nxt
-                continue
-            pstart, pend, eid, crc = f
-            if eid < expect or crc in recent:  # a copy of an earlier frame
-                self.duplicates += 1
-                pos = pend
-                continue
-            recent.append(crc)
-            if eid > expect >= 0 and self.damage and self.damage[-1][1] == pos:
-                self.damage[-1][2] += eid - expect  # collectives that were in the damaged bytes
-            recs = payload(data[pstart:pend])
-            if recs is None:  # the CRC checks but the content does not decode: not ours
-                self.damage.append([pos, pend, 0])
-                pos = pend
-                continue
-            for rec in recs:
-                if rec["k"] == coll:
-                    done = rec.get("d")
-                    if done:  # completions of earlier collectives, relative to this one (D records)
-                        ts = rec.get("ts", 0)
-                        for entry in done:
-                            d = {"k": "D", "i": eid - entry[0], "r": ts - entry[1]}
-                            if len(entry) > 2:
-                                d["c"] = ts - entry[2]
-                            yield pos, d, -1
-                    yield pos, rec, eid
-                    eid += 1
-                else:
-                    yield pos, rec, -1
-                if self.header_only:
-                    return
-            expect = self.colls = max(expect, eid)
-            pos = self.good_bytes = pend
-
-    def _payload(self, buf: bytes) -> list | None:
-        """The records of one frame (unknown kinds left out: later minor versions), or None."""
-        recs = []
-        unpack = self._unpackb
-        while buf:
-            try:
-                rec, buf = unpack(buf), b""
-            except msgpack.ExtraData as more:
-                rec, buf = more.unpacked, more.extra
-            except (*_READ_ERRORS, msgpack.OutOfData):
-                return None
-            if rec.__class__ is not dict:
-                return None
-            if rec.get("k") in lf.ALL_KINDS:
-                recs.append(rec)
-        return recs
 
 
 def parse_log(data: bytes, path: str = "<bytes>") -> RawLog:

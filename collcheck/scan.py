@@ -100,165 +100,215 @@ def scan_file(path: str, limit: int | None = None) -> Scan:
         raise LogError(f"{path}: cannot read: {exc.strerror}") from None
 
 
-def scan_bytes(data: bytes, path: str, limit: int | None = None) -> Scan:
+def scan_bytes(data: bytes, path: str, limit: int | None = None, keep_seq: bool = False) -> Scan:
     """Columns of one log's bytes; with `limit`, stop after that many collectives (`partial`):
     their completions may lie beyond, so a partial scan reports none as pending.
 
     A record that needs a string, tensor spec or group whose record was lost to damage is
     left out (a collective: counted in `lost`); a lost call site only makes its site unknown."""
     header = parse_header(data, path)
-    stream = LogStream(data, path)
-    strings: dict[int, str] = {}
-    sites: dict[int, tuple] = {}
-    tspecs: dict[int, tuple | None] = {}
-    gslot: dict[int, int] = {}
-    groups: list = []
-    group_index: dict[str, int] = {}
-    sig_cache: dict[tuple, int] = {}
-    signatures: list = []
-    a2a_sizes: dict[int, tuple] = {}  # local signature id -> all_to_all_single sizes
-    sig, gid, off, seq = array("I"), array("H"), array("Q"), array("Q")
-    sig_append, gid_append, off_append, seq_append = sig.append, gid.append, off.append, seq.append
-    pending: set = set()
-    pend_add, pend_discard = pending.add, pending.discard
-    errors: dict = {}
-    creations: list = []
-    threads: list = []
-    scan = Scan(path, header, len(data), 0, False, None, sig, gid, off, signatures, groups, pending, errors,
-                creations, [], threads, seq=seq)
-    runs = scan.eid_runs  # [(event index, event id)] where the ids jump (dropped or damaged records)
-    run_n, run_e = 0, 0
-    n = 0
-    kind = None
-    segment, dropped_now = 0, False
-    snapshot_at = snapshot_index = known_creations = -1  # the frame that starts the current segment
-
-    def slot_of(local: int, name=None, ranks=None, desc="") -> int:
-        s = gslot.get(local)
-        if s is None:
-            if name is None:
-                raise KeyError(local)  # a group whose record was lost
-            s = group_index.get(name)
-            if s is None:
-                s = group_index[name] = len(groups)
-                groups.append([name, tuple(ranks) if ranks is not None else None, desc or ""])
-            gslot[local] = s
-        if ranks is not None and groups[s][1] is None:
-            groups[s][1] = tuple(ranks)
-        return s
-
-    records = iter(stream)
-    try:
-        for at, rec, eid in records:
-            kind = rec["k"]
-            if kind == lf.COLL:
-                get = rec.get
-                key = (rec["o"], rec["g"], get("t"), get("r"), get("p"), get("u"), get("x"), get("tag"), get("sp"))
-                sid = sig_cache.get(key)
-                try:
-                    if sid is None:
-                        fields = _signature(rec, strings, tspecs)
-                        sid = sig_cache[key] = len(signatures)
-                        signatures.append(fields)
-                        if fields[0] == "alltoall_base_":
-                            a2a_sizes[sid] = _a2a_sizes(rec, tspecs)
-                    g = gslot.get(key[1])
-                    if g is None:
-                        g = slot_of(key[1])
-                except KeyError:  # it needs a record that was lost
-                    scan.lost.append(eid)
-                    continue
-                if a2a_sizes and sid in a2a_sizes:
-                    scan.a2a[n] = a2a_sizes[sid]
-                if eid != run_e + n - run_n:
-                    if runs[-1][1] < 0:
-                        runs[-1] = (0, eid)  # the first collective after deleted segments
-                    else:
-                        runs.append((n, eid))
-                    run_n, run_e = n, eid
-                sig_append(sid)
-                gid_append(g)
-                off_append(at)
-                seq_append(get("j", 0))
-                pend_add(n)
-                n += 1
-                if n == limit:
-                    scan.partial = True
-                    break
-            elif kind == lf.DONE:
-                i = rec["i"] - run_e + run_n
-                if not run_n <= i < n:
-                    i = scan.event_of(rec["i"])
-                    if i is None:
-                        continue
-                pend_discard(i)
-                if "e" in rec:
-                    errors[i] = str(rec["e"])
-                elif "c" not in rec:
-                    if "r" in rec:
-                        scan.unconfirmed.append(i)
-                    else:
-                        pending.add(i)
-            elif kind == lf.STRING:
-                strings[rec["i"]] = rec["s"]
-            elif kind == lf.SITE:
-                sites[rec["i"]] = (strings.get(rec["f"], "?"), rec["l"], strings.get(rec["n"], "?"))
-            elif kind == lf.TSPEC:
-                tspecs[rec["i"]] = _tspec(rec, strings)
-            elif kind == lf.THREAD:
-                threads.append(rec["n"])
-            elif kind == lf.GROUP:
-                if at == snapshot_at and rec.get("op", "seen") != "seen":  # repeated by a later segment
-                    snapshot_index += 1
-                    if not dropped_now or snapshot_index <= known_creations:
-                        continue
-                _group(rec, slot_of, sites, creations)
-            elif kind == lf.HEADER:  # a later segment of a capped log
-                seg = rec.get("seg", 0)
-                snapshot_at, snapshot_index, known_creations = at, 0, len(creations)
-                if seg > segment + 1:  # segments between were deleted (the log's cap)
-                    scan.dropped += n
-                    n = run_n = run_e = 0
-                    runs[:] = [(0, -1)]  # set by the next collective
-                    for col in (sig, gid, off, seq):
-                        del col[:]
-                    pending.clear()
-                    errors.clear()
-                    scan.a2a.clear()
-                    scan.unconfirmed.clear()
-                    scan.lost.clear()
-                    dropped_now = True
-                segment = max(segment, seg)
-            elif kind == lf.COUNTERS and dropped_now:
-                for key, last in rec["c"]:
-                    if key & (3 << 32) == 0 and key >> 34 in gslot:  # a group's collectives
-                        scan.starts[gslot[key >> 34]] = last + 1
-                dropped_now = False
-            elif kind == lf.EXCEPTION:
-                scan.exception = (rec.get("t", "?"), rec.get("m", ""), sites.get(rec.get("s")))
-            elif kind == lf.TRAILER:
-                scan.trailer = True
-            elif kind == lf.STACKS:
-                scan.watchdog.append(_lists(rec))
-            elif kind == lf.NON_MEMBER:
-                scan.non_member.append((strings.get(rec["x"], "?"), sites.get(rec.get("s")), rec.get("ts", 0)))
-            elif kind == lf.DISABLED:
-                scan.disabled = rec.get("m", "")
-    except (KeyError, TypeError, IndexError) as exc:
-        raise LogError(f"{path}: malformed {kind!r} record ({type(exc).__name__}: {exc})") from None
+    scan = Scan(path, header, len(data), 0, False, None, array("I"), array("H"), array("Q"), [], [], set(), {},
+                [], [], [])
+    stream = LogStream(data, path, expand_done=False)
+    scanner = _Scanner(scan, keep_seq)
+    scanner.read(stream, limit)
+    if not keep_seq and (stream.damage or scan.lost or scan.dropped or len(scan.eid_runs) > 1):
+        # collectives were lost or dropped: their recorded sequence numbers (`j`) place the rest;
+        # read again to keep them (a clean log, the usual case, does without: 8 bytes an event)
+        return scan_bytes(data, path, limit, keep_seq=True)
     scan.good_bytes = stream.good_bytes
     scan.torn, scan.junk, scan.damage = stream.torn, stream.junk, stream.damage
     scan.duplicates = stream.duplicates
-    scan.colls_written = stream.colls if stream.framed else n
-    if not (scan.damage or scan.lost or scan.dropped or len(runs) > 1):
-        scan.seq = array("Q")  # nothing lost or dropped: positions are what they were (8 bytes an event saved)
-    if scan.partial:
-        pending.clear()
-    scan.sites = list(sites.values())
-    scan.groups = [tuple(g) for g in groups]
-    if not threads:
-        threads.append("MainThread")
+    scan.colls_written = stream.colls if stream.framed else len(scan.sig)
+    if not scan.partial:
+        scan.pending.update(scanner.pending())
+    scan.sites = list(scanner.sites.values())
+    scan.groups = [tuple(g) for g in scanner.groups]
+    if not scan.threads:
+        scan.threads.append("MainThread")
     return scan
+
+
+class _Scanner:
+    """The tables a log's records refer to (strings, sites, tensor specs, groups), and the loop
+    that turns its records into a Scan's columns."""
+
+    def __init__(self, scan: Scan, keep_seq: bool):
+        self.scan = scan
+        self.keep_seq = keep_seq
+        self.completed = bytearray()  # per event: 1 once its completion (or error) was read
+        self.strings: dict[int, str] = {}
+        self.sites: dict[int, tuple] = {}
+        self.tspecs: dict[int, tuple | None] = {}
+        self.gslot: dict[int, int] = {}  # the file's group id -> group slot
+        self.groups: list = []  # slot -> [name, ranks or None, desc]
+        self.group_index: dict[str, int] = {}
+        # a capped log: the frame that starts the current segment, where the group records
+        # repeated from earlier segments are (creations already known are skipped)
+        self.segment, self.dropped_now = 0, False
+        self.snapshot_at = self.snapshot_index = self.known_creations = -1
+
+    def read(self, stream: LogStream, limit: int | None) -> None:
+        """The hot loop: collectives and their completions inline, the rest in `_other`."""
+        scan, strings, tspecs, gslot = self.scan, self.strings, self.tspecs, self.gslot
+        sig_cache: dict[tuple, int] = {}
+        signatures = scan.signatures
+        a2a_sizes: dict[int, tuple] = {}  # local signature id -> all_to_all_single sizes
+        sig_append, gid_append = scan.sig.append, scan.gid.append
+        off_append, seq_append, keep_seq = scan.off.append, scan.seq.append, self.keep_seq
+        errors, unconfirmed, lost = scan.errors, scan.unconfirmed, scan.lost
+        completed = self.completed
+        pend_add = completed.append
+        runs = scan.eid_runs  # [(event index, event id)] where the ids jump (dropped or damaged records)
+        run_n = run_e = n = 0
+        coll, done_kind, header_kind = lf.COLL, lf.DONE, lf.HEADER
+        kind = None
+        try:
+            for at, rec, eid in stream:
+                kind = rec["k"]
+                if kind == coll:
+                    get = rec.get
+                    done = get("d")
+                    if done:  # completions of earlier collectives: [event ids back, ...] (format 2)
+                        for entry in done:
+                            i = eid - entry[0] - run_e + run_n
+                            if not run_n <= i < n:
+                                i = scan.event_of(eid - entry[0])
+                                if i is None:
+                                    continue
+                            completed[i] = 1
+                            if len(entry) < 3:  # returned, completion not known
+                                unconfirmed.append(i)
+                    key = (rec["o"], rec["g"], get("t"), get("r"), get("p"), get("u"), get("x"), get("tag"), get("sp"))
+                    sid = sig_cache.get(key)
+                    try:
+                        if sid is None:
+                            fields = _signature(rec, strings, tspecs)
+                            sid = sig_cache[key] = len(signatures)
+                            signatures.append(fields)
+                            if fields[0] == "alltoall_base_":
+                                a2a_sizes[sid] = _a2a_sizes(rec, tspecs)
+                        g = gslot.get(key[1])
+                        if g is None:
+                            g = self.slot_of(key[1])
+                    except KeyError:  # it needs a record that was lost
+                        lost.append(eid)
+                        continue
+                    if a2a_sizes and sid in a2a_sizes:
+                        scan.a2a[n] = a2a_sizes[sid]
+                    if eid != run_e + n - run_n:
+                        if runs[-1][1] < 0:
+                            runs[-1] = (0, eid)  # the first collective after deleted segments
+                        else:
+                            runs.append((n, eid))
+                        run_n, run_e = n, eid
+                    sig_append(sid)
+                    gid_append(g)
+                    off_append(at)
+                    if keep_seq:
+                        seq_append(get("j", 0))
+                    pend_add(0)
+                    n += 1
+                    if n == limit:
+                        scan.partial = True
+                        break
+                elif kind == done_kind:  # format 1, and errors
+                    i = rec["i"] - run_e + run_n
+                    if not run_n <= i < n:
+                        i = scan.event_of(rec["i"])
+                        if i is None:
+                            continue
+                    completed[i] = 1
+                    if "e" in rec:
+                        errors[i] = str(rec["e"])
+                    elif "c" not in rec:
+                        if "r" in rec:
+                            unconfirmed.append(i)
+                        else:
+                            completed[i] = 0
+                elif kind == header_kind and self.segment_start(rec, at):
+                    n = run_n = run_e = 0  # segments were deleted before this one: start again
+                else:
+                    self._other(rec, at)
+        except (KeyError, TypeError, IndexError) as exc:
+            raise LogError(f"{stream.path}: malformed {kind!r} record ({type(exc).__name__}: {exc})") from None
+
+    def pending(self) -> list[int]:
+        """The events whose completion was not read."""
+        out, completed = [], self.completed
+        i = completed.find(0)
+        while i >= 0:
+            out.append(i)
+            i = completed.find(0, i + 1)
+        return out
+
+    def slot_of(self, local: int, name=None, ranks=None, desc="") -> int:
+        """The slot of the file's group `local` (KeyError: a group whose record was lost)."""
+        s = self.gslot.get(local)
+        if s is None:
+            if name is None:
+                raise KeyError(local)
+            s = self.group_index.get(name)
+            if s is None:
+                s = self.group_index[name] = len(self.groups)
+                self.groups.append([name, tuple(ranks) if ranks is not None else None, desc or ""])
+            self.gslot[local] = s
+        if ranks is not None and self.groups[s][1] is None:
+            self.groups[s][1] = tuple(ranks)
+        return s
+
+    def segment_start(self, rec: dict, at: int) -> bool:
+        """A later segment's header; True when segments before it were deleted (the log's cap):
+        what was read so far is dropped, and the segment's counters tell where groups go on."""
+        scan = self.scan
+        seg = rec.get("seg", 0)
+        self.snapshot_at, self.snapshot_index, self.known_creations = at, 0, len(scan.creations)
+        gap = seg > self.segment + 1
+        if gap:
+            scan.dropped += len(scan.sig)
+            scan.eid_runs[:] = [(0, -1)]  # set by the next collective
+            for col in (scan.sig, scan.gid, scan.off, scan.seq):
+                del col[:]
+            for table in (scan.errors, scan.a2a):
+                table.clear()
+            del self.completed[:]
+            del scan.unconfirmed[:], scan.lost[:]
+            self.dropped_now = True
+        self.segment = max(self.segment, seg)
+        return gap
+
+    def _other(self, rec: dict, at: int) -> None:
+        """Every record but collectives and completions: tables, groups, the end of the log."""
+        kind, scan, strings, sites = rec["k"], self.scan, self.strings, self.sites
+        if kind == lf.STRING:
+            strings[rec["i"]] = rec["s"]
+        elif kind == lf.SITE:
+            sites[rec["i"]] = (strings.get(rec["f"], "?"), rec["l"], strings.get(rec["n"], "?"))
+        elif kind == lf.TSPEC:
+            self.tspecs[rec["i"]] = _tspec(rec, strings)
+        elif kind == lf.THREAD:
+            scan.threads.append(rec["n"])
+        elif kind == lf.GROUP:
+            if at == self.snapshot_at and rec.get("op", "seen") != "seen":  # repeated by a later segment
+                self.snapshot_index += 1
+                if not self.dropped_now or self.snapshot_index <= self.known_creations:
+                    return
+            _group(rec, self.slot_of, sites, scan.creations)
+        elif kind == lf.COUNTERS and self.dropped_now:
+            for key, last in rec["c"]:
+                if key & (3 << 32) == 0 and key >> 34 in self.gslot:  # a group's collectives
+                    scan.starts[self.gslot[key >> 34]] = last + 1
+            self.dropped_now = False
+        elif kind == lf.EXCEPTION:
+            scan.exception = (rec.get("t", "?"), rec.get("m", ""), sites.get(rec.get("s")))
+        elif kind == lf.TRAILER:
+            scan.trailer = True
+        elif kind == lf.STACKS:
+            scan.watchdog.append(_lists(rec))
+        elif kind == lf.NON_MEMBER:
+            scan.non_member.append((strings.get(rec["x"], "?"), sites.get(rec.get("s")), rec.get("ts", 0)))
+        elif kind == lf.DISABLED:
+            scan.disabled = rec.get("m", "")
 
 
 def _tspec(rec: dict, strings: dict) -> tuple | None:

@@ -20,7 +20,7 @@ TOPS = ("collcheck", "tui")
 # is capture -> log -> model -> analysis -> report -> views (TUI, replay) -> command line.
 LAYERS = [
     ("capture", ["collcheck", "collcheck._startup", "collcheck.capture", "collcheck.logformat", "collcheck.errors"]),
-    ("log", ["collcheck.reader", "collcheck.scan", "collcheck.synth"]),
+    ("log", ["collcheck.frames", "collcheck.reader", "collcheck.scan", "collcheck.synth"]),
     ("model", ["collcheck.model"]),
     ("analysis", ["collcheck.analysis"]),
     ("report", ["collcheck.report", "collcheck.show"]),
