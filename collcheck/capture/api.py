@@ -1,9 +1,17 @@
-"""Patches of `torch.distributed`: API-level context for the wire records, group lifecycle.
+"""Patches of `torch.distributed`: what the wire records cannot tell on their own.
 
-The wire records themselves come from the dispatcher kernels (kernels.py); a wrapper
-here only tells them which public call they belong to, its reduce op (cheaper than
-reading the ScriptObject) and whether it blocks. Both `torch.distributed.X` and
-`distributed_c10d.X` are patched: P2POp checks `op is isend` against module globals.
+The wire records come from the dispatcher kernels (kernels.py), which name the public call
+(callsite.api_of) and its async flag themselves. With the compiled kernels no Python runs per
+call for most collectives: wrapped then are only the calls that need more, those that put
+several ops on the wire (object collectives, batch_isend_irecv: their records carry a call id)
+and the blocking calls whose gloo Work has no future (send, recv, reduce-scatter: they complete
+when the call returns).
+The Python kernels keep a wrapper on every public collective: it hands them the reduce op
+(cheaper than its ScriptObject) and tells them that a blocking call completes when it returns
+(a Python callback on the Work's future would make gloo's threads wait for the GIL). Also
+patched: group lifecycle, and torch's warning for a call on a group this rank is not in. Both
+`torch.distributed.X` and `distributed_c10d.X` are patched: P2POp checks `op is isend` against
+module globals.
 """
 
 from __future__ import annotations
@@ -15,20 +23,16 @@ import time
 
 from .. import logformat as lf
 from .recorder import ApiCall, Recorder
+from .wire import ALWAYS_ASYNC, PUBLIC_APIS
 
-COLLECTIVES = (
-    "all_reduce all_reduce_coalesced broadcast reduce all_gather all_gather_into_tensor all_gather_object "
-    "all_gather_coalesced gather gather_object scatter scatter_object_list reduce_scatter "
-    "reduce_scatter_tensor all_to_all all_to_all_single broadcast_object_list barrier monitored_barrier "
-    "send recv isend irecv batch_isend_irecv send_object_list recv_object_list"
-).split()
 # Calls that put several ops on the wire: their wire records carry the call id.
 MULTI_OP = frozenset(
     "all_gather_object gather_object scatter_object_list broadcast_object_list send_object_list "
     "recv_object_list batch_isend_irecv".split()
 )
-ALWAYS_ASYNC = frozenset(("isend", "irecv", "batch_isend_irecv"))
-NON_GROUP_MEMBER = -100  # what new_group returns to non-members (read from torch in install())
+# Blocking calls whose gloo Work has no future (P2P, reduce-scatter): they complete when they return.
+NO_FUTURE = frozenset(("send", "recv", "reduce_scatter", "reduce_scatter_tensor"))
+WRAPPED = MULTI_OP | NO_FUTURE  # also with the compiled kernels (the blocking calls of NO_FUTURE)
 LIFECYCLE = ("init_process_group", "new_group", "split_group", "destroy_process_group")
 
 _originals: dict[str, object] = {}
@@ -55,13 +59,13 @@ def _reduce_op_value(op):
 def _wrap_collective(rec: Recorder, name: str, fn):
     op_index, op_default = _param_index(fn, "op")
     async_index, _ = _param_index(fn, "async_op")
-    group_index, _ = _param_index(fn, "group")
     multi = name in MULTI_OP
     always_async = name in ALWAYS_ASYNC
+    no_future = name in NO_FUTURE
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if not rec._active or rec.tls._api is not None:
+        if not rec._active or rec.tls._api is not None or (rec._fast is not None and not (multi or no_future)):
             return fn(*args, **kwargs)
         try:
             op = None
@@ -73,14 +77,16 @@ def _wrap_collective(rec: Recorder, name: str, fn):
                 is_async = bool(args[async_index] if len(args) > async_index else kwargs.get("async_op", False))
             else:
                 is_async = False
-            call = ApiCall(name, rec.next_api_call(), None if op is None else _reduce_op_value(op), multi, is_async)
-            if group_index is not None:
-                group = args[group_index] if len(args) > group_index else kwargs.get("group")
-                if type(group) is type(NON_GROUP_MEMBER) and group == NON_GROUP_MEMBER:  # torch skips it
-                    _record_non_member(rec, name, sys._getframe(1))
-            rec.tls.api = call
+            if rec._fast is not None and not multi and is_async:
+                call = None  # async: the compiled kernel records it alone
+            else:
+                call_id = rec.next_api_call() if multi else 0  # numbers the calls whose wire ops it links
+                call = ApiCall(name, call_id, None if op is None else _reduce_op_value(op), multi, is_async)
+                rec.tls.api = call
         except Exception as exc:
             rec.fail(exc)
+            return fn(*args, **kwargs)
+        if call is None:
             return fn(*args, **kwargs)
         try:
             return fn(*args, **kwargs)
@@ -98,12 +104,28 @@ def _wrap_collective(rec: Recorder, name: str, fn):
     return wrapper
 
 
+def _wrap_not_in_group(rec: Recorder, fn):
+    """torch's warning for a call on a group this rank is not in (new_group's NON_GROUP_MEMBER):
+    torch skips the call, and the group's members then wait for a rank that never comes. An N
+    record names the public call (the warning's caller) and the user's call site."""
+
+    @functools.wraps(fn)
+    def wrapper(op_name, *args, **kwargs):
+        try:
+            if rec._active and rec.writer is not None:
+                caller = sys._getframe(1)
+                name = caller.f_code.co_name
+                _record_non_member(rec, name if name in PUBLIC_APIS else str(op_name), caller)
+        except Exception as exc:
+            rec.fail(exc)
+        return fn(op_name, *args, **kwargs)
+
+    wrapper.__collcheck_original__ = fn
+    return wrapper
+
+
 def _record_non_member(rec: Recorder, name: str, frame) -> None:
-    """N record: a call on a group this rank is not in (new_group's NON_GROUP_MEMBER), which
-    torch skips with one warning: the group's members then wait for a rank that never comes."""
     w = rec.writer
-    if w is None:
-        return
     with w.lock:
         site, _, _ = rec._site(w, frame)
         r = {"k": lf.NON_MEMBER, "ts": rec.now_us(), "x": w.string_id(name), "h": rec._thread_id(w)}
@@ -156,17 +178,34 @@ def install(rec: Recorder, c10d, on_init) -> None:
     `on_init(rec)` opens the log once init_process_group knows the rank (session.start_log)."""
     import torch.distributed as dist
 
-    global NON_GROUP_MEMBER
-    NON_GROUP_MEMBER = getattr(c10d.GroupMember, "NON_GROUP_MEMBER", NON_GROUP_MEMBER)
-    for name in [*COLLECTIVES, *LIFECYCLE]:
+    for name in [*sorted(PUBLIC_APIS), *LIFECYCLE, "_warn_not_in_group"]:
         current = getattr(c10d, name, None)
         if current is None or hasattr(current, "__collcheck_original__"):
             continue
-        wrapped = _wrap_lifecycle(rec, name, current, on_init) if name in LIFECYCLE else _wrap_collective(rec, name, current)
+        if name in LIFECYCLE:
+            wrapped = _wrap_lifecycle(rec, name, current, on_init)
+        elif name == "_warn_not_in_group":
+            wrapped = _wrap_not_in_group(rec, current)
+        else:
+            wrapped = _wrap_collective(rec, name, current)
         _originals[name] = current
         setattr(c10d, name, wrapped)
         if getattr(dist, name, None) is current:
             setattr(dist, name, wrapped)
+
+
+def unwrap_for_compiled_kernels(c10d) -> None:
+    """The compiled kernels name calls themselves: take the wrappers off the collectives that
+    do not need one (a module that bound one by name earlier keeps it: it passes through)."""
+    import torch.distributed as dist
+
+    for name in PUBLIC_APIS - WRAPPED:
+        original = _originals.pop(name, None)
+        if original is None:
+            continue
+        for module in (c10d, dist):
+            if hasattr(getattr(module, name, None), "__collcheck_original__"):
+                setattr(module, name, original)
 
 
 def uninstall(c10d) -> None:

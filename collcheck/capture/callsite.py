@@ -11,6 +11,8 @@ import os
 
 import torch
 
+from .wire import PUBLIC_APIS
+
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _COLLCHECK_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _SKIP_FILES = {os.path.abspath(contextlib.__file__)}
@@ -54,8 +56,11 @@ PHASE_OF_FUNCTION = {
 }
 _LABEL_NAMES = set(ROLE_OF_FUNCTION) | set(PHASE_OF_FUNCTION)
 _JOIN_FILE = os.path.join("distributed", "algorithms", "join.py")
+_C10D_FILE = os.path.join("distributed", "distributed_c10d.py")
+API_PREFIX = "dist."  # a walk's name for a public torch.distributed function: "dist.all_reduce"
+_API_NAMES = {name: API_PREFIX + name for name in PUBLIC_APIS}
 
-# code object -> (is_user_frame, name if it is a labelled torch function else None)
+# code object -> (is_user_frame, name if it is a labelled torch function or a public API else None)
 _verdicts: dict = {}
 
 
@@ -65,7 +70,10 @@ def _classify(code) -> tuple[bool, str | None]:
         name = code.co_name
         if name == "__exit__" and not fn.endswith(_JOIN_FILE):
             name = None
-        v = (False, name if name in _LABEL_NAMES else None)
+        if name in _API_NAMES and fn.endswith(_C10D_FILE):
+            v = (False, _API_NAMES[name])
+        else:
+            v = (False, name if name in _LABEL_NAMES else None)
     elif fn.startswith(_COLLCHECK_DIR) or fn in _SKIP_FILES or fn.startswith("<frozen"):
         v = (False, None)
     else:
@@ -77,7 +85,8 @@ def _classify(code) -> tuple[bool, str | None]:
 def walk(frame, full: bool):
     """Return (user frame or None, torch function names seen innermost first, full stack).
 
-    The full stack is a list of (file, line, function) only when `full` is true.
+    The full stack is a list of (file, line, function) only when `full` is true (collcheck's
+    own frames left out).
     """
     names = None
     stack = [] if full else None
@@ -86,7 +95,7 @@ def walk(frame, full: bool):
     while frame is not None:
         code = frame.f_code
         v = verdicts.get(code) or _classify(code)
-        if full:
+        if full and not code.co_filename.startswith(_COLLCHECK_DIR):  # (our own wrappers: not the user's)
             stack.append((code.co_filename, frame.f_lineno, code.co_name))
         if v[0]:
             if user is None:
@@ -116,12 +125,22 @@ def purpose(names: list[str] | None) -> tuple[str | None, str | None]:
     return hit
 
 
+def api_of(names: list[str] | None) -> str | None:
+    """The public torch.distributed function a wire op was issued by (the outermost on the way
+    from the op to the user's frame), or None: issued below the Python API (C++, functional)."""
+    for name in reversed(names or ()):
+        if name.startswith(API_PREFIX):
+            return name[len(API_PREFIX):]
+    return None
+
+
 def _purpose(names: list[str] | None) -> tuple[str | None, str | None]:
     """(role, label) of a call issued by torch internals, or (None, None) for user calls.
 
     The role is what must match across ranks; the label adds the phase for humans,
     e.g. role "gradient bucket", label "join() shadow: gradient bucket".
     """
+    names = [n for n in names or () if not n.startswith(API_PREFIX)]
     if not names:
         return None, None
     role = next((ROLE_OF_FUNCTION[n] for n in names if n in ROLE_OF_FUNCTION), None)
@@ -136,3 +155,17 @@ def _purpose(names: list[str] | None) -> tuple[str | None, str | None]:
     if phase is None and role == "module state broadcast":
         phase = "DDP init"
     return role, f"{phase}: {role}" if phase else role
+
+
+def api_reduce_op(frame, names: list[str] | None) -> int | None:
+    """The reduce op the user passed to the public function on the stack (its `op` argument),
+    read from its frame: cheaper than the op's ScriptObject (Python kernels). None: not found."""
+    api = api_of(names)
+    while api is not None and frame is not None:
+        if frame.f_code.co_name == api and frame.f_code.co_filename.endswith(_C10D_FILE):
+            try:
+                return int(frame.f_locals["op"])
+            except Exception:  # no `op` there, or a PREMUL_SUM ReduceOp object: the caller reads it
+                return None
+        frame = frame.f_back
+    return None

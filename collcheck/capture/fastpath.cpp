@@ -48,9 +48,9 @@ namespace {
 
 using c10::IValue;
 
-struct Op {  // argument positions (-1: none), from wire.py
+struct Op {  // argument positions (-1: none), from wire.py (async_op: from the op's schema)
   std::string name;
-  int pg, tensors, reduce_op, peer, tag;
+  int pg, tensors, reduce_op, peer, tag, async_op;
   bool cache;  // false: the key would grow without bound (all_to_all_single split sizes)
 };
 struct Verdict {
@@ -198,9 +198,12 @@ int64_t issue(int idx, const c10::OperatorHandle& op, const torch::jit::Stack& s
   if (o.reduce_op >= 0) rop = static_cast<int64_t>(args[o.reduce_op].toCustomClass<c10d::ReduceOp>()->op_);
   const int64_t peer = o.peer >= 0 ? args[o.peer].toInt() : 0;
   const int64_t tag = o.tag >= 0 ? args[o.tag].toInt() : 0;
+  // the API's async_op (True from C++ callers); -1: the op has none (P2P: the API name says)
+  const int8_t is_async = o.async_op >= 0 && static_cast<size_t>(o.async_op) < n ? args[o.async_op].toBool() : -1;
   put(key, rop);
   put(key, peer);
   put(key, tag);
+  put(key, is_async);
 
   Gil gil;
   if (!enabled.load(std::memory_order_relaxed) || !issue_fn) return -1;
@@ -241,7 +244,7 @@ int64_t issue(int idx, const c10::OperatorHandle& op, const torch::jit::Stack& s
         break;
     }
   } else {
-    try {  // (opname, group name, tensor specs, reduce op, root/peer, tag, splits, code, line, names)
+    try {  // (opname, group name, tensor specs, reduce op, root/peer, tag, splits, code, line, names, async)
       py::object specs = py::none(), splits = py::none(), code = py::none();
       if (o.tensors >= 0) {
         const IValue& v = args[o.tensors];
@@ -269,7 +272,7 @@ int64_t issue(int idx, const c10::OperatorHandle& op, const torch::jit::Stack& s
       for (size_t i = 0; i < names.size(); ++i) labels[i] = py::reinterpret_borrow<py::object>(names[i]);
       fresh = py::make_tuple(o.name, gname, specs, rop >= 0 ? py::object(py::int_(rop)) : py::none(),
                              o.peer >= 0 ? py::object(py::int_(peer)) : py::none(), tag, splits, code, line,
-                             names.empty() ? py::object(py::none()) : py::object(labels));
+                             names.empty() ? py::object(py::none()) : py::object(labels), static_cast<int>(is_async));
       try {
         pg_obj = py::cast(pg);  // Python's view of the group, for the first record naming it
       } catch (...) {
@@ -355,14 +358,14 @@ void set_ref(PyObject*& slot, PyObject* value) {
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "collcheck's compiled recording hot path (collcheck/capture/fastpath.py)";
-  m.def("install", [](py::object classify, std::vector<std::tuple<std::string, int, int, int, int, int, bool>> specs) {
+  m.def("install", [](py::object classify, std::vector<std::tuple<std::string, int, int, int, int, int, int, bool>> specs) {
     if (library) return;
     set_ref(classify_fn, classify.ptr());
     auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "c10d", c10::DispatchKey::BackendSelect,
                                                 __FILE__, static_cast<uint32_t>(__LINE__));
     for (size_t i = 0; i < specs.size(); ++i) {
-      const auto& [name, pg, tensors, reduce_op, peer, tag, cache] = specs[i];
-      ops.push_back(Op{name, pg, tensors, reduce_op, peer, tag, cache});
+      const auto& [name, pg, tensors, reduce_op, peer, tag, async_op, cache] = specs[i];
+      ops.push_back(Op{name, pg, tensors, reduce_op, peer, tag, async_op, cache});
       lib->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::make_unique<Kernel>(static_cast<int>(i))));
     }
     library = std::move(lib);

@@ -129,8 +129,9 @@ def load():
     return module
 
 
-def install(classify) -> bool:
-    """Register the C++ kernels for every wire op; False leaves the Python kernels to kernels.py."""
+def install(classify, async_positions: dict[str, int]) -> bool:
+    """Register the C++ kernels for every wire op; False leaves the Python kernels to kernels.py.
+    `async_positions`: op name -> where its schema has async_op (-1: none; kernels.py)."""
     from .wire import WIRE_OPS
 
     module = load()
@@ -141,7 +142,7 @@ def install(classify) -> bool:
         return -1 if i is None else i
 
     specs = [(name, s.pg, pos(s.tensors), pos(s.reduce_op), pos(s.root if s.root is not None else s.peer),
-              pos(s.tag), name != "alltoall_base_") for name, s in WIRE_OPS.items()]
+              pos(s.tag), async_positions.get(name, -1), name != "alltoall_base_") for name, s in WIRE_OPS.items()]
     try:
         module.install(classify, specs)
     except Exception as exc:
@@ -200,9 +201,10 @@ class RecorderHooks:
                 t = self._templates.get(tid)
                 new = t is None
                 if new:
-                    opname, gname, specs, reduce_op, p, tag, sp, code, line, names = details
+                    opname, gname, specs, reduce_op, p, tag, sp, code, line, names, is_async = details
                     key = None if specs is None else tuple((self._dtype(d), s) for d, s in specs)
-                    t = self._template(w, opname, pg, gname, key, reduce_op, p, tag, sp, code, line, names)
+                    t = self._template(w, opname, pg, gname, key, reduce_op, p, tag, sp, code, line, names,
+                                       None if is_async < 0 else bool(is_async))
                     if tid >= 0:
                         self._templates[tid] = t
                 full = None
@@ -217,12 +219,12 @@ class RecorderHooks:
         return -2 - eid if api is not None and not api.async_op else eid
 
     def _hand_over(self, w, tid: int, t) -> None:
-        """Give C++ this template packed: it writes the next records of calls below the Python
-        API itself (fastpath_emit.h), the bytes `_emit` would write."""
+        """Give C++ this template packed: it writes the next records of calls that no Python
+        wrapper runs for itself (fastpath_emit.h), the bytes `_emit` would write."""
         from .. import logformat as lf
 
         head = {"k": lf.COLL, "o": t.o, "g": t.g}
-        mid = dict(t.fields, a=1, n=1)
+        mid = dict(t.fields, **t.context)
         labels, bucket = b"", None
         if t.role == "gradient bucket":
             labels, bucket = _pairs({"u": w.string_id(t.role)}), t.label

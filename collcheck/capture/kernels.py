@@ -27,15 +27,23 @@ _library = None
 _compiled = False  # the C++ kernels of fastpath.cpp are registered
 
 
+def async_position(overload) -> int | None:
+    """Where an op's schema has its `async_op` argument (the API's `async_op`, True for C++
+    callers): None for ops without one (P2P, monitored_barrier_)."""
+    names = [a.name for a in overload._schema.arguments]
+    return names.index("async_op") if "async_op" in names else None
+
+
 def _make_kernel(current, opname: str, overload):
     redispatch = overload.redispatch
+    async_at = async_position(overload)
 
     def kernel(keyset, *args, **kwargs):
         rec = current()
         if rec is None or not rec._active or keyset.has(_SKIP_KEYS[0]) or keyset.has(_SKIP_KEYS[1]):
             return redispatch(keyset.remove(_BACKEND_SELECT), *args, **kwargs)
         try:
-            eid = rec.on_issue(opname, args, sys._getframe(1))
+            eid = rec.on_issue(opname, args, sys._getframe(1), async_at)
         except Exception as exc:
             rec.fail(exc)
             return redispatch(keyset.remove(_BACKEND_SELECT), *args, **kwargs)
@@ -56,17 +64,29 @@ def _make_kernel(current, opname: str, overload):
     return kernel
 
 
-def install(current: Callable[[], Recorder | None]) -> None:
+def install(current: Callable[[], Recorder | None]) -> bool:
     """Register the kernels once per process (idempotent); `current()` is the live recorder,
-    which the compiled kernels report to from now on."""
+    which the compiled kernels report to from now on. True: the compiled kernels are in use."""
     global _library, _compiled
     if _library is None:
-        _compiled = fastpath.install(callsite._classify)
+        _compiled = fastpath.install(callsite._classify, _async_positions())
         _library = True if _compiled else _python_kernels(current)
         _patch_backward(current)
     rec = current()
     if _compiled and rec is not None:
         fastpath.attach(rec)
+    return _compiled
+
+
+def _async_positions() -> dict[str, int]:
+    """op name -> position of its async_op argument (-1: none), for the compiled kernels."""
+    out = {}
+    for opname in WIRE_OPS:
+        packet = getattr(torch.ops.c10d, opname, None)
+        if packet is not None:
+            pos = async_position(packet.default)
+            out[opname] = -1 if pos is None else pos
+    return out
 
 
 def _python_kernels(current):

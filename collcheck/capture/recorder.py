@@ -24,7 +24,7 @@ from .. import __version__, logformat as lf
 from . import callsite, fastpath
 from .completion import Completions
 from .config import Config
-from .wire import WIRE_OPS
+from .wire import ALWAYS_ASYNC, WIRE_OPS
 from .writer import LogWriter, open_exclusive
 
 _C = torch._C._distributed_c10d
@@ -66,7 +66,9 @@ class ThreadState(threading.local):
 class Template:
     """Interned fields of a C record that only depend on its op, group, tensors, call site and thread."""
 
-    __slots__ = ("op", "api", "o", "g", "seq", "fields", "role", "label")
+    # context: what the API call adds when no Python wrapper runs (the usual case): async (`a`), the
+    # public function when it is not the op's usual one (`x`), or issued below the Python API (`n`)
+    __slots__ = ("op", "api", "o", "g", "seq", "fields", "context", "role", "label")
 
 
 class Recorder(Completions, fastpath.RecorderHooks):
@@ -226,12 +228,14 @@ class Recorder(Completions, fastpath.RecorderHooks):
         return s
 
     # -- the hot path -----------------------------------------------------------------
-    def on_issue(self, opname: str, args, frame) -> int:
-        """Write the record of a wire op before it is issued; return its event id (Python kernels)."""
+    def on_issue(self, opname: str, args, frame, async_at: int | None) -> int:
+        """Write the record of a wire op before it is issued; return its event id (Python kernels).
+        `async_at`: where the op's schema has its async_op argument (None: it has none)."""
         spec = WIRE_OPS[opname]
         w = self.writer
         api: ApiCall | None = self.tls._api  # (the property's value, without its call)
         pg = _unbox_pg(args[spec.pg])
+        is_async = None if async_at is None else (bool(args[async_at]) if async_at < len(args) else True)
         if spec.tensors is not None and spec.tensors < len(args):
             ts = args[spec.tensors]
             dt = self._dtype
@@ -240,12 +244,6 @@ class Recorder(Completions, fastpath.RecorderHooks):
             )
         else:
             key = None
-        reduce_op = None
-        if spec.reduce_op is not None:
-            if api is not None and api.reduce_op is not None:
-                reduce_op = api.reduce_op
-            else:  # C++ caller (DDP reducer): reading the ScriptObject costs ~15 us
-                reduce_op = int(args[spec.reduce_op].op())
         index = spec.root if spec.root is not None else spec.peer
         p = args[index] if index is not None and index < len(args) else None
         tag = args[spec.tag] if spec.tag is not None and spec.tag < len(args) else 0
@@ -255,19 +253,25 @@ class Recorder(Completions, fastpath.RecorderHooks):
         with w.lock:
             user, names, stack = callsite.walk(frame, self.config.full_stack)
             code, line = (None, 0) if user is None else (user.f_code, user.f_lineno)
+            reduce_op = None
+            if spec.reduce_op is not None:
+                reduce_op = api.reduce_op if api is not None else callsite.api_reduce_op(frame, names)
+                if reduce_op is None:  # a C++ caller (DDP's reducer): the ScriptObject costs ~15 us
+                    reduce_op = int(args[spec.reduce_op].op())
             gname = pg.group_name
             # a repeated call (same op, group, tensors, site, torch path, thread) reuses its template
             ck = None if sp is not None else (opname, gname, key, reduce_op, p, tag, code, line,
-                                               tuple(names) if names else None, threading.get_ident())
+                                               tuple(names) if names else None, threading.get_ident(), is_async)
             t = self._py_templates.get(ck)
             if t is None:
-                t = self._template(w, opname, pg, gname, key, reduce_op, p, tag, sp, code, line, names)
+                t = self._template(w, opname, pg, gname, key, reduce_op, p, tag, sp, code, line, names, is_async)
                 if ck is not None and len(self._py_templates) < 65536:
                     self._py_templates[ck] = t
             full = None if stack is None else [w.site_id(*f) for f in stack]
             return self._emit(w, t, api, full)
 
-    def _template(self, w: LogWriter, opname, pg, gname, key, reduce_op, p, tag, sp, code, line, names) -> Template:
+    def _template(self, w: LogWriter, opname, pg, gname, key, reduce_op, p, tag, sp, code, line, names,
+                  is_async) -> Template:
         t = Template()
         t.op, t.api = opname, WIRE_OPS[opname].api
         site = None if code is None else w.site_id(code.co_filename, line, code.co_name)
@@ -291,6 +295,16 @@ class Recorder(Completions, fastpath.RecorderHooks):
         if sp is not None:
             f["sp"] = sp
         t.role, t.label = callsite.purpose(names)
+        api = callsite.api_of(names)
+        if is_async is None:  # P2P ops have no async_op argument: isend / irecv are async
+            is_async = api is None or api in ALWAYS_ASYNC
+        c = t.context = {}
+        if is_async:
+            c["a"] = 1
+        if api is None:
+            c["n"] = 1
+        elif api != t.api:
+            c["x"] = w.string_id(api)
         return t
 
     def _emit(self, w: LogWriter, t: Template, api: ApiCall | None, full) -> int:
@@ -313,8 +327,7 @@ class Recorder(Completions, fastpath.RecorderHooks):
                 if api.returned:  # its earlier blocking wire ops have completed by now
                     self._complete_returned(w, api)
         else:
-            rec["a"] = 1  # issued below the Python API (C++ reducer, functional): async
-            rec["n"] = 1
+            rec.update(t.context)
         if self._fast is not None:  # one set of counters for both paths (writer lock held)
             eid = self._fast.next_eid()
             rec["j"] = self._fast.next_seq(t.seq)

@@ -48,7 +48,10 @@ def start_log(rec: Recorder) -> None:
     from . import kernels, watchdog
 
     rec.open(c10d.get_rank(), c10d.get_world_size(), str(c10d.get_backend_config()))
-    kernels.install(lambda: _recorder)
+    if kernels.install(lambda: _recorder):
+        from . import api
+
+        api.unwrap_for_compiled_kernels(c10d)
     watchdog.register_sigterm_dump(rec.writer.path)
     if _watchdog is None or not _watchdog.is_alive():
         _watchdog = watchdog.Watchdog(lambda: _recorder)

@@ -42,3 +42,14 @@ WIRE_OPS: dict[str, OpSpec] = {
     "recv_": OpSpec(1, 0, peer=2, tag=3, api="recv"),
     "recv_any_source_": OpSpec(1, 0, tag=2, api="recv"),
 }
+
+
+# The public torch.distributed functions (distributed_c10d.py) whose calls put ops on the wire: the
+# outermost one on the stack names a record's API call (callsite.py), no Python wrapper needed.
+PUBLIC_APIS = frozenset(
+    "all_reduce all_reduce_coalesced broadcast reduce all_gather all_gather_into_tensor all_gather_object "
+    "all_gather_coalesced gather gather_object scatter scatter_object_list reduce_scatter "
+    "reduce_scatter_tensor all_to_all all_to_all_single broadcast_object_list barrier monitored_barrier "
+    "send recv isend irecv batch_isend_irecv send_object_list recv_object_list".split()
+)
+ALWAYS_ASYNC = frozenset(("isend", "irecv", "batch_isend_irecv"))  # P2P ops have no async_op argument
