@@ -72,10 +72,11 @@ def cmd_demo(args) -> int:
 
 
 def cmd_build_fastpath(args) -> int:
-    """Compile the optional recording fast path with the installed torch (about a minute)."""
-    from .capture import fastpath
+    """Compile the recording fast path with the installed torch now (the first command does it
+    otherwise); --status: is it in use, and if not, why."""
+    from .capture import autobuild
 
-    return fastpath.main(["status"] if args.status else ["build"] + (["--verbose"] if args.verbose else []))
+    return autobuild.command(args.status, args.verbose)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -113,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--keep", action="store_true", help="keep the logs")
     m.set_defaults(func=cmd_demo)
     b = sub.add_parser("build-fastpath", help=cmd_build_fastpath.__doc__)
-    b.add_argument("--status", action="store_true", help="only say whether it is built (exit 1 if not)")
+    b.add_argument("--status", action="store_true", help="only say whether it is built and in use, or why not (exit 1 if not built)")
     b.add_argument("--verbose", action="store_true", help="show the compiler's output")
     b.set_defaults(func=cmd_build_fastpath)
     return p
@@ -127,6 +128,10 @@ def main(argv=None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return INPUT_ERROR if exc.code not in (0, None) else OK
+    if args.cmd != "build-fastpath":  # the compiled recording path, built once without an extra step
+        from .capture import autobuild
+
+        autobuild.start(foreground=args.cmd in ("record", "demo"))  # these launch jobs at once
     try:
         return args.func(args)
     except (LogError, UsageError) as exc:

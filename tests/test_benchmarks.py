@@ -66,3 +66,12 @@ def test_benchmark_scripts_run_from_a_clone(name):
                           cwd=os.path.dirname(BENCHMARKS))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"benchmarks/{name}.py" in proc.stdout
+
+
+@pytest.mark.timeout(300)
+def test_bench_cpu_counts_every_variant():
+    (res,) = run_json("bench_cpu", "--launches", "1", "--calls", "300")
+    assert res["calls"] == 300 and res["launches"] == 1
+    assert res["python"]["paths"] == ["python"] and res["plain"]["paths"] == []
+    assert res["compiled"]["paths"] in (["compiled"], ["python"])  # compiled when built here
+    assert all(res[v]["cpu_us"] > 0 and res[v]["wall_us"] > 0 for v in ("plain", "compiled", "python"))

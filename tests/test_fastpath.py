@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import FASTPATH_BUILD_TIMEOUT as BUILD_TIMEOUT, base_env, diff_json, log_files, marker_lines, program, torchrun
@@ -23,7 +24,7 @@ from collcheck.reader import read_log
 @pytest.fixture
 def built(fastpath_env, monkeypatch):
     """The compiled path built (conftest.fastpath_env) and found by every process started here."""
-    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", fastpath_env["TORCH_EXTENSIONS_DIR"])
+    monkeypatch.delenv("TORCH_EXTENSIONS_DIR", raising=False)
     return fastpath_env
 
 
@@ -164,3 +165,67 @@ def test_capped_log_written_by_the_compiled_path(built, tmp_path):
     assert sites[1]["line"] == marker_lines(script)["diverge"]
     assert any("checked from #" in w for w in report["warnings"])
     assert not [w for w in report["warnings"] if "damaged" in w or "unreadable" in w]
+
+
+@pytest.fixture
+def small_run(tmp_path) -> str:
+    from collcheck.synth import write_clean_run
+
+    write_clean_run(str(tmp_path / "run"), 2, 10)
+    return str(tmp_path / "run")
+
+
+def _cli(args: list[str], env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "collcheck", *args], env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def _wait_for(path, seconds: float = 90) -> None:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.2)
+
+
+@pytest.mark.timeout(BUILD_TIMEOUT + 240)
+def test_the_first_command_builds_it_once_in_the_background(built, tmp_path, small_run):
+    """No extra step: the first `collcheck` command starts the build (here it finds the build
+    already there and only stamps it), says so once, and never again."""
+    from collcheck.capture import autobuild
+
+    env = base_env(tmp_path, record=False, extra={"COLLCHECK_FASTPATH": "", "XDG_CACHE_HOME": str(tmp_path / "cache")})
+    first = _cli(["diff", small_run], env)
+    assert first.returncode in (0, 1) and "compiling the recording fast path in the background" in first.stderr
+    stamp = subprocess.run([sys.executable, "-c", "from collcheck.capture import autobuild; print(autobuild.stamp())"],
+                           env=env, capture_output=True, text=True, timeout=60).stdout.strip()
+    assert stamp.startswith(str(tmp_path / "cache")) and autobuild.OUTCOMES[0] == ".built"
+    _wait_for(Path(stamp + ".built"))
+    again = _cli(["diff", small_run], env)
+    assert "fast path" not in again.stderr
+    status = _cli(["build-fastpath", "--status"], env)
+    assert status.returncode == 0 and "in use: new jobs record with the compiled path" in status.stdout
+
+
+def test_without_a_compiler_the_first_command_says_why_once(tmp_path, small_run):
+    """No C++ compiler: the background try stamps why, `--status` says it, later commands are quiet."""
+    env = base_env(tmp_path, record=False, extra={
+        "COLLCHECK_FASTPATH": "", "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "TORCH_EXTENSIONS_DIR": str(tmp_path / "extensions"), "CXX": str(tmp_path / "no-such-compiler")})
+    first = _cli(["diff", small_run], env)
+    assert "compiling the recording fast path in the background" in first.stderr
+    _wait_for_glob(tmp_path / "cache" / "collcheck", "*.skipped")
+    status = _cli(["build-fastpath", "--status"], env)
+    assert status.returncode == 1 and "skipped: " in status.stdout and "no-such-compiler" in status.stdout, status
+    assert "fast path" not in _cli(["diff", small_run], env).stderr
+    assert not (tmp_path / "extensions").exists()
+
+
+def _wait_for_glob(directory, pattern: str, seconds: float = 60) -> None:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not list(directory.glob(pattern)):
+        assert time.monotonic() < deadline, f"no {pattern} in {directory}"
+        time.sleep(0.2)

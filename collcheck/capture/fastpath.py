@@ -8,8 +8,8 @@ for a call site it has seen writes the record with one write(2), no Python code 
 Python (RecorderHooks below) still builds each template's first record, API calls' records and
 everything else, with the same intern tables, so the log does not depend on the path.
 
-Never compiled inside a job (it takes about a minute): `collcheck build-fastpath` (or
-`python -m collcheck.capture.fastpath build`) compiles it with the installed torch into torch's
+Never compiled inside a job (it takes about a minute): the first `collcheck` command, or
+`collcheck build-fastpath` (autobuild.py), compiles it with the installed torch into torch's
 extension directory, under a name hashing the sources, torch's version and the Python build. At
 run time only a finished build of exactly that name is imported; anything else means the Python
 path. COLLCHECK_FASTPATH=0 turns it off, =1 says on stderr which path each process uses.
@@ -255,37 +255,3 @@ def _pairs(d: dict) -> bytes:
 
     b = _pack(d)
     return b[1:] if len(d) < 16 else b[3:]
-
-
-def main(argv=None) -> int:
-    import argparse
-
-    p = argparse.ArgumentParser(prog="python -m collcheck.capture.fastpath", description=__doc__.split("\n")[0])
-    p.add_argument("action", choices=("build", "status"), help="build: compile now; status: is it built?")
-    p.add_argument("--verbose", action="store_true")
-    args = p.parse_args(argv)
-    if args.action == "status":
-        path = library_path()
-        built = os.path.exists(path)
-        print(f"{'built' if built else 'not built'}: {path}")
-        if built and setting() == "off":
-            print("disabled by COLLCHECK_FASTPATH=0")
-        return 0 if built else 1
-    missing = missing_tools()
-    if missing:
-        print(f"collcheck: {' and '.join(missing)} not found (a C++ compiler, CXX, and ninja are needed); "
-              "recording keeps using the Python path", file=sys.stderr)
-        return 2
-    print("collcheck: compiling the recording fast path against torch (about a minute) ...", file=sys.stderr,
-          flush=True)
-    try:
-        path = build(verbose=args.verbose)
-    except Exception as exc:
-        print(f"collcheck: build failed: {exc}", file=sys.stderr)
-        return 2
-    print(path)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
