@@ -189,7 +189,6 @@ class LogStream:
         self.good_bytes = start
         self.duplicates = 0
         self.colls = 0  # C records written before the end of the last good frame (format 2)
-        self.expect = self.last_eid = -1  # (format 2: collcheck.frames keeps its place here)
 
     def __iter__(self):
         return read_frames(self, self.start) if self.framed else self._plain()

@@ -54,7 +54,8 @@ class Scan:
     # calls torch skipped because this rank is not in the group: (api, site or None, ts)
     non_member: list = field(default_factory=list)
     # format 2: each event's `j` (its position among the group's collectives, or its P2P
-    # channel's messages, as the recorder counted them); format 1: the event's index
+    # channel's messages, as the recorder counted them); kept only when collectives were lost or
+    # dropped (scan_bytes' second pass), else empty: positions are then what they were
     seq: array = field(default_factory=lambda: array("Q"))
     eid_runs: list = field(default_factory=lambda: [(0, 0)])  # (event index, event id) where ids jump
     damage: list = field(default_factory=list)  # [start byte, end byte, collectives lost or None]

@@ -156,16 +156,3 @@ def _purpose(names: list[str] | None) -> tuple[str | None, str | None]:
         phase = "DDP init"
     return role, f"{phase}: {role}" if phase else role
 
-
-def api_reduce_op(frame, names: list[str] | None) -> int | None:
-    """The reduce op the user passed to the public function on the stack (its `op` argument),
-    read from its frame: cheaper than the op's ScriptObject (Python kernels). None: not found."""
-    api = api_of(names)
-    while api is not None and frame is not None:
-        if frame.f_code.co_name == api and frame.f_code.co_filename.endswith(_C10D_FILE):
-            try:
-                return int(frame.f_locals["op"])
-            except Exception:  # no `op` there, or a PREMUL_SUM ReduceOp object: the caller reads it
-                return None
-        frame = frame.f_back
-    return None

@@ -244,6 +244,12 @@ class Recorder(Completions, fastpath.RecorderHooks):
             )
         else:
             key = None
+        reduce_op = None
+        if spec.reduce_op is not None:
+            if api is not None and api.reduce_op is not None:
+                reduce_op = api.reduce_op
+            else:  # C++ caller (DDP reducer): reading the ScriptObject costs ~15 us
+                reduce_op = int(args[spec.reduce_op].op())
         index = spec.root if spec.root is not None else spec.peer
         p = args[index] if index is not None and index < len(args) else None
         tag = args[spec.tag] if spec.tag is not None and spec.tag < len(args) else 0
@@ -253,11 +259,6 @@ class Recorder(Completions, fastpath.RecorderHooks):
         with w.lock:
             user, names, stack = callsite.walk(frame, self.config.full_stack)
             code, line = (None, 0) if user is None else (user.f_code, user.f_lineno)
-            reduce_op = None
-            if spec.reduce_op is not None:
-                reduce_op = api.reduce_op if api is not None else callsite.api_reduce_op(frame, names)
-                if reduce_op is None:  # a C++ caller (DDP's reducer): the ScriptObject costs ~15 us
-                    reduce_op = int(args[spec.reduce_op].op())
             gname = pg.group_name
             # a repeated call (same op, group, tensors, site, torch path, thread) reuses its template
             ck = None if sp is not None else (opname, gname, key, reduce_op, p, tag, code, line,
