@@ -126,10 +126,7 @@ def _walk(stream, pos: int, budget: int) -> tuple[list, int]:
             if f.__class__ is not tuple:
                 nxt = resync(data, pos + 1)
                 if nxt is None:
-                    if f == "torn" or not any(data[pos:]):
-                        stream.torn = True  # the last write was cut short (or zero padding after a crash)
-                    else:
-                        stream.damage.append([pos, n, None])
+                    _tail(stream, data, pos, f)
                     pos = n
                     break
                 last = [pos, nxt, 0]
@@ -152,6 +149,19 @@ def _walk(stream, pos: int, budget: int) -> tuple[list, int]:
         pos = pend
     stream.last_eid, stream.recent = last_eid, recent
     return frames, pos
+
+
+def _tail(stream, data: bytes, pos: int, found) -> None:
+    """The bytes after the last good frame: zeros are space the writer reserved and never wrote
+    (the compiled path maps the file ahead; a crash leaves them), a frame cut short before them
+    is a torn tail (the process died while writing it), anything else is damage."""
+    end = pos + len(data[pos:].rstrip(b"\0"))
+    if end == pos:
+        return
+    if found == "torn" or frame_at(data[:end], pos) == "torn":
+        stream.torn = True
+    else:
+        stream.damage.append([pos, len(data), None])
 
 
 def _decode_alone(stream, frame: tuple):

@@ -39,27 +39,55 @@ def test_bench_diff_reports_throughput():
     assert results and results[-1]["ranks"] == 8
 
 
+def _report_json(proc) -> dict:
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout[proc.stdout.rindex("\n{") + 1:])  # the report, then its figures as JSON
+
+
 @pytest.mark.timeout(300)
-def test_bench_record_measures_both_recording_paths(fastpath_env, monkeypatch):
-    """All four sections at toy sizes: micro (on the compiled path, since it is built), the 2-rank
-    DDP launches, and the world-size-1 DDP ratio on both paths side by side."""
+def test_bench_record_measures_every_variant(fastpath_env, monkeypatch):
+    """The micro benchmark at toy size, on the compiled path (built): every variant timed, the
+    in-process difference computed, the recorded log counted."""
     for key, value in fastpath_env.items():
         monkeypatch.setenv(key, value)
-    proc = subprocess.run([sys.executable, bench("bench_record"), "--rounds", "2", "--calls", "100",
-                           "--pairs", "1", "--steps", "20", "--ddp1-pairs", "1", "--ddp1-steps", "30", "--json"],
-                          capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    res = json.loads(proc.stdout[proc.stdout.rindex("\n{") + 1:])  # the report, then its figures as JSON
-    micro = res["micro"]
+    micro = _report_json(subprocess.run([sys.executable, bench("bench_record"), "--rounds", "2", "--calls", "100",
+                                         "--launches", "2", "--json"], capture_output=True, text=True, timeout=240))["micro"]
     assert micro["path"] == "compiled" and micro["log_colls"] > 0 and micro["log_bytes"] > 0
     assert all(micro["median_us"][v] > 0 for v in ("plain", "paused", "record", "detail"))
-    assert res["ddp"]["log_colls"] > 0 and all(res["ddp"]["step_ms"][v] for v in ("plain", "record", "paused"))
+    assert micro["calls"] == 2 * 2 * 4 * 100 and isinstance(micro["in_process_added_us"], float)
+
+
+@pytest.mark.timeout(420)
+def test_bench_steps_measures_ddp_fsdp_and_both_paths(fastpath_env, monkeypatch):
+    """All three sections at toy sizes: DDP and FSDP2 on 2 ranks (plain and recorded launches),
+    world-size-1 DDP on both paths; every recorded launch has recorded and paused blocks."""
+    for key, value in fastpath_env.items():
+        monkeypatch.setenv(key, value)
+    res = _report_json(subprocess.run([sys.executable, bench("bench_steps"), "--pairs", "1", "--steps", "40",
+                                       "--fsdp-steps", "40", "--world1-launches", "1", "--world1-steps", "40", "--json"],
+                                      capture_output=True, text=True, timeout=400))
+    for model, min_colls in (("ddp", 1), ("fsdp", 4)):  # FSDP2: all-gathers and reduce-scatters per layer
+        (pair,) = res[model]
+        assert pair["plain"]["step_ms"]["plain"] > 0 and pair["record"]["path"] == "compiled"
+        assert pair["record"]["ratio"] > 0 and pair["record"]["colls_per_step"] >= min_colls
     for path in ("python", "compiled"):
-        (launch,) = res["ddp1"][path]
+        (launch,) = res["world1"][path]
         assert launch["ratio"] > 0 and launch["colls_per_step"] >= 2  # DDP's bucket all-reduce + join flag
 
 
-@pytest.mark.parametrize("name", ["bench_record", "bench_diff", "bench_tui"])
+def test_paired_ratio_compares_recorded_blocks_with_their_neighbours():
+    sys.path.insert(0, BENCHMARKS)
+    try:
+        from bench_steps import paired_ratio
+    finally:
+        sys.path.remove(BENCHMARKS)
+    # warm-up excluded: blocks alternate recorded (even) / paused (odd); a drift upwards cancels
+    assert paired_ratio([10, 11, 12, 13, 14, 15, 16]) == pytest.approx(1.0)
+    assert paired_ratio([10, 9, 10, 9, 10]) == pytest.approx(10 / 9)
+    assert paired_ratio([10, 9]) is None
+
+
+@pytest.mark.parametrize("name", ["bench_record", "bench_steps", "bench_diff", "bench_tui", "bench_cpu"])
 def test_benchmark_scripts_run_from_a_clone(name):
     """Each benchmark is a script with --help, outside the installed package."""
     proc = subprocess.run([sys.executable, bench(name), "--help"], capture_output=True, text=True, timeout=60,

@@ -163,3 +163,21 @@ def test_damage_counts_the_collectives_it_held(sizes, pick):
     got = [eid for _, rec, eid in stream if rec["k"] == "C"]
     assert stream.damage == want
     assert got == [e for k, size in enumerate(sizes) if k not in hit for e in range(sum(sizes[:k]), sum(sizes[:k + 1]))]
+
+
+@settings(max_examples=60, deadline=None)
+@given(logs(), st.integers(1, 5000), st.sampled_from(["zeros", "cut frame", "garbage"]))
+def test_the_end_of_a_log(data, zeros, tail):
+    """What follows the last good frame: zeros alone (space reserved for frames and never
+    written, left by a process that died) read as the end; a frame cut short, zeros or not after
+    it, is a torn tail; anything else is damage."""
+    want, damage, _ = reference(data, True)
+    cut = lf.frame(msgpack.packb({"k": "C", "o": 1, "g": 0, "ts": 1, "j": 0}), 1 << 30)
+    extra = {"zeros": b"", "cut frame": cut[:-3], "garbage": b"\x05not a frame"}[tail]
+    stream = LogStream(data + extra + bytes(zeros), "log")
+    assert list(stream) == want
+    if tail == "garbage":
+        assert sorted(stream.damage) == sorted(damage + [[len(data), len(data) + len(extra) + zeros, None]])
+        assert not stream.torn
+    else:
+        assert stream.damage == damage and stream.torn == (tail == "cut frame")

@@ -291,7 +291,7 @@ def last_coll(log):
 
 
 @pytest.mark.timeout(120)
-def test_sigkill_inside_collective_leaves_readable_log(tmp_path):
+def test_sigkill_inside_collective_leaves_readable_log(tmp_path, recording_path):
     script = program("crash.py")
     marks = marker_lines(script)
     rc, out, err, run_dir = torchrun(script, 2, tmp_path, timeout=100, args=("kill",))
@@ -304,6 +304,11 @@ def test_sigkill_inside_collective_leaves_readable_log(tmp_path):
     assert not e.completed and e.error is None
     assert log.state == "killed-in-collective"
     assert [x.site[1] for x in events_of(run.ranks[0])] == [marks["barrier"]]
+    if recording_path == "compiled":  # space reserved ahead of the mapping and never written: not damage
+        (path,) = [f for f in log_files(run_dir) if "rank-00001" in f]
+        with open(path, "rb") as f:
+            assert f.read().endswith(bytes(4096))
+        assert not log.damage_notes()
 
 
 @pytest.mark.timeout(120)
@@ -466,7 +471,9 @@ def test_fork_and_internal_error(tmp_path):
 # ---------------------------------------------------------------------------------------------
 
 @pytest.mark.timeout(60)
-def test_enable_disable_and_recording_context(tmp_path):
+def test_enable_disable_and_recording_context(tmp_path, recording_path):
+    """Also: no kernel stays registered once recording is off (the dispatcher runs c10d's ops as
+    without collcheck), they come back with the next recording; the compiled path maps its log."""
     script = program("api_world1.py")
     marks = marker_lines(script)
     env = base_env(tmp_path, record=False)
@@ -474,6 +481,8 @@ def test_enable_disable_and_recording_context(tmp_path):
                           text=True, timeout=50)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "value [1.0, 1.0, 1.0]" in proc.stdout and "patched False" in proc.stdout
+    assert "registered after disable False" in proc.stdout and "registered while recording True" in proc.stdout
+    assert ("mapped True" if recording_path == "compiled" else "mapped None") in proc.stdout
     enabled = load_run(str(tmp_path / "enabled" / "enabled"))
     assert f"disabled {log_files(str(tmp_path / 'enabled' / 'enabled'))[0]}" in proc.stdout
     log = enabled.ranks[0]

@@ -13,10 +13,13 @@
 //   (eid, times, error) onto a queue drained with the next record or by the watchdog.
 #include <Python.h>
 #include <frameobject.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 
 #include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/Exceptions.h>
@@ -63,7 +66,9 @@ struct Entry {
 };
 
 std::vector<Op> ops;
-std::unique_ptr<torch::Library> library;
+std::unordered_map<std::string, int> op_index;  // "c10d::allreduce_" -> its index in ops
+std::unique_ptr<torch::Library> library;         // the kernels, while registered
+std::mutex* library_mu = new std::mutex();  // a heap object: a forked child abandons it
 std::atomic<bool> enabled{false};
 PyObject* issue_fn = nullptr;     // Recorder.issue_fast
 PyObject* return_fn = nullptr;    // Recorder.fast_return
@@ -116,6 +121,7 @@ void call_fail(const char* what) {  // GIL held: the recorder stops for good, wi
 }
 
 #include "fastpath_done.h"
+#include "fastpath_file.h"
 #include "fastpath_emit.h"
 
 // Where a frame is: its instruction offset (a line number would mean decoding the code's line
@@ -303,50 +309,64 @@ int64_t issue(int idx, const c10::OperatorHandle& op, const torch::jit::Stack& s
   return eid;
 }
 
-struct Kernel final : c10::OperatorKernel {
-  explicit Kernel(int i) : idx(i) {}
-  int idx;
-
-  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
-    const auto next = ks.remove(c10::DispatchKey::BackendSelect);
-    // meta/fake tensors while torch.compile traces are not collectives
-    if (!enabled.load(std::memory_order_relaxed) || ks.has(c10::DispatchKey::Meta) ||
-        ks.has(c10::DispatchKey::Python) || !Py_IsInitialized() || COLLCHECK_FINALIZING()) {
-      op.redispatchBoxed(next, stack);
-      return;
-    }
-    int64_t r = -1;
-    try {
-      r = issue(idx, op, *stack);
-    } catch (const std::exception& e) {  // never break the job: stop recording, say why once
-      Gil gil;
-      call_fail(e.what());
-      r = -1;
-    }
-    if (r == -1) {
-      op.redispatchBoxed(next, stack);
-      return;
-    }
-    const bool blocking_api = r < 0;
-    const int64_t eid = blocking_api ? -2 - r : r;
-    try {
-      op.redispatchBoxed(next, stack);
-    } catch (...) {
-      report(eid, now_ns(), std::current_exception());
-      throw;
-    }
-    const int64_t t_ret = now_ns();
-    try {
-      if (blocking_api)
-        report(eid, t_ret, nullptr);
-      else
-        watch(eid, t_ret, op, *stack);
-    } catch (const std::exception& e) {
-      Gil gil;
-      call_fail(e.what());
-    }
+// One stateless boxed function for every op (its index found by name): with no functor object,
+// unregistering the kernels while another thread runs one frees nothing it uses.
+void kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  const auto next = ks.remove(c10::DispatchKey::BackendSelect);
+  // meta/fake tensors while torch.compile traces are not collectives
+  const auto found = op_index.find(op.schema().name());
+  if (found == op_index.end() || !enabled.load(std::memory_order_relaxed) || ks.has(c10::DispatchKey::Meta) ||
+      ks.has(c10::DispatchKey::Python) || !Py_IsInitialized() || COLLCHECK_FINALIZING()) {
+    op.redispatchBoxed(next, stack);
+    return;
   }
-};
+  int64_t r = -1;
+  try {
+    r = issue(found->second, op, *stack);
+  } catch (const std::exception& e) {  // never break the job: stop recording, say why once
+    Gil gil;
+    call_fail(e.what());
+    r = -1;
+  }
+  if (r == -1) {
+    op.redispatchBoxed(next, stack);
+    return;
+  }
+  const bool blocking_api = r < 0;
+  const int64_t eid = blocking_api ? -2 - r : r;
+  try {
+    op.redispatchBoxed(next, stack);
+  } catch (...) {
+    report(eid, now_ns(), std::current_exception());
+    throw;
+  }
+  const int64_t t_ret = now_ns();
+  try {
+    if (blocking_api)
+      report(eid, t_ret, nullptr);
+    else
+      watch(eid, t_ret, op, *stack);
+  } catch (const std::exception& e) {
+    Gil gil;
+    call_fail(e.what());
+  }
+}
+
+// Kernels registered only while recording: paused, the dispatcher calls c10d's ops as if
+// collcheck were not there (no boxing of the arguments, no call). GIL held by the caller.
+void set_registered(bool on) {
+  std::lock_guard<std::mutex> guard(*library_mu);
+  if (on == static_cast<bool>(library)) return;
+  py::gil_scoped_release nogil;  // the dispatcher's own lock: never wait for it holding the GIL
+  if (!on) {
+    library.reset();  // its destructor unregisters every kernel
+    return;
+  }
+  auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "c10d", c10::DispatchKey::BackendSelect,
+                                              __FILE__, static_cast<uint32_t>(__LINE__));
+  for (const Op& o : ops) lib->impl(o.name.c_str(), torch::CppFunction::makeFromBoxedFunction<&kernel>());
+  library = std::move(lib);
+}
 
 void set_ref(PyObject*& slot, PyObject* value) {
   Py_XINCREF(value);
@@ -359,16 +379,14 @@ void set_ref(PyObject*& slot, PyObject* value) {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "collcheck's compiled recording hot path (collcheck/capture/fastpath.py)";
   m.def("install", [](py::object classify, std::vector<std::tuple<std::string, int, int, int, int, int, int, bool>> specs) {
-    if (library) return;
+    if (!ops.empty()) return;  // once per process; set_enabled registers and unregisters the kernels
     set_ref(classify_fn, classify.ptr());
-    auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "c10d", c10::DispatchKey::BackendSelect,
-                                                __FILE__, static_cast<uint32_t>(__LINE__));
     for (size_t i = 0; i < specs.size(); ++i) {
       const auto& [name, pg, tensors, reduce_op, peer, tag, async_op, cache] = specs[i];
       ops.push_back(Op{name, pg, tensors, reduce_op, peer, tag, async_op, cache});
-      lib->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::make_unique<Kernel>(static_cast<int>(i))));
+      op_index.emplace("c10d::" + name, static_cast<int>(i));
     }
-    library = std::move(lib);
+    set_registered(true);
   });
   m.def("attach", [](py::object rec) {  // a new log: new templates, event ids from 0
     set_ref(issue_fn, rec.attr("issue_fast").ptr());
@@ -379,9 +397,17 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     attach_shared(rec.ptr());
   });
   define_emit(m);
-  m.def("set_enabled", [](bool on) { enabled.store(on); });
+  m.def("set_enabled", [](bool on) {
+    enabled.store(on);
+    set_registered(on);
+  });
+  m.def("registered", []() { return static_cast<bool>(library); });
   m.def("take_done", []() { return py::reinterpret_steal<py::object>(take_done()); });
   m.def("after_fork_in_child", []() {  // a gloo thread may have held the lock at fork(): abandon it
+    // another thread may have held the library or the dispatcher's lock at fork(): the kernels stay
+    // registered (disabled) in the child for good
+    library_mu = new std::mutex();
+    (void)library.release();
     done_mu = new std::mutex();
     done_q = new std::vector<Done>();
     pending.store(0);

@@ -24,7 +24,7 @@ import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.join(_HERE, "fastpath.cpp")
-SOURCES = (SOURCE, os.path.join(_HERE, "fastpath_done.h"), os.path.join(_HERE, "fastpath_emit.h"))  # one unit
+SOURCES = (SOURCE, *(os.path.join(_HERE, f"fastpath_{part}.h") for part in ("done", "file", "emit")))  # one unit
 CFLAGS = ("-O2",)
 _loaded = None  # module, or False once loading failed / was refused
 _attached = None  # the Recorder the C++ kernels report to

@@ -8,31 +8,6 @@
 // buckets alike. An API call active on the thread, a failed completion or a busy writer lock send
 // the record back to Python.
 
-// LogWriter.lock when the fast path is loaded: a lock Python uses like threading.Lock (waiting
-// without the GIL) and the C++ path only tries, holding the GIL (waiting there could deadlock).
-struct WriterLock {
-  std::mutex mu;
-  bool closed = false;  // LogWriter.close() sets it under the lock: no write after it
-  int fd = -1;                // writer.Counters: the current segment's file
-  int64_t written = 0;        // bytes in the current segment
-  int64_t segment_bytes = 0;  // start a new one (LogWriter.next_segment) past this; 0: never
-  bool acquire(bool blocking, double timeout) {
-    if (mu.try_lock()) return true;
-    if (!blocking) return false;
-    py::gil_scoped_release nogil;
-    if (timeout < 0) {
-      mu.lock();
-      return true;
-    }
-    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
-    while (std::chrono::steady_clock::now() < until) {
-      if (mu.try_lock()) return true;
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-    return false;
-  }
-};
-
 struct Packed {  // one template of the attached recorder
   std::string head;                   // "k", "o", "g" pairs
   std::string mid;                    // "t" ... "n" pairs
@@ -288,21 +263,7 @@ Emit emit_cached(long tid, int64_t* eid_out) {
   buf += t.labels;
   if (index >= 0) buf += t.numbered[index];
   buf = frame(buf, eid);
-  bool wrote = true;
-  Py_BEGIN_ALLOW_THREADS  // the writer lock stays held, as in LogWriter.write
-  const int fd = shared.lock->fd;
-  for (size_t off = 0; off < buf.size();) {
-    const ssize_t w = ::write(fd, buf.data() + off, buf.size() - off);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      wrote = false;
-      break;
-    }
-    off += static_cast<size_t>(w);
-  }
-  Py_END_ALLOW_THREADS
-  if (!wrote) return Emit::failed;
-  shared.lock->written += static_cast<int64_t>(buf.size());
+  if (!shared.lock->append(buf.data(), buf.size())) return Emit::failed;
   if (shared.lock->segment_bytes && shared.lock->written >= shared.lock->segment_bytes) {
     PyObject* r = PyObject_CallMethod(shared.writer, "next_segment", nullptr);  // GIL and lock held
     if (!r) {
@@ -357,9 +318,22 @@ void define_emit(py::module_& m) {
       .def("__enter__", [](WriterLock& l) { l.acquire(true, -1); })
       .def("__exit__", [](WriterLock& l, py::args) { l.mu.unlock(); })
       .def_readwrite("closed", &WriterLock::closed)
-      .def_readwrite("fd", &WriterLock::fd)
+      .def_property("fd", [](const WriterLock& l) { return l.fd; }, &WriterLock::set_fd)
       .def_readwrite("written", &WriterLock::written)
-      .def_readwrite("segment_bytes", &WriterLock::segment_bytes);
+      .def_readwrite("segment_bytes", &WriterLock::segment_bytes)
+      .def("append",
+           [](WriterLock& l, py::bytes data) {  // LogWriter's writes (writer lock held)
+             char* p = nullptr;
+             Py_ssize_t n = 0;
+             if (PyBytes_AsStringAndSize(data.ptr(), &p, &n) != 0) throw py::error_already_set();
+             if (!l.append(p, static_cast<size_t>(n))) {
+               errno = errno ? errno : EIO;
+               PyErr_SetFromErrno(PyExc_OSError);
+               throw py::error_already_set();
+             }
+           })
+      .def_readonly("mappable", &WriterLock::mappable)  // false: mapping failed, pwrite(2) instead
+      .def("trim", &WriterLock::trim);
   m.def("cache", &cache_template);
   m.def("next_eid", []() { return shared.next_eid++; });  // the writer lock is held by the caller
   m.def("peek_eid", []() { return shared.next_eid; });     // C records written so far (frames)

@@ -23,8 +23,8 @@ from .wire import WIRE_OPS
 
 _BACKEND_SELECT = DispatchKey.BackendSelect
 _SKIP_KEYS = (DispatchKey.Meta, DispatchKey.Python)  # fake/meta tensors while compiling
-_library = None
-_compiled = False  # the C++ kernels of fastpath.cpp are registered
+_library = None  # None: never installed; True: the compiled kernels; a Library; False: removed
+_compiled = False  # the C++ kernels of fastpath.cpp are in use
 
 
 def async_position(overload) -> int | None:
@@ -65,17 +65,29 @@ def _make_kernel(current, opname: str, overload):
 
 
 def install(current: Callable[[], Recorder | None]) -> bool:
-    """Register the kernels once per process (idempotent); `current()` is the live recorder,
-    which the compiled kernels report to from now on. True: the compiled kernels are in use."""
+    """Register the kernels (idempotent); `current()` is the live recorder, which the compiled
+    kernels report to from now on. True: the compiled kernels are in use."""
     global _library, _compiled
     if _library is None:
         _compiled = fastpath.install(callsite._classify, _async_positions())
         _library = True if _compiled else _python_kernels(current)
         _patch_backward(current)
+    elif _library is False:  # removed by remove(): the Python kernels again
+        _library = _python_kernels(current)
     rec = current()
     if _compiled and rec is not None:
-        fastpath.attach(rec)
+        fastpath.attach(rec)  # registers the compiled kernels while `rec` records
     return _compiled
+
+
+def remove() -> None:
+    """Unregister the Python kernels once recording stops (collcheck.disable): with none, the
+    dispatcher calls c10d's ops as if collcheck were not there. The compiled kernels come and go
+    with the recorder's `active` flag themselves (fastpath.cpp, set_registered)."""
+    global _library
+    if isinstance(_library, torch.library.Library):
+        _library._destroy()
+        _library = False
 
 
 def _async_positions() -> dict[str, int]:

@@ -67,7 +67,7 @@ def disable() -> str | None:
             return None
         from torch.distributed import distributed_c10d as c10d
 
-        from . import api, watchdog
+        from . import api, kernels, watchdog
 
         rec.active = False
         path = rec.writer.path if rec.writer else None
@@ -77,6 +77,7 @@ def disable() -> str | None:
             api.record_exit(rec, clean=True)
             rec.writer.close()
         api.uninstall(c10d)
+        kernels.remove()
         watchdog.unregister_sigterm_dump()
         _recorder = None
         return path

@@ -1,4 +1,5 @@
-"""Append-only log of one rank: one write(2) per collective, one frame per write, strings interned.
+"""Append-only log of one rank: one frame per collective (one write(2), or on the compiled path one
+copy into a shared mapping of the file), strings interned.
 
 Durability rule (docs/log-format.md): the record of a collective reaches the OS
 before the collective is issued, so it survives SIGKILL/SIGABRT of a rank that is
@@ -29,19 +30,31 @@ MIN_SEGMENT = 16 * 1024
 
 
 class Counters:
-    """Where the file descriptor and the bytes written to the current segment are kept: the
-    compiled path's WriterLock has the same fields, and writes records itself."""
+    """The current segment's file and the bytes written to it, for the pure-Python path: the
+    compiled path's WriterLock has the same fields and methods, and copies frames into a shared
+    mapping of the file instead (fastpath_file.h)."""
 
     def __init__(self):
         self.fd = -1
         self.written = 0
         self.segment_bytes = 0  # 0: never start a new segment
 
+    def append(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            n = os.write(self.fd, view)
+            view = view[n:]
+        self.written += len(data)
+
+    def trim(self) -> None:
+        """Before the file is closed (the WriterLock gives back the space it reserved)."""
+
 
 def open_exclusive(directory: str, base: str) -> tuple[int, str]:
     """Create a new log file that no other process is using (restarts, forks, reruns)."""
     os.makedirs(directory, exist_ok=True)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+    # read access too: the compiled path maps the file (a shared mapping needs it)
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
     candidates = [base, f"{base}.{os.getpid()}"] + [f"{base}.{os.getpid()}.{i}" for i in range(1, 100)]
     for name in candidates:
         path = os.path.join(directory, name + lf.LOG_SUFFIX)
@@ -161,11 +174,7 @@ class LogWriter:
             self.next_segment()
 
     def _write_all(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            n = os.write(self.counters.fd, view)
-            view = view[n:]
-        self.counters.written += len(data)
+        self.counters.append(data)
 
     def next_segment(self) -> None:
         """Go on in a new segment file that reads on its own; delete the oldest segments (never
@@ -180,8 +189,9 @@ class LogWriter:
             self._segments.append((self._segment_path(self.segment), c.written))
         self.segment += 1
         path = self._segment_path(self.segment)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+        flags = os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
         fd = os.open(path, flags, 0o644)
+        c.trim()
         os.close(c.fd)
         c.fd, c.written = fd, 0
         snapshot = [_pack(dict(self.header, seg=self.segment))] + self._kept
@@ -206,4 +216,5 @@ class LogWriter:
                 self.closed = True
                 if hasattr(self.lock, "closed"):
                     self.lock.closed = True  # what the compiled path checks
+                self.counters.trim()
                 os.close(self.counters.fd)

@@ -11,6 +11,15 @@ import torch.distributed as dist
 import collcheck
 
 directory, port = sys.argv[1], sys.argv[2]
+
+
+def kernels_registered() -> bool:
+    """Whether collcheck's dispatcher kernels are registered (the compiled or the Python ones)."""
+    from collcheck.capture import fastpath, kernels
+
+    return fastpath._loaded.registered() if kernels._compiled else isinstance(kernels._library, torch.library.Library)
+
+
 os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
 
 collcheck.enable(os.path.join(directory, "enabled"), run_id="enabled")  # before init: opens at init
@@ -19,10 +28,16 @@ t = torch.ones(3)
 dist.all_reduce(t)  # @enabled_all_reduce
 path = collcheck.disable()
 print("disabled", path, flush=True)
+print("registered after disable", kernels_registered(), flush=True)
 dist.all_reduce(t)  # not recorded
 with collcheck.recording(os.path.join(directory, "ctx"), run_id="ctx"):
     dist.broadcast(torch.zeros(2, dtype=torch.int64), src=0)  # @ctx_broadcast
     dist.barrier()  # @ctx_barrier
+    from collcheck.capture import session
+
+    counters = session.recorder().writer.counters
+    print("registered while recording", kernels_registered(), flush=True)
+    print("mapped", getattr(counters, "mappable", None), flush=True)  # compiled path: a mapping of the file
 dist.all_reduce(t)  # not recorded either
 print("value", t.tolist(), flush=True)
 print("patched", hasattr(dist.all_reduce, "__collcheck_original__"), flush=True)
