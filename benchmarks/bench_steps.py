@@ -43,7 +43,8 @@ def _alternate(step, steps: int) -> dict:
 
     rec = session.recorder()  # set when launched with COLLCHECK=1
     times = {"plain": []} if rec is None else {"record": [], "paused": []}
-    blocks, block, recorded = [], [], 0
+    blocks, cpu_blocks, block, recorded = [], [], [], 0
+    cpu0 = time.process_time_ns()
     for i in range(WARMUP + steps):
         if rec is not None:
             rec.active = (i // BLOCK) % 2 == 0
@@ -56,10 +57,14 @@ def _alternate(step, steps: int) -> dict:
             block.append(dt)
             if len(block) == BLOCK:
                 blocks.append(statistics.median(block))
+                cpu = time.process_time_ns()  # every thread of the process: gloo's too
+                cpu_blocks.append((cpu - cpu0) / BLOCK)
                 block = []
+        if i % BLOCK == BLOCK - 1:
+            cpu0 = time.process_time_ns()
     if rec is not None:
         rec.active = True
-    times.update(blocks=blocks, recorded_steps=recorded)
+    times.update(blocks=blocks, cpu_blocks=cpu_blocks, recorded_steps=recorded)
     return times
 
 
@@ -159,8 +164,11 @@ def _launch(model: str, nproc: int, steps: int, out: str, env: dict) -> dict:
     else:
         cmd = [sys.executable, *worker]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{model} launch failed:\n{proc.stderr[-3000:]}")
+    if proc.returncode != 0:  # the ranks' own messages first: torchrun's summary fills the tail
+        said = [line for line in proc.stderr.splitlines() if any(w in line for w in ("Error", "terminate", "what()"))]
+        variant = "COLLCHECK=1" if env.get("COLLCHECK") else "plain"
+        raise RuntimeError(f"{model} {variant} launch failed (exit {proc.returncode}):\n" + "\n".join(said[:20])
+                           + f"\n...\n{proc.stderr[-2000:]}")
     with open(out) as f:
         return json.load(f)
 
@@ -170,6 +178,7 @@ def _summary(t: dict) -> dict:
     out = {"step_ms": ms}
     if "record" in ms:
         out["ratio"] = paired_ratio(t["blocks"])
+        out["cpu_ratio"] = paired_ratio(t["cpu_blocks"])  # CPU time of the process per step
         out["path"] = t["path"]
         colls = _count_colls(t["log"]) / max(t["recorded_steps"], 1)
         out["colls_per_step"] = colls
@@ -210,14 +219,16 @@ def bench_world1(launches: int, steps: int, work: str) -> dict:
 def _print_two_ranks(title: str, pairs: list[dict]) -> None:
     print(title)
     print(f"   {'pair':>4} {'plain ms':>9} {'recorded ms':>12} {'paused ms':>10} {'rec/plain':>10} {'rec/paused':>11} "
-          f"{'colls/step':>10}")
+          f"{'CPU r/p':>8} {'colls/step':>10}")
     for i, p in enumerate(pairs):
         a, r = p["plain"]["step_ms"]["plain"], p["record"]
         print(f"   {i:4d} {a:9.3f} {r['step_ms']['record']:12.3f} {r['step_ms']['paused']:10.3f} "
-              f"{r['step_ms']['record'] / a:9.3f}x {r['ratio']:10.3f}x {r['colls_per_step']:10.1f}")
+              f"{r['step_ms']['record'] / a:9.3f}x {r['ratio']:10.3f}x {r['cpu_ratio']:7.3f}x {r['colls_per_step']:10.1f}")
     within = statistics.median(p["record"]["ratio"] for p in pairs)
+    cpu = statistics.median(p["record"]["cpu_ratio"] for p in pairs)
     across = statistics.median(p["record"]["step_ms"]["record"] / p["plain"]["step_ms"]["plain"] for p in pairs)
-    print(f"   median: recorded/paused {within:.3f}x within launches (path: {pairs[0]['record']['path']}); "
+    print(f"   median: recorded/paused {within:.3f}x within launches (CPU time of rank 0's process {cpu:.3f}x; "
+          f"path: {pairs[0]['record']['path']}); "
           f"recorded/plain {across:.3f}x across launches; rank 0's log: "
           f"{statistics.median(p['record']['bytes_per_event'] for p in pairs):.1f} bytes per collective")
 

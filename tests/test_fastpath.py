@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import FASTPATH_BUILD_TIMEOUT as BUILD_TIMEOUT, base_env, diff_json, log_files, marker_lines, program, torchrun
+from conftest import (FASTPATH_BUILD_TIMEOUT as BUILD_TIMEOUT, base_env, diff_json, free_port, log_files, marker_lines, program,
+                      torchrun)
 
 from collcheck import logformat as lf
 from collcheck.reader import read_log
@@ -229,3 +230,20 @@ def _wait_for_glob(directory, pattern: str, seconds: float = 60) -> None:
     while not list(directory.glob(pattern)):
         assert time.monotonic() < deadline, f"no {pattern} in {directory}"
         time.sleep(0.2)
+
+
+@pytest.mark.timeout(120)
+def test_work_without_a_future_is_asked_once(built, tmp_path):
+    """gloo's reduce-scatter Work has no future: every async one is recorded as returned (its
+    completion unknown), and the compiled path asks that Work type once, not per call."""
+    from collcheck.model import load_run
+
+    env = base_env(tmp_path, record=False, extra={"COLLCHECK_FASTPATH": "1"})
+    proc = subprocess.run([sys.executable, program("no_future_world1.py"), str(tmp_path), str(free_port()), "300"],
+                          env=env, capture_output=True, text=True, timeout=100)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "types without a future 1" in proc.stdout
+    log = load_run(str(tmp_path / "nofuture")).ranks[0]
+    events = [log.event(i) for i in range(len(log))]
+    assert len(events) == 300 and {e.sig.op for e in events} == {"_reduce_scatter_base_"}
+    assert log.unconfirmed == list(range(300))  # returned, completion unknown

@@ -88,6 +88,16 @@ void report(int64_t eid, int64_t t_ret, const std::exception_ptr& err) {
   PyErr_Clear();
 }
 
+// Work types whose getFuture() throws (gloo's P2P and reduce-scatter works): asked once per type,
+// since each c10::Error captures a backtrace (about 100 us of CPU per collective otherwise).
+std::mutex no_future_mu;
+std::vector<const std::type_info*> no_future_types;
+
+bool has_no_future(const std::type_info& type) {
+  std::lock_guard<std::mutex> guard(no_future_mu);
+  return std::find(no_future_types.begin(), no_future_types.end(), &type) != no_future_types.end();
+}
+
 // No GIL. Completion of an op that is not a blocking API call: a callback on the Work's future.
 void watch(int64_t eid, int64_t t_ret, const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
   const uint64_t gen = generation.load();
@@ -95,10 +105,18 @@ void watch(int64_t eid, int64_t t_ret, const c10::OperatorHandle& op, const torc
     push(Done{gen, eid, t_ret, now_ns(), nullptr});
     return;
   }
+  const auto work = stack.back().toCustomClass<c10d::Work>();
+  const std::type_info& type = typeid(*work);
   c10::intrusive_ptr<c10::ivalue::Future> fut;
-  try {
-    fut = stack.back().toCustomClass<c10d::Work>()->getFuture();
-  } catch (...) {  // gloo P2P work has no future
+  if (!has_no_future(type)) {
+    try {
+      fut = work->getFuture();
+    } catch (...) {
+      std::lock_guard<std::mutex> guard(no_future_mu);
+      no_future_types.push_back(&type);
+    }
+  }
+  if (!fut) {  // completion not observable: returned only
     push(Done{gen, eid, t_ret, -1, nullptr});
     return;
   }
