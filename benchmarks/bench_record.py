@@ -5,10 +5,12 @@
    so that machine noise hits every variant alike; `--launches` fresh sets of children, since
    every process sits a few us above or below any other on a shared machine. The recorded child
    also runs rounds with its recorder paused (`active` off: the compiled kernels unregister
-   themselves, the Python kernels stay and return at once). Reports the median microseconds per
-   call, the added microseconds per collective and the ratios; and recording's cost inside one
-   process, the median over rounds of (recorded round median - next paused round median).
-2. Bytes per event: size of the recorded child's log (one call site, repeated) divided by its
+   themselves, the Python kernels stay and return at once) and rounds with collcheck disabled
+   (`collcheck.disable()`, enabled again after the round: nothing of collcheck in the call path).
+   Reports the median microseconds per call, the added microseconds per collective and the ratios;
+   and, inside the recorded process, where no process-to-process difference enters, the median
+   over rounds of (recorded round - paused round) and of (paused round - disabled round).
+2. Bytes per event: size of the recorded child's logs (one call site, repeated) divided by their
    number of collective records.
 
 It records with whichever path is in use (the compiled one when built). Training steps:
@@ -49,9 +51,15 @@ def _clean_env(**extra) -> dict:
 # children
 # --------------------------------------------------------------------------------------------
 
-def _micro_worker(variant: str, log_dir: str) -> None:
-    """Persistent child: reads `round N [paused]` lines, answers with the per-call times (ns)."""
+def _micro_worker(variant: str, log_dir: str, cpu: int) -> None:
+    """Persistent child: reads `round N [paused|off]` lines, answers with the per-call times (ns).
+
+    Pinned to one CPU with all its threads: a gloo call hands work to gloo's own thread, and
+    whether the two threads share a core moves a call by ~8 us on a 2-core machine, per process."""
     import datetime
+
+    if cpu >= 0 and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {cpu})  # before torch starts any thread: they inherit it
 
     import torch
 
@@ -60,7 +68,10 @@ def _micro_worker(variant: str, log_dir: str) -> None:
     if variant == "record":
         import collcheck
 
-        rec = collcheck.enable(log_dir, run_id="micro", hang_seconds=0)
+        def enable():
+            return collcheck.enable(log_dir, run_id="micro", hang_seconds=0)
+
+        rec = enable()
     import torch.distributed as dist
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
@@ -79,6 +90,8 @@ def _micro_worker(variant: str, log_dir: str) -> None:
         n = int(words[1])
         if rec is not None:
             rec.active = "paused" not in words
+            if "off" in words:
+                collcheck.disable()
         times = []
         append = times.append
         for _ in range(n):
@@ -86,6 +99,8 @@ def _micro_worker(variant: str, log_dir: str) -> None:
             all_reduce(t)
             append(clock() - t0)
         if rec is not None:
+            if "off" in words:
+                rec = enable()  # a new log file in the same directory
             rec.active = True
         print(json.dumps(times), flush=True)
     dist.destroy_process_group()
@@ -102,11 +117,11 @@ def _path() -> str:
 # --------------------------------------------------------------------------------------------
 
 class _Child:
-    def __init__(self, variant: str, log_dir: str):
+    def __init__(self, variant: str, log_dir: str, cpu: int = -1):
         env = _clean_env(**({"TORCH_DISTRIBUTED_DEBUG": "DETAIL"} if variant == "detail" else {}))
         self.variant = variant
-        self.proc = subprocess.Popen([sys.executable, SCRIPT, "--micro-worker", variant,
-                                      "--log-dir", log_dir], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen([sys.executable, SCRIPT, "--micro-worker", variant, "--log-dir", log_dir,
+                                      "--cpu", str(cpu)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True, env=env)
         hello = json.loads(self._line())
         self.log, self.path = hello["log"], hello["path"]
@@ -117,8 +132,9 @@ class _Child:
             raise RuntimeError(f"micro child {self.variant!r} died (exit {self.proc.poll()})")
         return line
 
-    def round(self, n: int, paused: bool = False) -> list[int]:
-        self.proc.stdin.write(f"round {n}{' paused' if paused else ''}\n")
+    def round(self, n: int, state: str = "") -> list[int]:
+        """`state`: "" (as launched), "paused" or "off" (collcheck disabled for the round)."""
+        self.proc.stdin.write(f"round {n} {state}\n")
         self.proc.stdin.flush()
         return json.loads(self._line())
 
@@ -138,34 +154,44 @@ def _count_colls(path: str) -> int:
     return sum(1 for r in read_log(path).records if r.get("k") == lf.COLL)
 
 
-def bench_micro(rounds: int, calls: int, work: str, launches: int = 1) -> dict:
+def _log_size(directory: str) -> tuple[int, int]:
+    """(bytes, collective records) of every log under `directory`."""
+    paths = [os.path.join(root, name) for root, _dirs, files in os.walk(directory)
+             for name in files if name.endswith(".msgpack")]
+    return sum(os.path.getsize(p) for p in paths), sum(_count_colls(p) for p in paths)
+
+
+def bench_micro(rounds: int, calls: int, work: str, launches: int = 1, cpu: int = -1) -> dict:
     """`launches` fresh sets of children, `rounds` interleaved rounds each: every process sits a
     few us above or below any other on a shared machine, more launches average that out."""
-    samples = {k: [] for k in ("plain", "paused", "record", "detail")}
+    samples = {k: [] for k in ("plain", "paused", "record", "detail", "off")}
     round_medians = {k: [] for k in samples}
     for launch in range(launches):
-        children = {v: _Child(v, os.path.join(work, f"micro-{launch}")) for v in ("plain", "record", "detail")}
+        children = {v: _Child(v, os.path.join(work, f"micro-{launch}"), cpu) for v in ("plain", "record", "detail")}
         try:
             for i in range(rounds):
-                order = [("plain", False), ("record", False), ("detail", False), ("record", True)]
+                order = [("plain", ""), ("record", ""), ("detail", ""), ("record", "paused"), ("record", "off")]
                 if i % 2:
                     order.reverse()
-                for variant, paused in order:
-                    times = children[variant].round(calls, paused)
-                    key = "paused" if paused else variant
+                for variant, state in order:
+                    times = children[variant].round(calls, state)
+                    key = state or variant
                     samples[key] += times
                     round_medians[key].append(statistics.median(times))
         finally:
             for c in children.values():
                 c.close()
-    log, path = children["record"].log, children["record"].path
-    size, colls = os.path.getsize(log), _count_colls(log)
+    size, colls = _log_size(work)
     med = {k: statistics.median(v) / 1000 for k, v in samples.items()}
-    in_process = statistics.median(r - p for r, p in zip(round_medians["record"], round_medians["paused"])) / 1000
-    return {"median_us": med, "in_process_added_us": in_process,
+
+    def in_process(a, b):
+        return statistics.median(x - y for x, y in zip(round_medians[a], round_medians[b])) / 1000
+
+    return {"median_us": med, "in_process_added_us": in_process("record", "paused"),
+            "in_process_paused_us": in_process("paused", "off"), "path": children["record"].path,
             "round_medians_us": {k: [x / 1000 for x in v] for k, v in round_medians.items()},
             "p90_us": {k: sorted(v)[int(len(v) * 0.9)] / 1000 for k, v in samples.items()},
-            "log_bytes": size, "log_colls": colls, "calls": sum(len(v) for v in samples.values()), "path": path}
+            "log_bytes": size, "log_colls": colls, "calls": sum(len(v) for v in samples.values())}
 
 
 def main(argv=None) -> int:
@@ -173,12 +199,14 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=10, help="interleaved rounds per variant and launch")
     p.add_argument("--calls", type=int, default=1000, help="all_reduce calls per round")
     p.add_argument("--launches", type=int, default=3, help="fresh sets of child processes")
+    p.add_argument("--cpu", type=int, default=(os.cpu_count() or 1) - 1,
+                   help="pin every child to this CPU (default: the last one; -1: leave them unpinned)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON too")
     p.add_argument("--micro-worker", choices=("plain", "record", "detail"), help=argparse.SUPPRESS)
     p.add_argument("--log-dir", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.micro_worker:
-        _micro_worker(args.micro_worker, args.log_dir)
+        _micro_worker(args.micro_worker, args.log_dir, args.cpu)
         return 0
 
     import torch
@@ -187,11 +215,13 @@ def main(argv=None) -> int:
           f"{os.cpu_count()} CPUs", flush=True)
     with tempfile.TemporaryDirectory(prefix="collcheck-bench-") as work:
         t0 = time.monotonic()
-        micro = bench_micro(args.rounds, args.calls, work, args.launches)
+        micro = bench_micro(args.rounds, args.calls, work, args.launches, args.cpu)
     m = micro["median_us"]
     print(f"\n1. world-size-1 gloo all_reduce of 16 floats: {args.launches} launches x {args.rounds} interleaved "
-          f"rounds x {args.calls} calls per variant ({time.monotonic() - t0:.0f} s); recording path: {micro['path']}")
-    rows = [("plain", "plain"), ("collcheck installed, paused", "paused"), ("collcheck recording", "record"),
+          f"rounds x {args.calls} calls per variant ({time.monotonic() - t0:.0f} s); recording path: {micro['path']}; "
+          f"{'children pinned to CPU ' + str(args.cpu) if args.cpu >= 0 else 'children unpinned'}")
+    rows = [("plain", "plain"), ("collcheck disabled (recorded pr.)", "off"),
+            ("collcheck installed, paused", "paused"), ("collcheck recording", "record"),
             ("TORCH_DISTRIBUTED_DEBUG=DETAIL", "detail")]
     print(f"   {'variant':32} {'median us/call':>15} {'p90 us':>9} {'added us':>9} {'ratio':>7}")
     for label, key in rows:
@@ -199,8 +229,9 @@ def main(argv=None) -> int:
               f"{m[key] / m['plain']:7.2f}x")
     spread = {k: (min(v), max(v)) for k, v in micro["round_medians_us"].items()}
     print("   round medians (min-max us): " + ", ".join(f"{k} {a:.1f}-{b:.1f}" for k, (a, b) in spread.items()))
-    print(f"   inside the recording child: recording adds {micro['in_process_added_us']:.1f} us per call to its "
-          f"paused rounds (median of per-round differences)")
+    print(f"   inside the recorded process (median of per-round differences): recording adds "
+          f"{micro['in_process_added_us']:.1f} us per call to its paused rounds, paused adds "
+          f"{micro['in_process_paused_us']:.1f} us to its rounds with collcheck disabled")
     print(f"   recording vs DETAIL: {m['record'] - m['plain']:.1f} vs {m['detail'] - m['plain']:.1f} us added; "
           f"recording costs {(m['record'] - m['plain']) / max(m['detail'] - m['plain'], 1e-9):.2f}x what DETAIL adds")
     bpe = micro["log_bytes"] / max(micro["log_colls"], 1)

@@ -77,6 +77,8 @@ EXPECTED = {
     "reduce": ((0, 1), [W("reduce_", "reduce", T((F32, [5])), MIN, root=1)]),
     "all_gather": ((0, 1), [W("allgather_", "all_gather", T((I32, [2])))]),
     "all_gather_into_tensor": ((0, 1), [W("_allgather_base_", "all_gather_into_tensor", T((F32, [3])))]),
+    "all_gather_single": ((0, 1), [W("_allgather_base_", "all_gather_single", T((F32, [2])))]),
+    "reduce_scatter_single": ((0, 1), [W("_reduce_scatter_base_", "reduce_scatter_single", T((F32, [2])), SUM)]),
     "all_gather_object": ((0, 1), [W("allgather_", "all_gather_object", T((I64, [1]))),
                                    W("allgather_", "all_gather_object", U8)]),
     "all_gather_coalesced": ((0, 1), [W("allgather_coalesced_", "all_gather_coalesced", T((F32, [2]), (F32, [2])))]),
@@ -136,6 +138,8 @@ def test_every_op_recorded_on_every_rank(tmp_path):
         assert got[(r, "all_reduce_max")] == [[2.0, 2.0], [2.0, 2.0]]
         assert got[(r, "broadcast")] == [0, 2, 4, 6]
         assert got[(r, "all_gather_object")] == [{"rank": 0}, {"rank": 1}]
+        assert got[(r, "all_gather_single")] == [0.0, 0.0, 1.0, 1.0]
+        assert got[(r, "reduce_scatter_single")] == [[0.0, 3.0], [6.0, 9.0]][r]
         assert got[(r, "batch_isend_irecv")] == [float(1 - r)] * 3
         assert got[(r, "coalesced")] == [[3.0, 3.0], [3.0, 3.0, 3.0]]
         assert got[(r, "funcol")] == [3.0] * 4
@@ -472,8 +476,9 @@ def test_fork_and_internal_error(tmp_path):
 
 @pytest.mark.timeout(60)
 def test_enable_disable_and_recording_context(tmp_path, recording_path):
-    """Also: no kernel stays registered once recording is off (the dispatcher runs c10d's ops as
-    without collcheck), they come back with the next recording; the compiled path maps its log."""
+    """Also: no kernel stays registered once recording is off or paused (the dispatcher runs
+    c10d's ops as without collcheck), they come back with the next recording and on resuming; the
+    compiled path maps its log."""
     script = program("api_world1.py")
     marks = marker_lines(script)
     env = base_env(tmp_path, record=False)
@@ -482,6 +487,7 @@ def test_enable_disable_and_recording_context(tmp_path, recording_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "value [1.0, 1.0, 1.0]" in proc.stdout and "patched False" in proc.stdout
     assert "registered after disable False" in proc.stdout and "registered while recording True" in proc.stdout
+    assert "registered while paused False" in proc.stdout and "registered after resuming True" in proc.stdout
     assert ("mapped True" if recording_path == "compiled" else "mapped None") in proc.stdout
     enabled = load_run(str(tmp_path / "enabled" / "enabled"))
     assert f"disabled {log_files(str(tmp_path / 'enabled' / 'enabled'))[0]}" in proc.stdout
@@ -490,7 +496,8 @@ def test_enable_disable_and_recording_context(tmp_path, recording_path):
     assert log.state == "finished" and log.world == 1
     ctx = load_run(str(tmp_path / "ctx" / "ctx")).ranks[0]
     assert [(e.sig.op, e.site[1]) for e in events_of(ctx)] == [("broadcast_", marks["ctx_broadcast"]),
-                                                              ("barrier", marks["ctx_barrier"])]
+                                                              ("barrier", marks["ctx_barrier"]),
+                                                              ("allreduce_", marks["ctx_resumed"])]
     assert ctx.state == "finished"
 
 

@@ -4,8 +4,9 @@ The wire records come from the dispatcher kernels (kernels.py), which name the p
 (callsite.api_of) and its async flag themselves. With the compiled kernels no Python runs per
 call for most collectives: wrapped then are only the calls that need more, those that put
 several ops on the wire (object collectives, batch_isend_irecv: their records carry a call id)
-and the blocking calls whose gloo Work has no future (send, recv, reduce-scatter: they complete
-when the call returns).
+and blocking send and recv, whose gloo Work has no future and whose op has no async_op argument:
+they complete when the call returns. (A blocking reduce-scatter has no future on gloo either;
+its op says async_op=False, and the compiled kernel waits for it: fastpath_done.h, watch.)
 The Python kernels keep a wrapper on every public collective: it hands them the reduce op
 (cheaper than its ScriptObject) and tells them that a blocking call completes when it returns
 (a Python callback on the Work's future would make gloo's threads wait for the GIL). Also
@@ -30,8 +31,8 @@ MULTI_OP = frozenset(
     "all_gather_object gather_object scatter_object_list broadcast_object_list send_object_list "
     "recv_object_list batch_isend_irecv".split()
 )
-# Blocking calls whose gloo Work has no future (P2P, reduce-scatter): they complete when they return.
-NO_FUTURE = frozenset(("send", "recv", "reduce_scatter", "reduce_scatter_tensor"))
+# Blocking P2P calls: their gloo Work has no future, their op no async_op flag; they complete when they return.
+NO_FUTURE = frozenset(("send", "recv"))
 WRAPPED = MULTI_OP | NO_FUTURE  # also with the compiled kernels (the blocking calls of NO_FUTURE)
 LIFECYCLE = ("init_process_group", "new_group", "split_group", "destroy_process_group")
 

@@ -335,6 +335,10 @@ void kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::S
   }
   const bool blocking_api = r < 0;
   const int64_t eid = blocking_api ? -2 - r : r;
+  const Op& o = ops[found->second];  // async_op=False: the API waits for the Work as soon as it returns
+  const size_t n = op.schema().arguments().size();
+  const bool waited = o.async_op >= 0 && static_cast<size_t>(o.async_op) < n &&
+                      !(*stack)[stack->size() - n + o.async_op].toBool();
   try {
     op.redispatchBoxed(next, stack);
   } catch (...) {
@@ -346,7 +350,7 @@ void kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::S
     if (blocking_api)
       report(eid, t_ret, nullptr);
     else
-      watch(eid, t_ret, op, *stack);
+      watch(eid, t_ret, op, *stack, waited);
   } catch (const std::exception& e) {
     Gil gil;
     call_fail(e.what());

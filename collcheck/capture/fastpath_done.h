@@ -99,7 +99,8 @@ bool has_no_future(const std::type_info& type) {
 }
 
 // No GIL. Completion of an op that is not a blocking API call: a callback on the Work's future.
-void watch(int64_t eid, int64_t t_ret, const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+// `waited`: a blocking API call (async_op=False), which waits for the Work right after this returns.
+void watch(int64_t eid, int64_t t_ret, const c10::OperatorHandle& op, const torch::jit::Stack& stack, bool waited) {
   const uint64_t gen = generation.load();
   if (op.schema().returns().empty()) {  // monitored_barrier_: done when it returns
     push(Done{gen, eid, t_ret, now_ns(), nullptr});
@@ -115,6 +116,19 @@ void watch(int64_t eid, int64_t t_ret, const c10::OperatorHandle& op, const torc
       std::lock_guard<std::mutex> guard(no_future_mu);
       no_future_types.push_back(&type);
     }
+  }
+  if (!fut && waited) {
+    // gloo's reduce-scatter: the API's own wait() comes next. Waiting here first observes the
+    // completion without a Python wrapper; the API's wait() then returns at once, or raises the
+    // same error itself (the Work keeps it), so the caller sees what it would have seen.
+    std::exception_ptr err;
+    try {
+      work->wait();
+    } catch (...) {
+      err = std::current_exception();
+    }
+    push(Done{gen, eid, t_ret, now_ns(), err});
+    return;
   }
   if (!fut) {  // completion not observable: returned only
     push(Done{gen, eid, t_ret, -1, nullptr});

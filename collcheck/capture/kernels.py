@@ -72,16 +72,25 @@ def install(current: Callable[[], Recorder | None]) -> bool:
         _compiled = fastpath.install(callsite._classify, _async_positions())
         _library = True if _compiled else _python_kernels(current)
         _patch_backward(current)
-    elif _library is False:  # removed by remove(): the Python kernels again
-        _library = _python_kernels(current)
+    else:
+        _restore(current)  # removed by remove(): the Python kernels again
     rec = current()
     if _compiled and rec is not None:
         fastpath.attach(rec)  # registers the compiled kernels while `rec` records
+    elif rec is not None:
+        rec.on_active_change = lambda on: _restore(current) if on else remove()
     return _compiled
 
 
+def _restore(current) -> None:
+    """Register the Python kernels again after remove()."""
+    global _library
+    if _library is False:
+        _library = _python_kernels(current)
+
+
 def remove() -> None:
-    """Unregister the Python kernels once recording stops (collcheck.disable): with none, the
+    """Unregister the Python kernels while recording is paused or stopped: with none, the
     dispatcher calls c10d's ops as if collcheck were not there. The compiled kernels come and go
     with the recorder's `active` flag themselves (fastpath.cpp, set_registered)."""
     global _library

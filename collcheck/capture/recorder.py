@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 import warnings
+from collections.abc import Callable
 
 import torch
 
@@ -51,6 +52,7 @@ class ThreadState(threading.local):
 
     _api: ApiCall | None = None
     fast = None  # the compiled module: it keeps "an API call is active" per thread (no Python read)
+    issued: tuple | None = None  # (op, group name) of the op this thread issued last (Python kernels)
 
     @property
     def api(self) -> ApiCall | None:
@@ -76,6 +78,7 @@ class Recorder(Completions, fastpath.RecorderHooks):
         self.config = config
         self.writer: LogWriter | None = None
         self._fast = None  # the compiled fast path module while it reports to this recorder
+        self.on_active_change: Callable[[bool], None] | None = None  # kernels.py: the Python kernels come and go
         self.active = False  # a log is open and nothing has failed
         self.failed = False
         self.tls = ThreadState()
@@ -93,6 +96,7 @@ class Recorder(Completions, fastpath.RecorderHooks):
         self._dtype_names: dict = {}
         self._templates: dict[int, Template] = {}  # fast path template id -> template
         self._py_templates: dict[tuple, Template] = {}  # Python kernels: what fixes a template -> it
+        self.no_future: set[tuple] = set()  # (op, group name) whose Work has no future (completion.py)
         self.rank = None
 
     @property
@@ -115,6 +119,8 @@ class Recorder(Completions, fastpath.RecorderHooks):
         self._active = value
         if self._fast is not None:  # the C++ kernels skip the GIL entirely while paused
             self._fast.set_enabled(bool(value))
+        if self.on_active_change is not None:
+            self.on_active_change(bool(value))
 
     # -- lifecycle ------------------------------------------------------------------
     def open(self, rank: int, world_size: int, backend: str) -> None:
@@ -158,6 +164,7 @@ class Recorder(Completions, fastpath.RecorderHooks):
         if self.failed:
             return
         self.failed = True
+        self.on_active_change = None  # maybe called from inside a Python kernel: that stays registered, idle
         self.active = False
         warnings.warn(f"collcheck: recording disabled after an internal error: {exc!r}", RuntimeWarning, stacklevel=3)
         try:
@@ -171,6 +178,7 @@ class Recorder(Completions, fastpath.RecorderHooks):
         """A forked child (DataLoader worker) never writes to its parent's log."""
         if self._fast is not None:
             self._fast.after_fork_in_child()
+        self.on_active_change = None  # the dispatcher's lock may have been held at fork(): registered for good
         self.writer = None
         self.active = False
         self.tls = ThreadState()
@@ -260,6 +268,7 @@ class Recorder(Completions, fastpath.RecorderHooks):
             user, names, stack = callsite.walk(frame, self.config.full_stack)
             code, line = (None, 0) if user is None else (user.f_code, user.f_lineno)
             gname = pg.group_name
+            self.tls.issued = (opname, gname)
             # a repeated call (same op, group, tensors, site, torch path, thread) reuses its template
             ck = None if sp is not None else (opname, gname, key, reduce_op, p, tag, code, line,
                                                tuple(names) if names else None, threading.get_ident(), is_async)

@@ -50,6 +50,7 @@ PUBLIC_APIS = frozenset(
     "all_reduce all_reduce_coalesced broadcast reduce all_gather all_gather_into_tensor all_gather_object "
     "all_gather_coalesced gather gather_object scatter scatter_object_list reduce_scatter "
     "reduce_scatter_tensor all_to_all all_to_all_single broadcast_object_list barrier monitored_barrier "
-    "send recv isend irecv batch_isend_irecv send_object_list recv_object_list".split()
+    "send recv isend irecv batch_isend_irecv send_object_list recv_object_list "
+    "all_gather_single reduce_scatter_single".split()  # the last two: torch 2.13, FSDP2 calls them
 )
 ALWAYS_ASYNC = frozenset(("isend", "irecv", "batch_isend_irecv"))  # P2P ops have no async_op argument

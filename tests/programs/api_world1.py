@@ -38,6 +38,13 @@ with collcheck.recording(os.path.join(directory, "ctx"), run_id="ctx"):
     counters = session.recorder().writer.counters
     print("registered while recording", kernels_registered(), flush=True)
     print("mapped", getattr(counters, "mappable", None), flush=True)  # compiled path: a mapping of the file
+    rec = session.recorder()
+    rec.active = False  # paused: no kernel of collcheck in the call path
+    print("registered while paused", kernels_registered(), flush=True)
+    dist.all_reduce(t)  # paused: not recorded
+    rec.active = True
+    print("registered after resuming", kernels_registered(), flush=True)
+    dist.all_reduce(t)  # @ctx_resumed
 dist.all_reduce(t)  # not recorded either
 print("value", t.tolist(), flush=True)
 print("patched", hasattr(dist.all_reduce, "__collcheck_original__"), flush=True)

@@ -42,6 +42,13 @@ def main():
     big = torch.zeros(world * 3)
     dist.all_gather_into_tensor(big, torch.full((3,), float(rank)))  # @all_gather_into_tensor
     out("all_gather_into_tensor", big.tolist())
+    if hasattr(dist, "all_gather_single"):  # torch 2.13: FSDP2 calls these two
+        single = torch.zeros(world * 2)
+        dist.all_gather_single(single, torch.full((2,), float(rank)))  # @all_gather_single
+        out("all_gather_single", single.tolist())
+        rss = torch.zeros(2)
+        dist.reduce_scatter_single(rss, torch.arange(4, dtype=torch.float32) * (rank + 1))  # @reduce_scatter_single
+        out("reduce_scatter_single", rss.tolist())
     objs = [None] * world
     dist.all_gather_object(objs, {"rank": rank})  # @all_gather_object
     out("all_gather_object", objs)
