@@ -1,4 +1,4 @@
-"""`collcheck` command line: record, show, diff, tui, replay, demo, build-fastpath.
+"""`collcheck` command line: record, show, diff, export, tui, replay, demo, build-fastpath.
 
 Exit codes: 0 no finding, 1 findings, 2 usage or input error, 3 internal error.
 """
@@ -57,6 +57,26 @@ def cmd_diff(args) -> int:
     return OK if args.exit_zero or not report.findings else FINDINGS
 
 
+def cmd_export(args) -> int:
+    """Write a run (or Flight Recorder dumps) as a Perfetto trace or as Flight Recorder dumps."""
+    from .model import load_run
+
+    run = load_run(latest_run(args.logs))
+    if args.format == "fr":
+        from .report import fr_export
+
+        paths = fr_export.write(run, args.output)
+        print(f"wrote {len(paths)} Flight Recorder dumps to {args.output} (torchfrtrace {args.output} -p rank_)")
+        return OK
+    from .analysis.diff import analyse
+    from .report import perfetto
+
+    with open(args.output, "w") as out:
+        perfetto.write(analyse(run), out)
+    print(f"wrote {args.output}: open it in https://ui.perfetto.dev")
+    return OK
+
+
 def cmd_tui(args) -> int:
     """Explore a run in a terminal UI: overview, side-by-side timelines, wait-for graph, step mode."""
     from tui.app import run_tui
@@ -94,14 +114,20 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--limit", type=int, default=0, help="show only the last N collectives")
     s.set_defaults(func=cmd_show)
     d = sub.add_parser("diff", help=cmd_diff.__doc__)
-    d.add_argument("logs", help="run directory (or a logs root: the newest run is used)")
+    d.add_argument("logs", help="run directory (or a logs root: the newest run is used), or a directory of PyTorch Flight Recorder dumps")
     d.add_argument("--format", choices=["text", "json", "junit", "github"], default="text")
     d.add_argument("--output", "-o", help="write the report to this file")
     d.add_argument("--context", type=int, default=4, help="collectives shown around the divergence")
     d.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
     d.set_defaults(func=cmd_diff)
+    x = sub.add_parser("export", help=cmd_export.__doc__)
+    x.add_argument("logs", help="run directory (or a logs root: the newest run is used), or a directory of PyTorch Flight Recorder dumps")
+    x.add_argument("--format", choices=["perfetto", "fr"], default="perfetto",
+                   help="perfetto: a trace JSON file; fr: a directory of Flight Recorder dumps (rank_<rank>)")
+    x.add_argument("--output", "-o", required=True, help="the trace file (perfetto) or directory (fr)")
+    x.set_defaults(func=cmd_export)
     t = sub.add_parser("tui", help=cmd_tui.__doc__)
-    t.add_argument("logs", help="run directory (or a logs root: the newest run is used)")
+    t.add_argument("logs", help="run directory (or a logs root: the newest run is used), or a directory of PyTorch Flight Recorder dumps")
     t.set_defaults(func=cmd_tui)
     from .replay.cli import add_parser as add_replay
 

@@ -197,7 +197,7 @@ class _Scanner:
                         continue
                     if a2a_sizes and sid in a2a_sizes:
                         scan.a2a[n] = a2a_sizes[sid]
-                    if eid != run_e + n - run_n:
+                    if eid != run_e + n - run_n or runs[-1][1] < 0:
                         if runs[-1][1] < 0:
                             runs[-1] = (0, eid)  # the first collective after deleted segments
                         else:
@@ -266,7 +266,7 @@ class _Scanner:
         self.snapshot_at, self.snapshot_index, self.known_creations = at, 0, len(scan.creations)
         gap = seg > self.segment + 1
         if gap:
-            scan.dropped += len(scan.sig)
+            scan.dropped += max(len(scan.sig), 1)  # the deleted segments held collectives too
             scan.eid_runs[:] = [(0, -1)]  # set by the next collective
             for col in (scan.sig, scan.gid, scan.off, scan.seq):
                 del col[:]

@@ -64,6 +64,7 @@ class CollcheckApp(App):
         self.preview = 0  # > 0 while only the first `preview` collectives of each rank are shown
         self._moved_in_preview = False
         self.target = target
+        self.source = target  # what load_run reads: the converted logs of Flight Recorder dumps
         self.start_view = start_view
         self.loader = loader  # tests / benchmark: a callable returning a Report
         self.report = None
@@ -109,11 +110,13 @@ class CollcheckApp(App):
             else:
                 from collcheck.analysis.diff import analyse
                 from collcheck.model import load_run
+                from collcheck.model.fr_convert import resolve
 
+                self.source = resolve(self.target)  # Flight Recorder dumps: their converted logs
                 run = self._load_preview()  # the whole run when the preview read all of it
                 if run is None:
                     self.post_message(LoadProgress(f"reading the logs of {self.target} ..."))
-                    run = load_run(self.target)
+                    run = load_run(self.source)
                 self.post_message(LoadProgress(f"analysing {len(run.ranks)} ranks ..."))
                 report = analyse(run)
             group = navigation.default_group(report, MERGED)
@@ -135,12 +138,12 @@ class CollcheckApp(App):
         from collcheck.model import load_run
         from collcheck.reader import find_logs
 
-        paths = find_logs(self.target)
+        paths = find_logs(self.source)
         if sum(os.path.getsize(p) for p in paths) <= self.preview_bytes:
             return None
         per_rank = max(self.PREVIEW_MIN, self.PREVIEW_EVENTS // len(paths))
         self.post_message(LoadProgress(f"reading the first {per_rank} collectives of {len(paths)} ranks ..."))
-        run = load_run(self.target, preview=per_rank)
+        run = load_run(self.source, preview=per_rank)
         if not any(log.partial for log in run.ranks.values()):
             return run
         report = analyse(run)
@@ -373,11 +376,13 @@ class CollcheckApp(App):
 
 def run_tui(target: str) -> int:
     """Run the TUI on a run directory (or a logs root: the newest run); 0, or 2 when it cannot be read."""
+    from collcheck.model.fr_convert import find_dumps
     from collcheck.reader import LogError, find_logs, latest_run
 
     try:
         target = latest_run(target)
-        find_logs(target)
+        if not find_dumps(target):  # Flight Recorder dumps are read as well as collcheck logs
+            find_logs(target)
     except LogError as exc:
         print(f"collcheck: error: {exc}", file=sys.stderr)
         return 2

@@ -77,8 +77,9 @@ def _note_cut(run: Run, seqs) -> None:
     """Say from where a group could be checked (capped logs) and how far on ranks whose logs lost
     some of its collectives."""
     if seqs.start:
-        note = (f"group {seqs.name}: checked from #{seqs.start} (capped logs deleted their oldest "
-                "segments; every member kept the collectives from there)")
+        why = ("the ranks' Flight Recorder buffers wrapped" if run.source == "flight-recorder"
+               else "capped logs deleted their oldest segments")
+        note = f"group {seqs.name}: checked from #{seqs.start} ({why}; every member kept the collectives from there)"
         if note not in run.warnings:
             run.warnings.append(note)
     for r in sorted(seqs.open):

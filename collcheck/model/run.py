@@ -19,6 +19,7 @@ from functools import cached_property
 from .. import logformat as lf
 from ..reader import LogError, find_logs, read_header
 from ..scan import SHAPE_FREE_OPS, Scan, decode_event, scan_many
+from . import fr_convert as flight_recorder
 from .ranks import rank_ranges
 
 P2P_OPS = frozenset(("send", "recv_", "recv_any_source_"))
@@ -361,6 +362,7 @@ class Run:
         self._site_ids: dict[tuple, int] = {}
         self.world = 0
         self.warnings: list[str] = []
+        self.source = "collcheck"  # what wrote the logs: "collcheck", or "flight-recorder" (converted dumps)
         self._files: OrderedDict[str, dict] = OrderedDict()
 
     def sig_id(self, sig: Signature) -> int:
@@ -413,10 +415,14 @@ def load_run(target: str | list[str], workers: int | None = None, preview: int |
 
     `preview`: read only each rank's first `preview` collectives (fast first screen of a
     huge run in the TUI); the logs' ends are then unknown (`RankLog.partial`)."""
-    paths = target if isinstance(target, list) else find_logs(target)
+    source = flight_recorder.resolve(target)  # Flight Recorder dumps: converted to logs once
+    paths = source if isinstance(source, list) else find_logs(source)
     run = Run(target if isinstance(target, str) else os.path.commonpath(paths))
     headers = [read_header(p) for p in paths]
     paths = _same_run(paths, headers)
+    run.source = headers[0].get("source", "collcheck")
+    for h in headers:  # converted Flight Recorder dumps: what they could not support
+        run.warnings += [n for n in h.get("notes", []) if isinstance(n, str) and n not in run.warnings]
     if workers is None:
         workers = int(os.environ.get("COLLCHECK_WORKERS", "0")) or (os.cpu_count() or 1)
     for scan in scan_many(paths, workers, preview):

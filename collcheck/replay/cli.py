@@ -21,7 +21,7 @@ MAX_PROCESSES = 64
 def add_parser(subparsers):
     p = subparsers.add_parser("replay", help="Replay a recorded run's collectives on local gloo processes",
                               description=__doc__.split("\n")[0])
-    p.add_argument("logs", help="run directory (or a logs root: the newest run is used)")
+    p.add_argument("logs", help="run directory (or a logs root: the newest run is used), or a directory of PyTorch Flight Recorder dumps")
     p.add_argument("--ranks", default=None,
                    help="recorded ranks to replay: 'all', 'auto' (those involved in the first finding; default "
                         f"above {AUTO_ABOVE} ranks) or a list like 0,3,5-7")

@@ -17,7 +17,7 @@ import copy
 from dataclasses import dataclass, field
 
 from .. import logformat as lf
-from ..model import P2P_OPS, Run
+from ..model import P2P_OPS, ROOTED_OPS, Run
 from ..reader import LogError, LogStream, read_bytes
 from .whatif import apply_edit, follow_peers
 
@@ -90,6 +90,8 @@ def rank_actions(run: Run, rank: int) -> list[dict]:
                 group = log.groups[log.gid[n]].name
                 members = run.group_members(group)
                 peer = sig.root
+                if peer is None and sig.op in ROOTED_OPS and members:
+                    peer = 0  # unrecorded root (Flight Recorder input): the group's first member
                 if peer is not None and 0 <= peer < len(members):
                     peer = members[peer]
                 act = {"k": "op", "i": n, "op": sig.op, "g": group, "t": [[d, list(s)] for d, s in sig.tensors],

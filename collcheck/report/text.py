@@ -41,14 +41,13 @@ def side_by_side(report, finding, context: int) -> Table | None:
         return None
     group = finding.group
     members = [r for r in run.group_members(group) if r in run.ranks] or sorted(run.ranks)
+    seqs = report.sequences.group(group) if report.sequences is not None else None
+    slot = finding.number - (seqs.start if seqs is not None else 0)  # the same slot on every rank
     windows = {}
     for r in members:
         log = run.ranks[r]
-        idx = log.group_events(group)
-        ev = finding.events.get(r)
-        centre = min(ev.position if ev is not None else len(idx), len(idx))
-        if ev is None and r not in finding.events and finding.expected is not None:
-            centre = min(finding.expected.position, len(idx))
+        idx = seqs.index.get(r, ()) if seqs is not None else log.group_events(group)
+        centre = min(slot, len(idx))
         rows = tuple(idx[k] if 0 <= k < len(idx) else -1 for k in range(centre - context, centre + context + 1))
         key = (r in finding.ranks,  # all-to-all sizes are not in the signature: fold on them too
                tuple((log.sig[i], log.completed(i), log.a2a.get(i)) if i >= 0 else None for i in rows))

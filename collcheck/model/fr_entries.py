@@ -1,0 +1,145 @@
+"""What one PyTorch Flight Recorder entry means in collcheck's terms: its op and public API, its
+group, its tensors, its call site and the user's chain, its peer; and which entries form one
+coalesced collective. Tables cite what torch 2.13 writes (profiling_name "<backend>:<op>[ meta]",
+c10::ScalarType names)."""
+
+from __future__ import annotations
+
+import os
+import sysconfig
+
+from ..capture.wire import WIRE_OPS
+
+# Flight Recorder op name (after "<backend>:") -> (collcheck wire op, public API, tensors that
+# ranks must agree on: "in" or "out")
+FR_OPS = {
+    "all_reduce": ("allreduce_", "all_reduce", "in"),
+    "allreduce_coalesced": ("allreduce_coalesced_", "all_reduce_coalesced", "in"),
+    "barrier": ("barrier", "barrier", None),
+    "all_reduce_barrier": ("barrier", "barrier", None),
+    "broadcast": ("broadcast_", "broadcast", "in"),
+    "_broadcast_oop": ("broadcast_", "broadcast", "in"),
+    "reduce": ("reduce_", "reduce", "in"),
+    "_reduce_oop": ("reduce_", "reduce", "in"),
+    "all_gather": ("allgather_", "all_gather", "in"),
+    "all_gather_single": ("_allgather_base_", "all_gather_single", "in"),
+    "_all_gather_base": ("_allgather_base_", "all_gather_into_tensor", "in"),
+    "all_gather_v": ("_allgather_base_", "all_gather_single", "in"),
+    "all_gather_into_tensor_coalesced": ("allgather_into_tensor_coalesced_", "all_gather_into_tensor_coalesced", "in"),
+    "ALLGATHER_coalesced": ("allgather_into_tensor_coalesced_", "all_gather_into_tensor_coalesced", "in"),
+    "reduce_scatter": ("reduce_scatter_", "reduce_scatter", "out"),
+    "reduce_scatter_single": ("_reduce_scatter_base_", "reduce_scatter_single", "out"),
+    "_reduce_scatter_base": ("_reduce_scatter_base_", "reduce_scatter_tensor", "out"),
+    "reduce_scatter_v": ("_reduce_scatter_base_", "reduce_scatter_single", "out"),
+    "reduce_scatter_tensor_coalesced": ("reduce_scatter_tensor_coalesced_", "reduce_scatter_tensor_coalesced", "out"),
+    "REDUCE_SCATTER_coalesced": ("reduce_scatter_tensor_coalesced_", "reduce_scatter_tensor_coalesced", "out"),
+    "gather": ("gather_", "gather", "in"),
+    "scatter": ("scatter_", "scatter", "out"),
+    "all_to_all": ("alltoall_", "all_to_all", "in"),
+    "all_to_all_single": ("alltoall_base_", "all_to_all_single", "in"),
+    "all_to_all_v_single": ("alltoall_base_", "all_to_all_single", "in"),
+    "send": ("send", "send", "in"),
+    "recv": ("recv_", "recv", "out"),
+}
+# the wire op of a coalesced block of these (several entries with one sequence number)
+COALESCED = {"allreduce_": ("allreduce_coalesced_", "all_reduce_coalesced"),
+             "_allgather_base_": ("allgather_into_tensor_coalesced_", "all_gather_into_tensor_coalesced"),
+             "_reduce_scatter_base_": ("reduce_scatter_tensor_coalesced_", "reduce_scatter_tensor_coalesced")}
+# c10::ScalarType names (FR's dtypes) -> torch dtype names (collcheck's)
+DTYPES = {
+    "Float": "float32", "Double": "float64", "Half": "float16", "BFloat16": "bfloat16", "Long": "int64",
+    "Int": "int32", "Short": "int16", "Char": "int8", "Byte": "uint8", "Bool": "bool", "ComplexFloat": "complex64",
+    "ComplexDouble": "complex128", "ComplexHalf": "complex32", "Float8_e4m3fn": "float8_e4m3fn",
+    "Float8_e5m2": "float8_e5m2", "UInt16": "uint16", "UInt32": "uint32", "UInt64": "uint64",
+}
+# Ops that complete on a rank only once every member has joined them
+SYMMETRIC = frozenset(("all_reduce", "allreduce_coalesced", "barrier", "all_reduce_barrier", "all_gather",
+                       "all_gather_single", "_all_gather_base", "all_gather_into_tensor_coalesced", "reduce_scatter",
+                       "reduce_scatter_single", "_reduce_scatter_base", "reduce_scatter_tensor_coalesced",
+                       "all_to_all", "all_to_all_single"))
+
+_LIBRARY_DIRS = tuple(p for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["stdlib"]} if p)
+_TORCH_PARTS = (os.sep + "torch" + os.sep, os.sep + "collcheck" + os.sep)
+
+
+def group_of(entry: dict) -> tuple[str, str]:
+    pg = entry.get("process_group")
+    if isinstance(pg, (list, tuple)) and len(pg) == 2:
+        return str(pg[0]), str(pg[1])
+    return str(entry.get("pg_id", "?")), ""
+
+
+def backend_of(entry: dict) -> str:
+    name = str(entry.get("profiling_name", ""))
+    return name.split(":", 1)[0] if ":" in name else ""
+
+
+def op_of(entry: dict) -> tuple[str, str | None]:
+    """(FR op name, P2P meta such as "0->1")."""
+    name = str(entry.get("profiling_name", ""))
+    name = name.split(":", 1)[1] if ":" in name else name
+    parts = name.split(" ")
+    return parts[0], (parts[1] if len(parts) > 1 else None)
+
+
+def tensors_of(entry: dict, which: str | None) -> tuple | None:
+    """((dtype, shape), ...) of the entry's inputs (`which` "in") or outputs ("out")."""
+    if which is None:
+        return None
+    side = "input" if which == "in" else "output"
+    sizes, dtypes = entry.get(f"{side}_sizes") or [], entry.get(f"{side}_dtypes") or []
+    out = []
+    for i, shape in enumerate(sizes):
+        d = dtypes[i] if i < len(dtypes) else (dtypes[-1] if dtypes else "?")
+        out.append((DTYPES.get(str(d), str(d).lower()), tuple(int(x) for x in shape)))
+    return tuple(out)
+
+
+def site_of(frames) -> tuple[tuple | None, list]:
+    """The innermost user frame and the user's call chain (outermost first) of FR's frames
+    (innermost first), leaving out torch, collcheck and the Python library."""
+    chain = []
+    for f in frames or []:
+        if not isinstance(f, dict):
+            continue
+        fn = str(f.get("filename", "?"))
+        if fn.startswith(_LIBRARY_DIRS) or any(p in fn for p in _TORCH_PARTS) or fn.startswith("<"):
+            continue
+        chain.append((fn, int(f.get("line", 0) or 0), str(f.get("name", "?"))))
+    return (chain[0] if chain else None), chain[::-1]
+
+
+def usual_api(wire: str) -> str:
+    spec = WIRE_OPS.get(wire)
+    return spec.api if spec is not None else wire
+
+
+def peer_of(name: str, meta: str | None) -> int | None:
+    """The group-local peer of "send 0->1" (1) or "recv 1<-0" (0)."""
+    if not meta:
+        return None
+    try:
+        if name == "send" and "->" in meta:
+            return int(meta.split("->")[1])
+        if name == "recv" and "<-" in meta:
+            return int(meta.split("<-")[1])
+    except ValueError:
+        return None
+    return None
+
+
+def blocks_of(entries: list[dict]) -> list[list[dict]]:
+    """Entries in record order, the ops of one coalesced collective (same group and sequence
+    number, not P2P) joined into one block; coalescing markers left out."""
+    blocks: list[list[dict]] = []
+    for e in entries:
+        name, _ = op_of(e)
+        if name == "coalesced":
+            continue
+        if (blocks and not e.get("is_p2p") and not blocks[-1][0].get("is_p2p")
+                and group_of(blocks[-1][0]) == group_of(e)
+                and blocks[-1][0].get("collective_seq_id") == e.get("collective_seq_id")):
+            blocks[-1].append(e)
+        else:
+            blocks.append([e])
+    return blocks

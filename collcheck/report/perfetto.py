@@ -1,0 +1,82 @@
+"""A run as a Chrome / Perfetto trace (JSON, opens in ui.perfetto.dev or chrome://tracing): one
+process per rank, one track per group, one slice per collective from issue to completion,
+flows linking the slices that stand in the same slot of a group on every rank, findings as
+instant events.
+
+Trace Event Format: https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU
+"""
+
+from __future__ import annotations
+
+import json
+
+MIN_DUR_US = 1  # a slice of 0 µs is invisible in the UI
+
+
+def trace(report) -> dict:
+    """The trace of `report` (analysis.diff.Report) as the JSON object Perfetto reads."""
+    run = report.run
+    events: list[dict] = []
+    tids: dict[tuple[int, str], int] = {}
+    slices: dict[tuple[str, int], list[tuple[int, int, int]]] = {}  # (group, slot) -> [(pid, tid, ts)]
+    for rank, log in sorted(run.ranks.items()):
+        events.append({"ph": "M", "name": "process_name", "pid": rank, "tid": 0, "args": {"name": f"rank {rank}"}})
+        events.append({"ph": "M", "name": "process_sort_index", "pid": rank, "tid": 0, "args": {"sort_index": rank}})
+        for i in range(len(log)):
+            e = log.event(i)
+            key = (rank, e.group)
+            tid = tids.get(key)
+            if tid is None:
+                tid = tids[key] = len([k for k in tids if k[0] == rank]) + 1
+                events.append({"ph": "M", "name": "thread_name", "pid": rank, "tid": tid,
+                               "args": {"name": f"group {e.group}"}})
+            end = e.t_done if e.t_done is not None else e.t_return
+            dur = max(MIN_DUR_US, (end - e.t_issue) if end is not None else MIN_DUR_US)
+            args = {"group": e.group, "position": e.position, "op": e.sig.op, "completed": e.completed}
+            if e.site is not None:
+                args["site"] = f"{e.site[0]}:{e.site[1]} in {e.site[2]}()"
+            if e.label:
+                args["label"] = e.label
+            if e.error:
+                args["error"] = e.error
+            if end is None:
+                args["note"] = "never completed: the slice marks its issue"
+            events.append({"ph": "X", "name": e.sig.describe(), "cat": "collective", "pid": rank, "tid": tid,
+                           "ts": e.t_issue, "dur": dur, "args": args})
+            if e.sig.op not in ("send", "recv_", "recv_any_source_"):
+                slices.setdefault((e.group, e.position), []).append((rank, tid, e.t_issue))
+    events += _flows(slices)
+    events += _findings(report)
+    return {"traceEvents": events, "displayTimeUnit": "ms",
+            "otherData": {"source": getattr(run, "source", "collcheck"), "run": run.directory}}
+
+
+def _flows(slices) -> list[dict]:
+    """One flow per matched slot: from the earliest issue to every other member's slice."""
+    out = []
+    for n, ((group, slot), members) in enumerate(sorted(slices.items())):
+        if len(members) < 2:
+            continue
+        members.sort(key=lambda m: m[2])
+        first = members[0]
+        name = f"group {group} #{slot}"
+        out.append({"ph": "s", "id": n, "name": name, "cat": "match", "pid": first[0], "tid": first[1],
+                    "ts": first[2]})
+        for k, (pid, tid, ts) in enumerate(members[1:], 2):
+            out.append({"ph": "f" if k == len(members) else "t", "bp": "e", "id": n, "name": name, "cat": "match",
+                        "pid": pid, "tid": tid, "ts": ts})
+    return out
+
+
+def _findings(report) -> list[dict]:
+    out = []
+    for f in report.findings:
+        ts = min((e.t_issue for e in f.events.values() if e is not None), default=getattr(f, "time", 0) or 0)
+        out.append({"ph": "i", "s": "g", "name": f"{f.kind}: {f.title}", "cat": "finding", "pid": min(f.ranks, default=0),
+                    "tid": 0, "ts": ts, "args": {"group": f.group, "position": f.number, "ranks": list(f.ranks),
+                                                  "message": f.message}})
+    return out
+
+
+def write(report, out) -> None:
+    json.dump(trace(report), out)

@@ -1,0 +1,374 @@
+"""PyTorch Flight Recorder dumps as input: safe loading, conversion into the model, wrapped ring
+buffers, honest gaps; real gloo jobs that wrote torch's own dumps, read by the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+
+import pytest
+from conftest import base_env, free_port, marker_lines, program
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from collcheck.analysis.diff import analyse
+from collcheck.model import load_run
+from collcheck.model.fr_convert import convert, find_dumps
+from collcheck.model.fr_load import load_dump
+from collcheck.reader import LogError
+
+
+def cli(*args, cwd=None, env=None):
+    return subprocess.run([sys.executable, "-m", "collcheck.cli", *args], capture_output=True, text=True,
+                          timeout=120, cwd=cwd, env=env)
+
+
+def entry(record_id, pg, seq, op, sizes, dtype="Float", p2p_seq=0, is_p2p=False, state="completed",
+          frames=None, backend="nccl"):
+    """One Flight Recorder entry as torch 2.13 writes it (pickle dump, version 2.10)."""
+    return {
+        "record_id": record_id, "pg_id": int(pg) if pg.isdigit() else 9, "process_group": (pg, "undefined"),
+        "collective_seq_id": seq, "p2p_seq_id": p2p_seq, "op_id": seq, "profiling_name": f"{backend}:{op}",
+        "time_created_ns": 1_700_000_000_000_000_000 + record_id * 1000, "duration_ms": None,
+        "input_sizes": [list(sizes)], "input_dtypes": [dtype], "output_sizes": [list(sizes)],
+        "output_dtypes": [dtype], "state": state, "time_discovered_started_ns": None,
+        "time_discovered_completed_ns": None, "retired": True, "timeout_ms": 600000, "is_p2p": is_p2p,
+        "thread_id": "1", "thread_name": "MainThread",
+        "frames": frames if frames is not None else [
+            {"name": "all_reduce", "filename": "/x/site-packages/torch/distributed/distributed_c10d.py", "line": 3000},
+            {"name": "train", "filename": "/home/u/train.py", "line": 40 + record_id % 3},
+            {"name": "<module>", "filename": "/home/u/train.py", "line": 99}],
+    }
+
+
+def dump(entries, groups, version="2.10"):
+    return {"version": version, "pg_config": {name: {"name": name, "desc": "undefined", "ranks": json.dumps(r)}
+                                              for name, r in groups.items()},
+            "pg_status": {}, "comm_lib_version": "2.21.5", "entries": entries}
+
+
+def write_dumps(d, dumps, fmt="pickle"):
+    d.mkdir(parents=True, exist_ok=True)
+    for rank, data in dumps.items():
+        path = d / f"comm_lib_trace_rank_{rank}"
+        if fmt == "json":
+            path.write_text(json.dumps(data))
+        else:
+            path.write_bytes(pickle.dumps(data, protocol=2))
+    return d
+
+
+# -- safe loading --------------------------------------------------------------------------------
+
+
+class _Boom:
+    def __reduce__(self):
+        return (os.system, ("touch PWNED",))
+
+
+def test_a_dump_that_names_a_callable_runs_nothing(tmp_path):
+    d = tmp_path / "dumps"
+    d.mkdir()
+    (d / "rank_0").write_bytes(pickle.dumps({"version": "2.10", "entries": [_Boom()]}, protocol=2))
+    proc = cli("diff", str(d), cwd=tmp_path)
+    assert proc.returncode == 2 and "refused to load posix.system" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert not (tmp_path / "PWNED").exists()
+
+
+@pytest.mark.parametrize("case, message", [
+    ("version", "version 3.0 is not supported"),
+    ("truncated", "damaged or truncated"),
+    ("no-rank", "cannot tell which rank"),
+    ("not-a-map", "not a Flight Recorder dump"),
+    ("bad-entries", "entries are not a list of maps"),
+])
+def test_bad_dumps_get_one_line_and_exit_2(tmp_path, case, message):
+    d = tmp_path / "dumps"
+    good = dump([entry(0, "0", 1, "all_reduce", [4])], {"0": [0, 1]})
+    if case == "version":
+        write_dumps(d, {0: dict(good, version="3.0")})
+    elif case == "truncated":
+        write_dumps(d, {0: good})
+        data = (d / "comm_lib_trace_rank_0").read_bytes()
+        (d / "comm_lib_trace_rank_0").write_bytes(data[: len(data) // 2])
+    elif case == "no-rank":
+        d.mkdir()
+        (d / "trace_rank").write_bytes(pickle.dumps(good, protocol=2))
+    elif case == "not-a-map":
+        d.mkdir()
+        (d / "rank_0").write_bytes(pickle.dumps(["version", "entries"], protocol=2))
+    elif case == "bad-entries":
+        write_dumps(d, {0: dict(good, entries={"a": 1})})
+    proc = cli("diff", str(d))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_damaged_dumps_load_or_fail_cleanly(tmp_path, data):
+    """Any cut or flipped byte of a real-shaped dump: a dict or a LogError, nothing else."""
+    raw = bytearray(pickle.dumps(dump([entry(i, "0", i + 1, "all_reduce", [4]) for i in range(5)],
+                                      {"0": [0, 1]}), protocol=data.draw(st.integers(2, 5))))
+    cut = data.draw(st.integers(0, len(raw)))
+    raw = raw[:cut]
+    for _ in range(data.draw(st.integers(0, 3))):
+        if raw:
+            raw[data.draw(st.integers(0, len(raw) - 1))] ^= data.draw(st.integers(1, 255))
+    path = tmp_path / "rank_0"
+    path.write_bytes(bytes(raw))
+    try:
+        assert isinstance(load_dump(str(path)), dict)
+    except LogError:
+        pass
+
+
+# -- the model -------------------------------------------------------------------------------------
+
+
+def _program(rng_ops, world):
+    """A correct program: (group, op, size) in issue order; group "1" holds ranks 0 and 1 only."""
+    return [(g, op, n) for g, op, n in rng_ops if g == "0" or world >= 2]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(st.tuples(st.sampled_from(["0", "0", "1", "2"]), st.sampled_from(["all_reduce", "broadcast",
+                                                                                   "all_gather"]),
+                              st.integers(1, 9)), min_size=1, max_size=40),
+       keep=st.lists(st.integers(1, 60), min_size=3, max_size=3))
+def test_wrapped_buffers_of_a_correct_program_give_no_finding(tmp_path_factory, ops, keep):
+    """Three ranks; group "1" is ranks 0 and 1, group "2" is rank 0 alone (so the ranks' buffers
+    hold different numbers of entries and wrap at different points). Each rank keeps only its
+    last `keep[rank]` entries: aligned by sequence numbers, nothing is reported."""
+    members = {"0": [0, 1, 2], "1": [0, 1], "2": [0]}
+    dumps = {}
+    for rank in range(3):
+        seq, entries = {}, []
+        for g, op, n in ops:
+            if rank not in members[g]:
+                continue
+            seq[g] = seq.get(g, 0) + 1
+            entries.append(entry(len(entries), g, seq[g], op, [n]))
+        status = {str(int(g)): {"last_enqueued_collective": s, "last_started_collective": s,
+                                "last_completed_collective": s} for g, s in seq.items()}
+        d = dump(entries[-keep[rank]:], members)
+        d["pg_status"] = status
+        dumps[rank] = d
+    root = tmp_path_factory.mktemp("fr")
+    d = write_dumps(root / "dumps", dumps)
+    run = load_run(convert(find_dumps(str(d)), cache=str(root / "cache")))
+    report = analyse(run)
+    assert report.findings == [], [f.title for f in report.findings]
+    assert run.source == "flight-recorder"
+    assert any("no reduce op" in w for w in run.warnings)
+
+
+def test_a_skipped_collective_is_found_in_wrapped_buffers(tmp_path):
+    """Rank 1 skips one all_reduce late in the run, then both broadcast: both buffers wrapped, at
+    different points; the broadcast stands against rank 0's last all_reduce, #28 of the group."""
+    members = {"0": [0, 1]}
+    dumps = {}
+    for rank in (0, 1):
+        entries, seq = [], 0
+        for i in range(30):
+            if rank == 1 and i == 25:
+                continue
+            seq += 1
+            entries.append(entry(len(entries), "0", seq, "all_reduce" if i < 29 else "broadcast", [8],
+                                 state="completed" if i < 24 else "scheduled"))
+        dumps[rank] = dump(entries[-(8 + 3 * rank):], members)
+    d = write_dumps(tmp_path / "dumps", dumps)
+    proc = cli("diff", str(d), "--format", "json", env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "c")))
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(proc.stdout)
+    first = report["findings"][0]
+    assert (first["kind"], first["group"], first["position"], first["ranks"]) == ("op_mismatch", "0", 28, [1]), first
+    assert any("checked from #22" in w and "Flight Recorder buffers wrapped" in w for w in report["warnings"])
+
+
+# -- real jobs -------------------------------------------------------------------------------------
+
+
+def fr_job(tmp_path, scenario, fmt="pickle", buffer=2000):
+    """Run tests/programs/fr_dump.py on 2 gloo ranks (no collcheck): torch's own dumps."""
+    out = tmp_path / f"fr-{scenario}-{fmt}"
+    out.mkdir()
+    env = base_env(tmp_path, record=False, extra={"TORCH_FR_BUFFER_SIZE": str(buffer)})
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port",
+                           str(free_port()), program("fr_dump.py"), str(out), scenario, fmt],
+                          env=env, capture_output=True, text=True, timeout=100)
+    assert sorted(os.listdir(out)) == ["rank_0", "rank_1"], proc.stderr[-3000:]
+    return out
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("fmt", ["pickle", "json"])
+def test_real_dumps_of_a_skipped_collective(tmp_path, fmt):
+    out = fr_job(tmp_path, "skip", fmt)
+    marks = marker_lines(program("fr_dump.py"))
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    proc = cli("diff", str(out), "--format", "json", env=env)
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(proc.stdout)
+    first = report["findings"][0]
+    assert first["group"] == "0" and first["position"] == 1, first
+    assert (first["kind"], first["ranks"]) == ("op_mismatch", [1])
+    assert {e["api"] for e in first["events"].values()} == {"all_reduce", "broadcast"}, first
+    text = cli("diff", str(out), env=env).stdout
+    assert "no reduce op" in text and "records no send/recv" in text
+    if fmt == "pickle":  # only the pickle holds the frames (the JSON dump has none)
+        assert f"fr_dump.py:{marks['helper']}" in text and f"fr_dump.py:{marks['broadcast']}" in text, text
+        assert "helper_all_reduce()" in text
+
+
+@pytest.mark.timeout(200)
+def test_real_wrapped_dumps_of_a_correct_program(tmp_path):
+    out = fr_job(tmp_path, "clean", buffer=6)
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    proc = cli("diff", str(out), env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "checked from #" in proc.stdout and "Flight Recorder buffers wrapped" in proc.stdout, proc.stdout
+    assert "reconstructed" in proc.stdout  # gloo's broken pg_config
+    show = cli("show", str(out / "rank_0"), env=env)
+    assert show.returncode == 0 and "all_reduce" in show.stdout, show.stderr
+
+
+@pytest.mark.timeout(200)
+def test_tui_and_replay_read_real_dumps(tmp_path, monkeypatch):
+    """The same dumps in the TUI (first divergence selected) and in replay (the same finding on
+    local processes)."""
+    from test_tui import drive
+
+    out = fr_job(tmp_path, "skip")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+    async def script(pilot, app):
+        assert app.report.verdict != "clean"
+        await pilot.press("f")
+        assert app.selected()[1:3] == ("0", 1), app.selected()
+        await pilot.press("q")
+
+    drive(str(out), script)
+    proc = cli("replay", str(out), env=dict(os.environ))
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # the hang reproduced
+    assert "matches the recording: yes" in proc.stdout, proc.stdout
+
+
+def test_nccl_p2p_and_coalesced_entries(tmp_path):
+    """NCCL-style entries: a send of 8 floats against a recv of 16 (group-local peers in the
+    name), then a coalesced block of two all-reduces whose second tensors differ."""
+    d0 = [entry(0, "0", 1, "all_reduce", [4]),
+          entry(1, "0", 1, "send 0->1", [8], is_p2p=True, p2p_seq=1, state="started")]
+    d1 = [entry(0, "0", 1, "all_reduce", [4]),
+          entry(1, "0", 1, "recv 1<-0", [16], is_p2p=True, p2p_seq=1, state="started")]
+    for d, n in ((d0, 3), (d1, 5)):
+        k = len(d)
+        d += [entry(k, "0", 2, "all_reduce", [2], state="scheduled"), entry(k + 1, "0", 2, "all_reduce", [n],
+                                                                              state="scheduled"),
+              entry(k + 2, "0", 2, "coalesced", [], state="scheduled")]
+    d = write_dumps(tmp_path / "dumps", {0: dump(d0, {"0": [0, 1]}), 1: dump(d1, {"0": [0, 1]})})
+    proc = cli("diff", str(d), "--format", "json", env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "c")))
+    assert proc.returncode == 1, proc.stderr
+    found = {(f["kind"], f["group"], f["position"]): f for f in json.loads(proc.stdout)["findings"]}
+    p2p = found[("shape_mismatch", "0", 0)]
+    assert "send float32[8] peer 1" in p2p["message"] and "recv float32[16] peer 0" in p2p["message"], p2p
+    coalesced = found[("shape_mismatch", "0", 1)]
+    assert {e["api"] for e in coalesced["events"].values()} == {"all_reduce_coalesced"}, coalesced
+    assert "float32[2], float32[5]" in coalesced["message"], coalesced
+    assert not any("send/recv" in w for w in json.loads(proc.stdout)["warnings"])  # NCCL records P2P
+
+
+def _first_findings(tmp_path, dumps) -> list[dict]:
+    d = write_dumps(tmp_path / "dumps", dumps)
+    proc = cli("diff", str(d), "--format", "json", env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "c")))
+    assert proc.returncode in (0, 1), proc.stderr
+    return json.loads(proc.stdout)["findings"]
+
+
+def test_four_ranks_blame_the_odd_one_whatever_the_file_order(tmp_path):
+    """torch's analyzer blames whichever rank's file it reads first; collcheck the minority."""
+    members = {"0": [0, 1, 2, 3]}
+    dumps = {r: dump([entry(0, "0", 1, "all_reduce", [4]),
+                      entry(1, "0", 2, "broadcast" if r == 2 else "all_reduce", [4], state="scheduled")], members)
+             for r in range(4)}
+    (first,) = _first_findings(tmp_path, dumps)
+    assert (first["kind"], first["position"], first["ranks"]) == ("op_mismatch", 1, [2]), first
+
+
+def test_p2p_numbered_like_a_collective_is_no_finding(tmp_path):
+    """`all_reduce` (collective seq 1) then a send/recv pair (p2p seq 1): torch's analyzer takes the
+    pair for a coalesced group and crashes; it is a correct exchange."""
+    members = {"0": [0, 1]}
+    dumps = {0: dump([entry(0, "0", 1, "all_reduce", [4]),
+                      entry(1, "0", 1, "send 0->1", [4], is_p2p=True, p2p_seq=1)], members),
+             1: dump([entry(0, "0", 1, "all_reduce", [4]),
+                      entry(1, "0", 1, "recv 1<-0", [4], is_p2p=True, p2p_seq=1)], members)}
+    assert _first_findings(tmp_path, dumps) == []
+
+
+def test_a_rank_that_ran_ahead_under_nccl_is_one_finding(tmp_path):
+    """Rank 0's #3 `started` and it enqueued #4 and #5 behind it; rank 1 never issued #3: one
+    finding at #3 (index 2 from 0), nothing for the queued ones."""
+    members = {"0": [0, 1]}
+    r0 = [entry(0, "0", 1, "all_reduce", [4]), entry(1, "0", 2, "all_reduce", [4]),
+          entry(2, "0", 3, "all_reduce", [4], state="started")]
+    r0 += [entry(k, "0", k + 1, "all_reduce", [4], state="scheduled") for k in (3, 4)]
+    findings = _first_findings(tmp_path, {0: dump(r0, members), 1: dump(r0[:2], members)})
+    assert [(f["group"], f["position"]) for f in findings] == [("0", 2)], findings
+
+
+# -- export ----------------------------------------------------------------------------------------
+
+
+def _first(report: dict):
+    f = report["findings"][0]
+    return f["kind"], f["group"], f["position"], f["ranks"]
+
+
+@pytest.mark.timeout(300)
+def test_fr_export_is_read_by_torchfrtrace_and_by_collcheck(tmp_path, scenario_run):
+    """A recorded scenario exported as Flight Recorder dumps: torch's analyzer reports the same
+    op mismatch, and collcheck reads its own export back to the same first finding."""
+    _, run_dir, _ = scenario_run("op_mismatch")
+    out = tmp_path / "fr"
+    proc = cli("export", run_dir, "--format", "fr", "-o", str(out))
+    assert proc.returncode == 0 and sorted(os.listdir(out)) == ["rank_0", "rank_1"], proc.stderr
+    frtrace = subprocess.run([sys.executable, "-m", "torch.distributed.flight_recorder.fr_trace", str(out), "-p",
+                              "rank_"], capture_output=True, text=True, timeout=120)
+    assert "COLLECTIVE_TYPE_MISMATCH" in frtrace.stdout + frtrace.stderr, frtrace.stdout + frtrace.stderr
+    assert "'all_reduce' does not match found collective type: 'broadcast'" in frtrace.stdout + frtrace.stderr
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    original = json.loads(cli("diff", run_dir, "--format", "json").stdout)
+    back = json.loads(cli("diff", str(out), "--format", "json", env=env).stdout)
+    assert _first(back) == _first(original) == ("op_mismatch", "0", 0, [1])
+
+
+@pytest.mark.timeout(300)
+def test_perfetto_export_is_a_valid_trace(tmp_path, scenario_run):
+    """Trace Event Format, checked field by field: a slice per collective on its rank's group
+    track, each matched slot one flow (start, finish), one instant event per finding."""
+    _, run_dir, _ = scenario_run("op_mismatch")
+    path = tmp_path / "trace.json"
+    assert cli("export", run_dir, "-o", str(path)).returncode == 0
+    events = json.loads(path.read_text())["traceEvents"]
+    report = json.loads(cli("diff", run_dir, "--format", "json").stdout)
+    slices = [e for e in events if e["ph"] == "X"]
+    assert len(slices) == sum(1 for _ in report["findings"][0]["events"])  # one collective per rank here
+    for e in events:
+        assert e["ph"] in {"M", "X", "s", "t", "f", "i"} and isinstance(e["pid"], int) and isinstance(e["tid"], int)
+        if e["ph"] != "M":
+            assert isinstance(e["ts"], int) and e["ts"] > 0
+    assert all(e["dur"] >= 1 and e["name"] for e in slices)
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert all(names[(e["pid"], e["tid"])] == f"group {e['args']['group']}" for e in slices)
+    flows: dict = {}
+    for e in events:
+        if e["ph"] in "stf":
+            flows.setdefault(e["id"], []).append(e["ph"])
+    assert flows and all(v[0] == "s" and v[-1] == "f" for v in flows.values()), flows
+    instants = [e for e in events if e["ph"] == "i"]
+    assert [e["args"]["position"] for e in instants] == [f["position"] for f in report["findings"]]
