@@ -85,6 +85,7 @@ def test_a_dump_that_names_a_callable_runs_nothing(tmp_path):
     ("no-rank", "cannot tell which rank"),
     ("not-a-map", "not a Flight Recorder dump"),
     ("bad-entries", "entries are not a list of maps"),
+    ("empty", "no entries in any of the 2 Flight Recorder dumps"),
 ])
 def test_bad_dumps_get_one_line_and_exit_2(tmp_path, case, message):
     d = tmp_path / "dumps"
@@ -103,6 +104,8 @@ def test_bad_dumps_get_one_line_and_exit_2(tmp_path, case, message):
         (d / "rank_0").write_bytes(pickle.dumps(["version", "entries"], protocol=2))
     elif case == "bad-entries":
         write_dumps(d, {0: dict(good, entries={"a": 1})})
+    elif case == "empty":  # what torch dumps after destroy_process_group
+        write_dumps(d, {0: dump([], {}), 1: dump([], {})})
     proc = cli("diff", str(d))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
@@ -372,3 +375,63 @@ def test_perfetto_export_is_a_valid_trace(tmp_path, scenario_run):
     assert flows and all(v[0] == "s" and v[-1] == "f" for v in flows.values()), flows
     instants = [e for e in events if e["ph"] == "i"]
     assert [e["args"]["position"] for e in instants] == [f["position"] for f in report["findings"]]
+
+
+# -- scenarios: torch's own dumps against collcheck's own logs --------------------------------------
+
+# where the dumps hold what the finding needs: the same first finding (kind, group, position, culprits)
+SAME_AS_LOGS = ["op_mismatch", "missing_barrier", "dtype_mismatch", "gather_scatter_root"]
+SAME_AS_LOGS_SLOW = ["rank0_only_barrier", "seed004_case1", "seed004_case2", "seed004_case3", "seed004_case6",
+                     "many_small_broadcasts", "per_param_allreduce", "join_uneven_inputs", "p2p_pipeline",
+                     "subgroup_members_only"]
+# where they do not: the report says which check it could not make
+NOT_IN_DUMPS = {"root_mismatch": "no root", "reduce_op_mismatch": "no reduce op",
+                "alltoall_split_mismatch": "no all_to_all split sizes"}
+
+
+def fr_scenario(tmp_path, name: str) -> str:
+    """scenarios/NAME under torchrun with tests/programs/fr_wrap.py: torch's dumps, no collcheck."""
+    from collcheck.demo import SCENARIOS_DIR
+
+    with open(os.path.join(SCENARIOS_DIR, name, "scenario.json")) as f:
+        nproc = json.load(f)["nproc"]
+    out = tmp_path / f"fr-{name}"
+    out.mkdir()
+    script = os.path.join(SCENARIOS_DIR, name, "main.py")
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--master-port",
+                    str(free_port()), program("fr_wrap.py"), str(out), script, "60"],
+                   env=base_env(tmp_path, record=False), capture_output=True, text=True, timeout=150)
+    return str(out)
+
+
+def _diff_json(path: str, tmp_path) -> dict:
+    proc = cli("diff", path, "--format", "json", env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")))
+    assert proc.returncode in (0, 1), proc.stderr
+    return json.loads(proc.stdout)
+
+
+def _first_or_clean(report: dict):
+    return _first(report) if report["findings"] else "clean"
+
+
+def _check_scenario(tmp_path, scenario_run, name: str) -> None:
+    _, run_dir, _ = scenario_run(name)
+    logs = _diff_json(run_dir, tmp_path)
+    dumps = _diff_json(fr_scenario(tmp_path, name), tmp_path)
+    if name in NOT_IN_DUMPS:
+        assert logs["findings"] and any(NOT_IN_DUMPS[name] in w for w in dumps["warnings"]), dumps["warnings"]
+    else:
+        assert _first_or_clean(dumps) == _first_or_clean(logs), (dumps["findings"][:1], logs["findings"][:1])
+
+
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("name", SAME_AS_LOGS + ["root_mismatch"])
+def test_scenario_dumps_give_the_logs_first_finding(tmp_path, scenario_run, name):
+    _check_scenario(tmp_path, scenario_run, name)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("name", SAME_AS_LOGS_SLOW + ["reduce_op_mismatch", "alltoall_split_mismatch"])
+def test_more_scenario_dumps_give_the_logs_first_finding(tmp_path, scenario_run, name):
+    _check_scenario(tmp_path, scenario_run, name)

@@ -39,7 +39,7 @@ from .fr_entries import (
 )
 from .fr_load import load_dump, sniff
 
-CONVERTER = 3  # bump when the conversion changes: cached conversions are redone
+CONVERTER = 6  # bump when the conversion changes: cached conversions are redone
 _RANK_IN_NAME = re.compile(r"(\d+)$")
 
 
@@ -117,7 +117,14 @@ def _rank_dumps(paths: list[str]) -> Dumps:
             raise LogError(f"two Flight Recorder dumps for rank {rank}: {by_rank[rank][0]} and {p}; "
                            "pass the dumps of one run")
         by_rank[rank] = (p, load_dump(p))
-    return Dumps(by_rank)
+    empty = sorted(r for r, (_, d) in by_rank.items() if not d.get("entries"))
+    if len(empty) == len(by_rank):
+        raise LogError(f"no entries in any of the {len(by_rank)} Flight Recorder dumps: dumped after "
+                       "destroy_process_group, with the recorder off (TORCH_FR_BUFFER_SIZE=0), or a gloo job "
+                       "that only sent and received (gloo records no send/recv)")
+    notes = [(f"rank(s) {', '.join(map(str, empty))}: the Flight Recorder dump holds no entries (dumped after "
+              "destroy_process_group, or with the recorder off): not checked")] if empty else []
+    return Dumps(by_rank, notes)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -199,7 +206,7 @@ def _write_logs(dumps: Dumps, run_dir: str) -> None:
         world=max([max(dumps.by_rank) + 1] + [max(r) + 1 for r in members.values() if r]),
         members=members, descs=descs,
         base=min((t for t in times if isinstance(t, int) and t > 0), default=0),
-        notes=_gaps(dumps, broken), joined=_joined_everywhere(dumps),
+        notes=dumps.notes + _gaps(dumps, broken, members), joined=_joined_everywhere(dumps),
         pg_names={i: next(iter(n)) for i, n in names.items() if len(n) == 1}, last_j=last_j)
     for rank, (path, dump) in sorted(dumps.by_rank.items()):
         _RankWriter(rank, path, dump, facts).write(run_dir)
@@ -225,17 +232,23 @@ def _joined_everywhere(dumps: Dumps) -> set[tuple]:
     return out
 
 
-def _gaps(dumps: Dumps, broken: bool) -> list[str]:
+def _gaps(dumps: Dumps, broken: bool, members: dict[str, tuple]) -> list[str]:
     """The checks this input cannot support, said in the report instead of implied passed."""
     notes = [("read from PyTorch Flight Recorder dumps: they record no reduce op, no root of "
-              "broadcast/reduce/gather/scatter and no tag, so those were not compared")]
+              "broadcast/reduce/gather/scatter, no tag, no all_to_all split sizes and no purpose (DDP "
+              "buckets, join), so those were not compared")]
     backends = {backend_of(e) for _, d in dumps.by_rank.values() for e in d.get("entries", [])}
     if "gloo" in backends:
         notes.append("gloo's Flight Recorder records no send/recv: point-to-point ops were not checked, and "
-                     "it marks every op 'scheduled': completion comes from its per-group counters")
+                     "it marks every op 'scheduled' and updates its counters late: completion is known only "
+                     "where the counters or a peer show it")
     if broken:
         notes.append("the dumps' group table (pg_config) is broken, as torch 2.13 writes it on gloo: group "
                      "members were reconstructed from the ranks whose entries use each group")
+        alone = sorted((n for n, r in members.items() if len(r) == 1 and n != "0"), key=_group_order)
+        if alone:
+            notes.append(f"group(s) {', '.join(alone)}: only one rank's entries use each, so nothing of them "
+                         "could be compared (their other members, if any, are not known)")
     return notes
 
 
@@ -380,7 +393,10 @@ class _RankWriter:
             done = e.get("time_discovered_completed_ns")
             c = ts if not isinstance(done, int) or done <= 0 else max(ts, (done - self.base) // 1000)
             w.done(eid, ts, c)
-        elif rec.get("a"):
+        elif rec.get("a") or backend_of(e) == "gloo":
+            # NCCL: enqueued, not known to be done. gloo: its counters lag behind the op's return
+            # (a clean run's last collectives often read as not completed): returned, completion
+            # unknown, never taken for where the rank waits
             w.done(eid, ts, None)
 
     def _completed(self, e: dict) -> bool:
