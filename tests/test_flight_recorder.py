@@ -435,3 +435,95 @@ def test_scenario_dumps_give_the_logs_first_finding(tmp_path, scenario_run, name
 @pytest.mark.parametrize("name", SAME_AS_LOGS_SLOW + ["reduce_op_mismatch", "alltoall_split_mismatch"])
 def test_more_scenario_dumps_give_the_logs_first_finding(tmp_path, scenario_run, name):
     _check_scenario(tmp_path, scenario_run, name)
+
+
+# -- peer suite: the cases of torch's own analyzer tests (test_fr_analysis.py), as dump files ---------
+
+
+def fr_event(record_id, name, inputs, outputs, state="completed", seq=0, dtype="float32", out_dtype=None,
+             pg=("0", "default")):
+    """An entry as torch's test_fr_analysis.py builds them (string sequence ids, one dtype name)."""
+    return {"record_id": record_id, "profiling_name": f"nccl:{name}", "state": state, "process_group": pg,
+            "input_sizes": inputs, "output_sizes": outputs, "input_dtypes": dtype,
+            "output_dtypes": dtype if out_dtype is None else out_dtype, "collective_seq_id": str(seq),
+            "p2p_seq_id": "0", "time_created_ns": 0, "frames": [], "is_p2p": False}
+
+
+def _peer_dump(entries, rank):
+    return {"version": "2.8", "entries": entries, "pg_config": {
+        "0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"},
+        "1": {"name": "1", "desc": "sub_pg", "ranks": f"[{rank}]"}}}
+
+
+A, B = [[4, 4]], [[5, 5]]
+PEER_CASES = {
+    # torch's build_db cases 1-6
+    "matched all_reduce, one-rank sub-groups": (
+        [fr_event(0, "all_reduce", A, A), fr_event(1, "all_reduce", B, B, pg=("1", "sub_pg"))],
+        [fr_event(0, "all_reduce", A, A), fr_event(1, "all_reduce", B, B, pg=("1", "sub_pg"))], None),
+    "matched allreduce_coalesced": (
+        [fr_event(0, "allreduce_coalesced", A, A)], [fr_event(0, "allreduce_coalesced", A, A)], None),
+    "two broadcasts coalesced": (
+        [fr_event(0, "broadcast", A, A), fr_event(1, "broadcast", A, A), fr_event(2, "coalesced", [[]], [[]])],
+        [fr_event(0, "broadcast", A, A), fr_event(1, "broadcast", A, A), fr_event(2, "coalesced", [[]], [[]])], None),
+    "uneven coalesced broadcasts": (
+        [fr_event(0, "_broadcast_oop", A, A), fr_event(1, "_broadcast_oop", B, B),
+         fr_event(2, "ALLGATHER_coalesced", [[]], [[]])],
+        [fr_event(0, "_broadcast_oop", A, A), fr_event(1, "_broadcast_oop", A, A),
+         fr_event(2, "ALLGATHER_coalesced", [[]], [[]])], ("shape_mismatch", 0)),
+    "matched coalesced reduces": (
+        [fr_event(0, "_reduce_oop", A, A), fr_event(1, "_reduce_oop", A, A),
+         fr_event(2, "REDUCE_SCATTER_coalesced", [[]], [[]])],
+        [fr_event(0, "_reduce_oop", A, A), fr_event(1, "_reduce_oop", A, A),
+         fr_event(2, "REDUCE_SCATTER_coalesced", [[]], [[]])], None),
+    # torch passes this one (its case 6); collcheck reports it: the coalesced reduce that only rank 1
+    # issues is a collective its peer never joins (with two ranks, rank 0 missing it or rank 1
+    # issuing one more are the same finding)
+    "a coalesced reduce on one rank only": (
+        [fr_event(0, "all_reduce", A, A, seq=0)],
+        [fr_event(0, "all_reduce", A, A, seq=0), fr_event(1, "_reduce_oop", A, A, seq=1),
+         fr_event(2, "_reduce_oop", A, A, seq=1), fr_event(3, "REDUCE_SCATTER_coalesced", [[]], [[]], seq=1)],
+        (("missing", "extra"), 1)),
+    # torch's match_one_event cases
+    "type mismatch": ([fr_event(0, "all_reduce", A, A)], [fr_event(0, "all_gather", A, [[32]])], ("op_mismatch", 0)),
+    "input size mismatch": ([fr_event(0, "all_reduce", A, A)], [fr_event(0, "all_reduce", [[5, 4]], [[5, 4]])],
+                            ("shape_mismatch", 0)),
+    "dtype mismatch": ([fr_event(0, "all_reduce", A, A)], [fr_event(0, "all_reduce", A, A, dtype="float16")],
+                       ("dtype_mismatch", 0)),
+    # torch says COLLECTIVE_STATE_MISMATCH; one rank's copy completed, so every rank joined it: with
+    # nothing issued after it, that is no desync
+    "completed on one rank, scheduled on the other": (
+        [fr_event(0, "all_reduce", A, A, state="scheduled")], [fr_event(0, "all_reduce", A, A)], None),
+    "gather: only the root has outputs": (
+        [fr_event(0, "gather", A, [[4, 4], [4, 4]])], [fr_event(0, "gather", A, [[]], out_dtype="")], None),
+    # torch cannot decide (UNDECIDED); equal sizes and dtypes on every rank are a valid all-to-all
+    "all_to_all, same sizes": ([fr_event(0, "all_to_all", A, A)], [fr_event(0, "all_to_all", A, A)], None),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PEER_CASES))
+def test_torch_analyzer_cases(tmp_path, case):
+    r0, r1, expected = PEER_CASES[case]
+    findings = _first_findings(tmp_path, {0: _peer_dump(r0, 0), 1: _peer_dump(r1, 1)})
+    if expected is None:
+        assert findings == [], findings[:1]
+        return
+    kinds, position = expected
+    assert findings and findings[0]["kind"] in (kinds if isinstance(kinds, tuple) else (kinds,)), findings[:1]
+    assert findings[0]["position"] == position, findings[:1]
+
+
+def test_p2p_and_missing_dump_cases(tmp_path):
+    """A send whose recv never came is an unmatched message between those two ranks (torch's
+    analyzer reports every other member of the group as missing); a rank whose dump is absent
+    is said, not blamed for everything (torch stops, or blames it at every collective)."""
+    members = {"0": [0, 1, 2, 3]}
+    send = entry(1, "0", 1, "send 0->1", [8], is_p2p=True, p2p_seq=1, state="started")
+    dumps = {r: dump([entry(0, "0", 1, "all_reduce", [4])] + ([send] if r == 0 else []), members) for r in range(4)}
+    (finding,) = _first_findings(tmp_path / "p2p", dumps)
+    assert finding["kind"] == "unmatched_p2p" and sorted(finding["ranks"]) == [0, 1], finding
+    del dumps[3]
+    d = write_dumps(tmp_path / "missing" / "dumps", {r: dict(dumps[r], entries=dumps[r]["entries"][:1]) for r in dumps})
+    proc = cli("diff", str(d), "--format", "json", env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "c")))
+    report = json.loads(proc.stdout)
+    assert report["findings"] == [] and any("no log for rank(s) 3" in w for w in report["warnings"]), report

@@ -33,13 +33,14 @@ from .fr_entries import (
     group_of,
     op_of,
     peer_of,
+    seq_of,
     site_of,
     tensors_of,
     usual_api,
 )
 from .fr_load import load_dump, sniff
 
-CONVERTER = 6  # bump when the conversion changes: cached conversions are redone
+CONVERTER = 7  # bump when the conversion changes: cached conversions are redone
 _RANK_IN_NAME = re.compile(r"(\d+)$")
 
 
@@ -189,6 +190,7 @@ class _RunFacts:
     joined: set[tuple]  # (group, sequence number) of gloo collectives every member joined
     pg_names: dict[str, str]  # pg_id -> group, where every rank holding that pg_id agrees
     last_j: dict[str, int]  # group -> the largest `j` any rank kept
+    seq_base: dict[str, int]  # group -> its first sequence number: 1 as torch counts, 0 if one is 0
 
 
 def _write_logs(dumps: Dumps, run_dir: str) -> None:
@@ -197,17 +199,19 @@ def _write_logs(dumps: Dumps, run_dir: str) -> None:
     times = [e.get("time_created_ns") for _, e in entries]
     names: dict[str, set] = {}
     last_j: dict[str, int] = {}
+    base = {group_of(e)[0]: 1 for _, e in entries}
+    base.update({group_of(e)[0]: 0 for _, e in entries if not e.get("is_p2p") and seq_of(e) == 0})
     for _, e in entries:
         names.setdefault(str(e.get("pg_id")), set()).add(group_of(e)[0])
         if not e.get("is_p2p"):
             g = group_of(e)[0]
-            last_j[g] = max(last_j.get(g, -1), int(e.get("collective_seq_id", 1) or 1) - 1)
+            last_j[g] = max(last_j.get(g, -1), seq_of(e) - base[g])
     facts = _RunFacts(
         world=max([max(dumps.by_rank) + 1] + [max(r) + 1 for r in members.values() if r]),
         members=members, descs=descs,
         base=min((t for t in times if isinstance(t, int) and t > 0), default=0),
         notes=dumps.notes + _gaps(dumps, broken, members), joined=_joined_everywhere(dumps),
-        pg_names={i: next(iter(n)) for i, n in names.items() if len(n) == 1}, last_j=last_j)
+        pg_names={i: next(iter(n)) for i, n in names.items() if len(n) == 1}, last_j=last_j, seq_base=base)
     for rank, (path, dump) in sorted(dumps.by_rank.items()):
         _RankWriter(rank, path, dump, facts).write(run_dir)
 
@@ -216,7 +220,7 @@ def _completed_by_counter(dump: dict, entry: dict) -> bool:
     """The entry's group counters (`pg_status`, keyed by this process's pg_id) say it completed."""
     status = (dump.get("pg_status") or {}).get(str(entry.get("pg_id")))
     done = status.get("last_completed_collective") if isinstance(status, dict) else None
-    return isinstance(done, int) and int(entry.get("collective_seq_id", 0) or 0) <= done
+    return isinstance(done, int) and seq_of(entry) <= done
 
 
 def _joined_everywhere(dumps: Dumps) -> set[tuple]:
@@ -311,7 +315,8 @@ class _RankWriter:
         for b in blocks:
             e = b[0]
             if not e.get("is_p2p"):
-                last.setdefault(group_of(e)[0], int(e.get("collective_seq_id", 1) or 1) - 2)  # FR counts from 1
+                g = group_of(e)[0]
+                last.setdefault(g, seq_of(e) - self.facts.seq_base.get(g, 1) - 1)
         for pg_id, status in (self.dump.get("pg_status") or {}).items():
             name = self.pg_names.get(str(pg_id))
             enqueued = status.get("last_enqueued_collective") if isinstance(status, dict) else None
@@ -369,7 +374,7 @@ class _RankWriter:
             if peer is not None:
                 rec["p"] = peer
         else:
-            rec["j"] = int(e.get("collective_seq_id", 1) or 1) - 1
+            rec["j"] = max(seq_of(e) - self.facts.seq_base.get(group, 1), 0)
         tensors = ()
         for part in block:
             t = tensors_of(part, FR_OPS.get(op_of(part)[0], (None, None, "in"))[2])

@@ -88,6 +88,8 @@ def tensors_of(entry: dict, which: str | None) -> tuple | None:
         return None
     side = "input" if which == "in" else "output"
     sizes, dtypes = entry.get(f"{side}_sizes") or [], entry.get(f"{side}_dtypes") or []
+    if isinstance(dtypes, str):  # one name for every tensor (torch's own analyzer tests write so)
+        dtypes = [dtypes] * max(len(sizes), 1)
     out = []
     for i, shape in enumerate(sizes):
         d = dtypes[i] if i < len(dtypes) else (dtypes[-1] if dtypes else "?")
@@ -143,3 +145,11 @@ def blocks_of(entries: list[dict]) -> list[list[dict]]:
         else:
             blocks.append([e])
     return blocks
+
+
+def seq_of(entry: dict) -> int:
+    """The entry's `collective_seq_id` as a number (torch writes an int; its tests a string)."""
+    try:
+        return int(entry.get("collective_seq_id", 0) or 0)
+    except (TypeError, ValueError):
+        return 0
