@@ -6,8 +6,19 @@ reader, the scanner and this package, never a view.
 """
 
 from .ranks import rank_ranges
-from .run import (DTYPE_SIZES, P2P_OPS, REDUCE_OPS, ROOTED_OPS, Event, Group, GroupCreation, RankLog, Run, Signature,
-                  load_run)
+from .run import (
+                  DTYPE_SIZES,
+                  P2P_OPS,
+                  REDUCE_OPS,
+                  ROOTED_OPS,
+                  Event,
+                  Group,
+                  GroupCreation,
+                  RankLog,
+                  Run,
+                  Signature,
+                  load_run,
+)
 from .sequences import Channel, GroupSequences, Sequences
 
 __all__ = ["DTYPE_SIZES", "P2P_OPS", "REDUCE_OPS", "ROOTED_OPS", "Channel", "Event", "Group", "GroupCreation",

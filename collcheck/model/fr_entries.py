@@ -153,3 +153,8 @@ def seq_of(entry: dict) -> int:
         return int(entry.get("collective_seq_id", 0) or 0)
     except (TypeError, ValueError):
         return 0
+
+
+def group_order(name: str):
+    """Groups in creation order: numeric names ("0", "1", ...) first, by number."""
+    return (0, int(name)) if name.isdigit() else (1, name)
