@@ -120,7 +120,10 @@ class Recorder(Completions, fastpath.RecorderHooks):
         if self._fast is not None:  # the C++ kernels skip the GIL entirely while paused
             self._fast.set_enabled(bool(value))
         if self.on_active_change is not None:
-            self.on_active_change(bool(value))
+            try:
+                self.on_active_change(bool(value))
+            except Exception as exc:  # noqa: BLE001 - never break the job: stop recording instead
+                self.fail(exc)
 
     # -- lifecycle ------------------------------------------------------------------
     def open(self, rank: int, world_size: int, backend: str) -> None:

@@ -53,14 +53,10 @@ def find_dumps(target: str) -> list[str]:
         return [target] if sniff(target) else []
     if not os.path.isdir(target):
         return []
-    found, logs = [], False
-    for root, _dirs, files in os.walk(target):
-        for name in sorted(files):
-            if name.endswith(lf.LOG_SUFFIX):
-                logs = True
-            elif sniff(os.path.join(root, name)):
-                found.append(os.path.join(root, name))
-    return [] if logs else sorted(found)
+    paths = [os.path.join(root, name) for root, _dirs, files in os.walk(target) for name in sorted(files)]
+    if any(p.endswith(lf.LOG_SUFFIX) for p in paths):
+        return []  # collcheck logs: nothing opened (a big run has thousands of files)
+    return sorted(p for p in paths if sniff(p))
 
 
 def resolve(target):

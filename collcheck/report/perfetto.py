@@ -17,17 +17,16 @@ def trace(report) -> dict:
     """The trace of `report` (analysis.diff.Report) as the JSON object Perfetto reads."""
     run = report.run
     events: list[dict] = []
-    tids: dict[tuple[int, str], int] = {}
     slices: dict[tuple[str, int], list[tuple[int, int, int]]] = {}  # (group, slot) -> [(pid, tid, ts)]
     for rank, log in sorted(run.ranks.items()):
         events.append({"ph": "M", "name": "process_name", "pid": rank, "tid": 0, "args": {"name": f"rank {rank}"}})
         events.append({"ph": "M", "name": "process_sort_index", "pid": rank, "tid": 0, "args": {"sort_index": rank}})
+        tracks: dict[str, int] = {}  # group -> its track (thread id) in this rank's process
         for i in range(len(log)):
             e = log.event(i)
-            key = (rank, e.group)
-            tid = tids.get(key)
+            tid = tracks.get(e.group)
             if tid is None:
-                tid = tids[key] = len([k for k in tids if k[0] == rank]) + 1
+                tid = tracks[e.group] = len(tracks) + 1
                 events.append({"ph": "M", "name": "thread_name", "pid": rank, "tid": tid,
                                "args": {"name": f"group {e.group}"}})
             end = e.t_done if e.t_done is not None else e.t_return
