@@ -1,6 +1,7 @@
 """`collcheck` command line: record, show, diff, export, tui, replay, demo, build-fastpath.
 
-Exit codes: 0 no finding, 1 findings, 2 usage or input error, 3 internal error.
+Exit codes: 0 no finding, 1 findings, 2 usage or input error, 3 internal error, 4 no finding but
+ranks or groups that could not be checked (missing logs, empty or one-sided Flight Recorder dumps).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import os
 import subprocess
 import sys
 
-from .errors import FINDINGS, INPUT_ERROR, INTERNAL_ERROR, OK, UsageError
+from .errors import FINDINGS, INCOMPLETE, INPUT_ERROR, INTERNAL_ERROR, OK, UsageError
 from .reader import latest_run
 
 
@@ -54,7 +55,9 @@ def cmd_diff(args) -> int:
     finally:
         if args.output:
             out.close()
-    return OK if args.exit_zero or not report.findings else FINDINGS
+    if args.exit_zero:
+        return OK
+    return FINDINGS if report.findings else INCOMPLETE if report.verdict == "incomplete" else OK
 
 
 def cmd_export(args) -> int:
@@ -118,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--format", choices=["text", "json", "junit", "github"], default="text")
     d.add_argument("--output", "-o", help="write the report to this file")
     d.add_argument("--context", type=int, default=4, help="collectives shown around the divergence")
-    d.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
+    d.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings or unchecked ranks")
     d.set_defaults(func=cmd_diff)
     x = sub.add_parser("export", help=cmd_export.__doc__)
     x.add_argument("logs", help="run directory (or a logs root: the newest run is used), or a directory of PyTorch Flight Recorder dumps")

@@ -4,7 +4,7 @@ They live below the command line so that a layer which validates user input (a r
 what-if, a scenario name) can say "bad input" without importing the CLI above it.
 """
 
-OK, FINDINGS, INPUT_ERROR, INTERNAL_ERROR = 0, 1, 2, 3
+OK, FINDINGS, INPUT_ERROR, INTERNAL_ERROR, INCOMPLETE = 0, 1, 2, 3, 4
 
 
 class UsageError(Exception):

@@ -250,5 +250,5 @@ def find_logs(target: str) -> list[str]:
     for root, _, files in os.walk(target):
         found += [os.path.join(root, f) for f in files if f.endswith(lf.LOG_SUFFIX)]
     if not found:
-        raise LogError(f"{target}: no collcheck logs (*{lf.LOG_SUFFIX}) found")
+        raise LogError(f"{target}: no collcheck logs (*{lf.LOG_SUFFIX}) or Flight Recorder dumps found")
     return sorted(found)

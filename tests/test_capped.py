@@ -69,6 +69,18 @@ def test_logs_wrapped_at_different_points_give_no_finding(tmp_path):
 
 
 @pytest.mark.timeout(240)
+def test_wrapped_point_to_point_channels_give_no_finding(tmp_path):
+    """Sends and recvs in logs that wrapped at different points: each channel is compared from
+    the first message both sides kept (their `j`), not from each side's first kept op."""
+    rc, _, err, run_dir = torchrun(LONG, 2, tmp_path, env={"COLLCHECK_MAX_MB": "0.25"}, timeout=180,
+                                   args=("2000", "-1", "p2p"))
+    assert rc == 0, err[-3000:]
+    assert all(kept_bytes(run_dir, rank)[1] for rank in (0, 1))  # both wrapped
+    code, report = diff_json(run_dir)
+    assert code == 0 and report["findings"] == [], report["findings"][:2]
+
+
+@pytest.mark.timeout(240)
 def test_divergence_near_the_end_of_a_wrapped_log(tmp_path):
     rc, _, _, run_dir = torchrun(LONG, 2, tmp_path, env={"COLLCHECK_MAX_MB": "0.25"}, timeout=180,
                                  args=("3000", "2990"))

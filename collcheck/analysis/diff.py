@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ..model import Run, Sequences
+from ..model import Run, Sequences, rank_ranges
 from .align import align_group
 from .findings import Finding
 from .explain import better_fix, explain
@@ -27,9 +27,11 @@ class Report:
         kinds = {f.kind for f in self.findings}
         if "deadlock" in kinds:
             return "deadlock"
-        if "hang" in kinds or self.hang.inside:
+        if "hang" in kinds or (self.hang.inside and not self.hang.in_flight_only):
             return "hang"
-        return "mismatch" if self.findings else "clean"
+        if self.findings:
+            return "mismatch"
+        return "incomplete" if self.run.unchecked else "clean"
 
     @property
     def first(self) -> Finding | None:
@@ -41,7 +43,7 @@ def analyse(run: Run) -> Report:
     hang = analyse_hang(run, sequences)
     findings: list[Finding] = []
     counts = {}
-    cut_short = frozenset(r for r, s in hang.states.items() if s.state in ("crashed", "killed"))
+    cut_short = frozenset(r for r, s in hang.states.items() if s.state in ("crashed", "killed", "dumped"))
     findings += group_creation_findings(run)
     for name in run.group_names():
         seqs = sequences.group(name)
@@ -58,6 +60,9 @@ def analyse(run: Run) -> Report:
     findings += p2p_findings
     divergences = sorted(findings, key=lambda f: (f.time, f.group, f.position, f.ranks))
     hangs = hang_findings(run, hang)
+    if hang.in_flight_only and not divergences:
+        hangs = []
+        _note_in_flight(run, hang)
     # calls torch skipped on non-members explain what follows; alone they changed nothing
     skipped = non_member_findings(run) if divergences or hangs else []
     if divergences and hangs and hangs[0].kind == "hang":
@@ -88,6 +93,16 @@ def _note_cut(run: Run, seqs) -> None:
                     "(its log lost collectives after that)")
             if note not in run.warnings:
                 run.warnings.append(note)
+
+
+def _note_in_flight(run: Run, hang: HangAnalysis) -> None:
+    """Collectives in flight on every member at a dump are no divergence: say so, not 'clean'."""
+    slots = sorted({(e.group, e.position) for r in hang.inside for e in hang.states[r].blocked})
+    where = ", ".join(f"#{p} of group {g}" for g, p in slots[:4])
+    run.warnings.append(
+        f"at the dump, rank(s) {rank_ranges(sorted(hang.inside))} were inside {where}, which every member had "
+        "enqueued: no rank is missing from it. A snapshot of a running job, or a hang below the calls (network, "
+        "the communication library, a device) that the sequences cannot show")
 
 
 def _blame_divergence(hang_finding: Finding, first: Finding, hang: HangAnalysis) -> None:

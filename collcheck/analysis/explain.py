@@ -52,6 +52,10 @@ def _end(log) -> str:
     """How a rank's log ended, with the evidence: where a killed rank was, what a rank raised."""
     if log.state == "killed" and log.dump_site is not None:
         return f"killed {where_killed(log)}"
+    if log.state == "dumped":
+        n = len(log.sig)
+        last = f": it last enqueued {_ev(log.event(n - 1))}" if n else ""
+        return f"no collective pending in its Flight Recorder dump{last}"
     if log.state == "raised":
         message = (log.exception[1].strip().splitlines() or [""])[0]
         if message.startswith("[") and "] " in message:  # gloo's '[/path/file.cc:78] ' prefix
@@ -185,7 +189,8 @@ def _hang(run: Run, f: Finding) -> str:
     roots = f.details.get("root_causes") or []
     waiters = [r for r in f.details.get("waiting") or [] if r not in roots]  # a failed root is inside too
     one = len(waiters) == 1
-    text = f"{_ranks(waiters)} never completed {'its' if one else 'their'} last collective"
+    which = "first pending" if f.details.get("queued") else "last"
+    text = f"{_ranks(waiters)} never completed {'its' if one else 'their'} {which} collective"
     if not roots and not f.details.get("edges"):
         return text + (f"; they are all inside collective #{f.number} of group {f.group} but issued different "
                        "collectives there (see the first divergence)")
@@ -194,6 +199,10 @@ def _hang(run: Run, f: Finding) -> str:
         if not waiters:
             return f"no rank completed its last collective: {states}"
         text += f"; {'it waits' if one else 'they wait'} on {states}"
+    queued = f.details.get("queued")
+    if queued:
+        text += ("; " + ", ".join(f"rank {r} had enqueued {n} more behind it" for r, n in queued.items())
+                 + " (it ran ahead, as under NCCL, until something waited: those wait for it, not for a peer)")
     victims = f.details.get("victims_of")
     if victims:
         text += (f", which failed inside the collective because of the first divergence ({victims['kind']} by "

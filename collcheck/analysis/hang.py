@@ -21,7 +21,8 @@ TIMEOUT_WORDS = ("timed out", "timeout", "Timed out")
 PEER_LOST_WORDS = ("closed by peer", "reset by peer", "Broken pipe", "Connection refused")
 # at the end, these ranks were waiting on others (blocked until a timeout or a kill, or failed
 # because a peer went away: under NCCL they would have kept waiting)
-WAITING_STATES = frozenset(("stuck", "timed-out", "killed-in-collective", "peer-lost"))
+# ('waiting-at-dump': a Flight Recorder dump shows a collective enqueued and never completed)
+WAITING_STATES = frozenset(("stuck", "timed-out", "killed-in-collective", "peer-lost", "waiting-at-dump"))
 HUNG_STATES = WAITING_STATES - {"peer-lost"}
 
 
@@ -29,10 +30,13 @@ HUNG_STATES = WAITING_STATES - {"peer-lost"}
 class RankState:
     rank: int
     # finished | raised | crashed | stuck | killed-in-collective | killed | timed-out | peer-lost |
-    # collective-failed | missing-log
+    # collective-failed | missing-log | dumped | waiting-at-dump
     state: str
     blocked: list = field(default_factory=list)  # events it was waiting in at the end
     detail: str = ""
+    # not completed either, but enqueued behind a blocked one of the same group (or P2P channel):
+    # waiting for it, not for a peer (under NCCL a rank runs ahead until something synchronizes)
+    queued: list = field(default_factory=list)
 
 
 @dataclass
@@ -42,6 +46,14 @@ class HangAnalysis:
     cycles: list[list[int]]
     root_causes: list[int]
     waiting: set[int]  # blocked at the end, waiting on others (WAITING_STATES): the wait-for graph
+
+    @property
+    def in_flight_only(self) -> bool:
+        """A Flight Recorder snapshot where the ranks still inside collectives wait on no one: every
+        member had enqueued them (a running job, or a hang below collcheck's view)."""
+        inside = self.inside
+        return bool(inside) and not self.graph.number_of_edges() and all(
+            self.states[r].state == "waiting-at-dump" for r in inside)
 
     @property
     def inside(self) -> set[int]:
@@ -86,8 +98,43 @@ def final_states(run: Run) -> dict[int, RankState]:
             detail = f"stuck {w.get('waited_s')} s in {w.get('op')} (watchdog stacks recorded)"
         elif state == "killed" and log.dump_site is not None:
             detail = "killed " + where_killed(log)
-        states[rank] = RankState(rank, state, blocked if state != "finished" else [], detail)
+        blocked, queued = split_queued(blocked) if state != "finished" else ([], [])
+        states[rank] = RankState(rank, state, blocked, detail, queued)
     return states
+
+
+def split_queued(events: list) -> tuple[list, list]:
+    """Per group (per peer and op for P2P), the first event not completed is where the rank waits;
+    the later ones were enqueued behind it and wait for it (a group runs its collectives in order,
+    on one NCCL stream or gloo's work queue)."""
+    blocked, queued, seen = [], [], set()
+    for ev in events:
+        key = (ev.group, ev.sig.op, ev.peer_global) if ev.sig.op in P2P_OPS else ev.group
+        if key in seen and not ev.error:
+            queued.append(ev)
+        else:
+            seen.add(key)
+            blocked.append(ev)
+    return blocked, queued
+
+
+def _at_dump(log, blocked: list, queued: list, channels: _Channels) -> str:
+    """A Flight Recorder rank: where its stream waited at the dump and how far its CPU thread had
+    gone on enqueueing (where that thread then waited is not in a dump)."""
+    n = len(log.sig)
+    last = log.event(n - 1) if n else None
+    if last is None:
+        cpu = "its dump holds no collective"
+    else:
+        at = "" if last.sig.op in P2P_OPS else f" (#{channels.collective_position(log.rank, last)} of group {last.group})"
+        cpu = f"its CPU thread last enqueued {last.describe()}{at} at {last.where()}"
+    if not blocked:
+        return f"every collective in its dump completed; {cpu}"
+    first = blocked[0]
+    text = f"its stream waits in #{first.position} of group {first.group} ({first.sig.api or first.sig.op})"
+    if queued:
+        text += f", {len(queued)} more enqueued behind it"
+    return f"{text}; {cpu}"
 
 
 def where_killed(log) -> str:
@@ -134,8 +181,12 @@ def analyse_hang(run: Run, sequences: Sequences | None = None) -> HangAnalysis:
     waiting = {r for r in inside if states[r].state in WAITING_STATES}
     channels = _Channels(run, sequences or Sequences(run))
     for rank in inside:  # a collective's slot in its group, as the matcher counts (P2P left out)
-        states[rank].blocked = [ev if ev.sig.op in P2P_OPS else replace(ev, position=channels.collective_position(rank, ev))
-                                for ev in states[rank].blocked]
+        st = states[rank]
+        st.blocked, st.queued = ([ev if ev.sig.op in P2P_OPS else replace(ev, position=channels.collective_position(rank, ev))
+                                  for ev in evs] for evs in (st.blocked, st.queued))
+    for rank, st in states.items():
+        if st.state in ("dumped", "waiting-at-dump"):
+            st.detail = _at_dump(run.ranks[rank], st.blocked, st.queued, channels)
     for rank in sorted(waiting):
         for ev in states[rank].blocked:
             if ev.sig.op in P2P_OPS:
@@ -182,6 +233,9 @@ def hang_findings(run: Run, hang: HangAnalysis) -> list[Finding]:
         observed = _observed(hang)
         if observed:
             details["gloo_observed"] = observed
+        queued = {r: len(hang.states[r].queued) for r in sorted(hang.inside) if hang.states[r].queued}
+        if queued:
+            details["queued"] = queued
         out.append(Finding("hang", ev.group, ev.position, hang.root_causes or sorted(hang.inside), "", events,
                            None, details, last + 1))
     return out
@@ -239,7 +293,15 @@ class _Channels:
         """Whether the peer issued the send (or recv) that pairs with this recv (or send)."""
         op, theirs = (ev.sig.op, "recv_") if ev.sig.op == "send" else ("recv_", "send")
         k = self._messages(rank, ev.group, op, ev.peer_global, ev.sig.tag, before=ev.index)
-        return self._messages(ev.peer_global, ev.group, theirs, rank, ev.sig.tag) > k
+        posted = self._messages(ev.peer_global, ev.group, theirs, rank, ev.sig.tag)
+        src, dst = (rank, ev.peer_global) if op == "send" else (ev.peer_global, rank)
+        ch = self.seqs.channels.get((ev.group, src, dst))
+        if ch is not None:  # capped logs count from where each side goes on
+            mine, peers = (ch.send_from, ch.recv_from) if op == "send" else (ch.recv_from, ch.send_from)
+            if mine is None or peers is None:
+                return True  # not known (a wrapped Flight Recorder buffer): no wait is claimed
+            k, posted = k + mine, posted + peers
+        return posted > k
 
 
 def _wait_text(ev) -> str:

@@ -21,18 +21,25 @@ def _field_mismatch(send, recv) -> str | None:
 
 
 def match_p2p(run: Run, sequences: Sequences) -> list[Finding]:
-    """Message k of each channel: the k-th send and the k-th recv agree, or a finding."""
+    """Message k of each channel: the k-th send and the k-th recv agree, or a finding. Capped logs
+    are compared from the first message both sides kept."""
     findings = []
     channels = sequences.channels
+    unknown = []
     for key in sorted(channels, key=str):
         group, src, dst = key
         ch = channels[key]
+        if ch.send_from is None or ch.recv_from is None:
+            unknown.append(ch)
+            continue
         s, r = ch.sends, ch.recvs
-        for k in range(max(len(s), len(r))):
-            if (k >= len(s) and ch.open_sends) or (k >= len(r) and ch.open_recvs):
+        start = max(ch.send_from, ch.recv_from)
+        for k in range(start, max(ch.send_from + len(s), ch.recv_from + len(r))):
+            ks, kr = k - ch.send_from, k - ch.recv_from
+            if (ks >= len(s) and ch.open_sends) or (kr >= len(r) and ch.open_recvs):
                 break  # that side's log lost messages: what it issued from here is not known
-            se = run.ranks[src].event(s[k]) if k < len(s) else None
-            re = run.ranks[dst].event(r[k]) if k < len(r) and dst in run.ranks else None
+            se = run.ranks[src].event(s[ks]) if ks < len(s) else None
+            re = run.ranks[dst].event(r[kr]) if kr < len(r) and dst in run.ranks else None
             if se is not None and re is not None:
                 kind = _field_mismatch(se.sig, re.sig)
                 if kind:
@@ -47,4 +54,8 @@ def match_p2p(run: Run, sequences: Sequences) -> list[Finding]:
                                     {"p2p": True, "src": src, "dst": dst,
                                      "missing": "recv" if se is not None else "send"},
                                     lonely.t_issue if lonely else 0))
+    if unknown:
+        pairs = ", ".join(f"{c.src}->{c.dst}" for c in unknown[:6]) + (" ..." if len(unknown) > 6 else "")
+        run.warnings.append(f"point-to-point messages {pairs} not matched: a wrapped Flight Recorder buffer "
+                            "does not say how many messages each peer had exchanged before its first kept entry")
     return findings

@@ -34,7 +34,8 @@ from .fr_entries import (
 from .fr_load import load_dump, sniff
 from .fr_rank_log import RankWriter, RunFacts, completed_by_counter
 
-CONVERTER = 7  # bump when the conversion changes: cached conversions are redone
+CONVERTER = 10  # bump when the conversion changes: cached conversions are redone
+MAX_RANKS = 1 << 20  # a rank beyond this is damage, not a job
 _RANK_IN_NAME = re.compile(r"(\d+)$")
 
 
@@ -43,7 +44,7 @@ class Dumps:
     """One run's dumps: rank -> (path, dump)."""
 
     by_rank: dict[int, tuple[str, dict]]
-    notes: list[str] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)  # ranks whose dumps hold nothing
 
 
 def find_dumps(target: str) -> list[str]:
@@ -113,9 +114,9 @@ def _rank_dumps(paths: list[str]) -> Dumps:
         raise LogError(f"no entries in any of the {len(by_rank)} Flight Recorder dumps: dumped after "
                        "destroy_process_group, with the recorder off (TORCH_FR_BUFFER_SIZE=0), or a gloo job "
                        "that only sent and received (gloo records no send/recv)")
-    notes = [(f"rank(s) {', '.join(map(str, empty))}: the Flight Recorder dump holds no entries (dumped after "
-              "destroy_process_group, or with the recorder off): not checked")] if empty else []
-    return Dumps(by_rank, notes)
+    unchecked = [(f"rank(s) {', '.join(map(str, empty))}: the Flight Recorder dump holds no entries (dumped after "
+                  "destroy_process_group, or with the recorder off): not checked")] if empty else []
+    return Dumps(by_rank, unchecked)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -130,7 +131,7 @@ def _parse_ranks(text) -> tuple | None:
             ranks = json.loads(text)
         except (TypeError, ValueError):
             return None
-    if not isinstance(ranks, list) or not all(isinstance(r, int) for r in ranks):
+    if not isinstance(ranks, list) or not all(isinstance(r, int) and 0 <= r < MAX_RANKS for r in ranks):
         return None
     return tuple(ranks)
 
@@ -142,17 +143,22 @@ def group_members(dumps: Dumps) -> tuple[dict[str, tuple], dict[str, str], bool]
     members: dict[str, set] = {}
     descs: dict[str, str] = {}
     broken = False
+    world = max(dumps.by_rank) + 1
     for _path, dump in dumps.by_rank.values():
         config = dump.get("pg_config") or {}
         if not isinstance(config, dict) or "" in config:
             broken = True
+            # the ranks of *some* group of the run: no use for membership, but ranks that exist
+            # (a rank that left no dump is then said to be missing)
+            ranks = _parse_ranks(config[""].get("ranks")) if isinstance(config, dict) and isinstance(
+                config.get(""), dict) else None
+            world = max([world] + [r + 1 for r in ranks or ()])
             continue
         for name, info in config.items():
             ranks = _parse_ranks(info.get("ranks")) if isinstance(info, dict) else None
             if ranks is not None and ranks:
                 members.setdefault(str(name), set()).update(ranks)
                 descs.setdefault(str(name), str(info.get("desc", "")))
-    world = max(dumps.by_rank) + 1
     for rank, (_path, dump) in dumps.by_rank.items():
         for e in dump.get("entries", []):
             name, desc = group_of(e)
@@ -185,7 +191,8 @@ def _write_logs(dumps: Dumps, run_dir: str) -> None:
         world=max([max(dumps.by_rank) + 1] + [max(r) + 1 for r in members.values() if r]),
         members=members, descs=descs,
         base=min((t for t in times if isinstance(t, int) and t > 0), default=0),
-        notes=dumps.notes + _gaps(dumps, broken, members), joined=_joined_everywhere(dumps),
+        notes=_gaps(dumps, broken), unchecked=dumps.unchecked + _alone(broken, members),
+        joined=_joined_everywhere(dumps),
         pg_names={i: next(iter(n)) for i, n in names.items() if len(n) == 1}, last_j=last_j, seq_base=base)
     for rank, (path, dump) in sorted(dumps.by_rank.items()):
         RankWriter(rank, path, dump, facts).write(run_dir)
@@ -204,7 +211,7 @@ def _joined_everywhere(dumps: Dumps) -> set[tuple]:
     return out
 
 
-def _gaps(dumps: Dumps, broken: bool, members: dict[str, tuple]) -> list[str]:
+def _gaps(dumps: Dumps, broken: bool) -> list[str]:
     """The checks this input cannot support, said in the report instead of implied passed."""
     notes = [("read from PyTorch Flight Recorder dumps: they record no reduce op, no root of "
               "broadcast/reduce/gather/scatter, no tag, no all_to_all split sizes and no purpose (DDP "
@@ -217,10 +224,13 @@ def _gaps(dumps: Dumps, broken: bool, members: dict[str, tuple]) -> list[str]:
     if broken:
         notes.append("the dumps' group table (pg_config) is broken, as torch 2.13 writes it on gloo: group "
                      "members were reconstructed from the ranks whose entries use each group")
-        alone = sorted((n for n, r in members.items() if len(r) == 1 and n != "0"), key=group_order)
-        if alone:
-            notes.append(f"group(s) {', '.join(alone)}: only one rank's entries use each, so nothing of them "
-                         "could be compared (their other members, if any, are not known)")
     return notes
 
 
+def _alone(broken: bool, members: dict[str, tuple]) -> list[str]:
+    """Groups that nothing could be compared in: reconstructed from one rank's entries only."""
+    alone = sorted((n for n, r in members.items() if len(r) == 1 and n != "0"), key=group_order) if broken else []
+    if not alone:
+        return []
+    return [(f"group(s) {', '.join(alone)}: only one rank's entries use each, so nothing of them could be "
+             "compared (their other members, if any, are not known)")]

@@ -35,6 +35,7 @@ class RunFacts:
     descs: dict[str, str]
     base: int  # ns: the earliest entry, origin of every `ts`
     notes: list[str]  # the report's warnings: what this input cannot support
+    unchecked: list[str]  # ranks or groups that nothing could be compared in (the verdict says so)
     joined: set[tuple]  # (group, sequence number) of gloo collectives every member joined
     pg_names: dict[str, str]  # pg_id -> group, where every rank holding that pg_id agrees
     last_j: dict[str, int]  # group -> the largest `j` any rank kept
@@ -61,6 +62,8 @@ class RankWriter:
         self.threads: dict[tuple, int] = {}
         self.p2p: dict[int, int] = {}  # seq_key -> last `j` of that P2P channel
         self.notes = list(facts.notes)  # the report's warnings, this rank's own added
+        self.unchecked = list(facts.unchecked)
+        self.p2p_unnumbered = False  # wrapped, with P2P entries: their per-peer numbers are not known
 
     def write(self, run_dir: str) -> None:
         entries = sorted(self.dump.get("entries", []), key=lambda e: e.get("record_id", 0))
@@ -69,6 +72,7 @@ class RankWriter:
         w = LogWriter(fd, path, max_bytes=1 << 40)  # segments, never deleted: a wrapped buffer is one
         wrapped = bool(entries) and int(entries[0].get("record_id", 0) or 0) > 0  # entries before it went
         last = self._counts_before(blocks) if wrapped else None
+        self.p2p_unnumbered = wrapped and any(e.get("is_p2p") for e in entries)
         with w.lock:
             w.write(self._header())
             for name in sorted(self._groups_used(entries), key=group_order):
@@ -87,6 +91,7 @@ class RankWriter:
             "backend": ",".join(backends) or "?", "rank": self.rank, "world": self.world, "run": "flight-recorder",
             "launch": "", "restart": 0, "host": "?", "pid": 0, "argv": [self.path], "wall_ns": self.base,
             "mono_ns": 0, "stack": "full", "hang_s": 0.0, "source": "flight-recorder", "notes": self.notes,
+            "unchecked": self.unchecked, "p2p_unnumbered": self.p2p_unnumbered,
         }
 
     def _groups_used(self, entries) -> set[str]:
@@ -118,7 +123,7 @@ class RankWriter:
         for name, ranks in self.members.items():  # nothing kept and no counter known: not checked
             if self.rank in ranks and name not in last and name in self.facts.last_j:
                 last[name] = self.facts.last_j[name]
-                self.notes.append(f"group {name}: not checked: rank {self.rank}'s wrapped buffer kept none of its "
+                self.unchecked.append(f"group {name}: not checked: rank {self.rank}'s wrapped buffer kept none of its "
                                   "collectives and its counters do not say how many it had")
         return last
 
@@ -191,11 +196,12 @@ class RankWriter:
             done = e.get("time_discovered_completed_ns")
             c = ts if not isinstance(done, int) or done <= 0 else max(ts, (done - self.base) // 1000)
             w.done(eid, ts, c)
-        elif rec.get("a") or backend_of(e) == "gloo":
-            # NCCL: enqueued, not known to be done. gloo: its counters lag behind the op's return
-            # (a clean run's last collectives often read as not completed): returned, completion
-            # unknown, never taken for where the rank waits
+        elif backend_of(e) == "gloo":
+            # gloo: its counters lag behind the op's return (a clean run's last collectives often
+            # read as not completed): returned, completion unknown, never taken for where it waits
             w.done(eid, ts, None)
+        # NCCL and the like: enqueued and not completed when the dump was taken: pending (the
+        # first of its group is where the rank's stream waits; the later ones queue behind it)
 
     def _completed(self, e: dict) -> bool:
         if e.get("state") == "completed":

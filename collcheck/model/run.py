@@ -329,7 +329,8 @@ class RankLog:
 
     @property
     def state(self) -> str:
-        """finished | raised | crashed | stuck | killed-in-collective | killed | damaged.
+        """finished | raised | crashed | stuck | killed-in-collective | killed | damaged, and for a
+        Flight Recorder dump dumped | waiting-at-dump (a collective enqueued, never completed).
 
         A partial (preview) log's end is not known yet: it reads as finished. `crashed`: a
         fatal signal (SIGABRT from a gloo check, SIGSEGV) dumped its stacks beside the log."""
@@ -339,6 +340,8 @@ class RankLog:
             return "damaged"  # how it ended may have been in the damaged bytes
         if self.trailer or self.partial:
             return "finished"
+        if self.header.get("source") == "flight-recorder":  # a snapshot of a rank still running
+            return "waiting-at-dump" if self.pending else "dumped"
         if self.crash is not None:
             return "crashed"
         if self.watchdog:
@@ -362,6 +365,9 @@ class Run:
         self._site_ids: dict[tuple, int] = {}
         self.world = 0
         self.warnings: list[str] = []
+        # ranks or groups nothing could be compared in (missing logs, empty dumps): a run without
+        # findings is then 'incomplete', not 'clean'. Each is also among the warnings.
+        self.unchecked: list[str] = []
         self.source = "collcheck"  # what wrote the logs: "collcheck", or "flight-recorder" (converted dumps)
         self._files: OrderedDict[str, dict] = OrderedDict()
 
@@ -423,6 +429,7 @@ def load_run(target: str | list[str], workers: int | None = None, preview: int |
     run.source = headers[0].get("source", "collcheck")
     for h in headers:  # converted Flight Recorder dumps: what they could not support
         run.warnings += [n for n in h.get("notes", []) if isinstance(n, str) and n not in run.warnings]
+        run.unchecked += [n for n in h.get("unchecked", []) if isinstance(n, str) and n not in run.unchecked]
     if workers is None:
         workers = int(os.environ.get("COLLCHECK_WORKERS", "0")) or (os.cpu_count() or 1)
     for scan in scan_many(paths, workers, preview):
@@ -433,7 +440,12 @@ def load_run(target: str | list[str], workers: int | None = None, preview: int |
     run.world = headers[0]["world"]
     missing = sorted(set(range(run.world)) - set(run.ranks))
     if missing:
-        run.warnings.append(f"no log for rank(s) {rank_ranges(missing)}: they never reached init_process_group or their logs are missing")
+        run.unchecked.append(
+            f"no Flight Recorder dump for rank(s) {rank_ranges(missing)} (a process killed before it could dump, "
+            "e.g. aborted by one of gloo's size checks): what they issued is not known and was not compared"
+            if run.source == "flight-recorder" else
+            f"no log for rank(s) {rank_ranges(missing)}: they never reached init_process_group or their logs are missing")
+    run.warnings += run.unchecked
     return run
 
 

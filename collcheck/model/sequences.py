@@ -90,6 +90,10 @@ class Channel:
     recvs: list[int] = field(default_factory=list)  # event indices in dst's log
     open_sends: bool = False  # src's log lost collectives: its sends are cut at the first loss
     open_recvs: bool = False
+    # the message number of each side's first kept op: 0, or where a capped log goes on from
+    # (its `j`); None when not known (a wrapped Flight Recorder buffer does not number them)
+    send_from: int | None = 0
+    recv_from: int | None = 0
 
     def indices(self, rank: int) -> list[int]:
         """The rank's own side of the channel, in issue order."""
@@ -199,4 +203,16 @@ class Sequences:
                     (ch.sends if sig.op == "send" else ch.recvs).append(i)
             for ch in self._channels.values():
                 ch.open_sends, ch.open_recvs = ch.src in self.cuts, ch.dst in self.cuts
+                ch.send_from, ch.recv_from = self._first_message(ch.src, ch.sends), self._first_message(ch.dst, ch.recvs)
         return self._channels
+
+    def _first_message(self, rank: int | None, indices: list[int]) -> int | None:
+        """The message number of a channel side's first kept op: 0 unless the rank's log lost its
+        beginning (a capped log: that op's `j`; nothing kept, or a Flight Recorder buffer that
+        wrapped, whose P2P entries carry no per-peer number: not known)."""
+        log = self.run.ranks.get(rank) if rank is not None else None
+        if log is None or not log.dropped:
+            return 0
+        if log.header.get("p2p_unnumbered") or not indices:
+            return None
+        return log.seq[indices[0]]

@@ -124,11 +124,11 @@ def rank_actions(run: Run, rank: int) -> list[dict]:
     if state == "raised":
         if not errored_last:
             end = {"k": "end", "state": "raised", "m": f"{log.exception[0]}: {log.exception[1]}"[:300]}
-    elif state == "killed":
+    elif state in ("killed", "dumped"):  # a Flight Recorder dump ends where the job was stopped
         end = {"k": "end", "state": "killed"}
     # cut by the hang: the rank stopped inside a collective, so what it would have done
     # next was never recorded (what-ifs may let it follow its peers, see follow_peers)
-    end["cut"] = state in ("stuck", "killed-in-collective") or (state == "raised" and errored_last)
+    end["cut"] = state in ("stuck", "killed-in-collective", "waiting-at-dump") or (state == "raised" and errored_last)
     # the recorded op errored and was the rank's last: nothing continues after it
     for a in actions:
         if a["k"] == "op" and a.get("e") and a is _last_op(actions):

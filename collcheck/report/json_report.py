@@ -56,14 +56,14 @@ def to_dict(report) -> dict:
         "run": run.directory, "world": run.world, "verdict": report.verdict,
         "ranks": {str(r): {"state": s.state, "detail": s.detail,
                            "collectives": len(run.ranks[r]) if r in run.ranks else 0,
-                           "blocked_in": [event_dict(e) for e in s.blocked[:3]]}
+                           "blocked_in": [event_dict(e) for e in s.blocked[:3]], "queued_behind": len(s.queued)}
                   for r, s in sorted(report.hang.states.items())},
         "groups": {name: {"members": list(run.group_members(name)), "collectives": n}
                    for name, n in report.counts.items()},
         "findings": [finding_dict(f) for f in report.findings],
         "wait_for": [[a, b, d.get("group")] for a, b, d in report.hang.graph.edges(data=True)],
         "cycles": report.hang.cycles, "root_causes": report.hang.root_causes,
-        "warnings": run.warnings,
+        "warnings": run.warnings, "unchecked": run.unchecked,
     }
 
 

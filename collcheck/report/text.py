@@ -106,7 +106,8 @@ def render(report, out, context: int = 4) -> None:
     for w in run.warnings:
         console.print(f"warning: {w}", markup=False)
     if not report.findings:
-        console.print("No divergence: every group's collectives line up on all ranks.")
+        console.print("No divergence in what could be checked; the warnings above say what could not be."
+                      if report.verdict == "incomplete" else "No divergence: every group's collectives line up on all ranks.")
     for i, f in enumerate(report.findings):
         console.print(_finding_panel(report, f, i))
         if i == 0:

@@ -18,16 +18,25 @@ out, script, deadline = sys.argv[1], sys.argv[2], float(sys.argv[3])
 rank = int(os.environ.get("RANK", "0"))
 world = int(os.environ.get("WORLD_SIZE", "1"))
 _once = threading.Lock()
+_dumped = False
 
 
 def dump() -> None:
-    if not _once.acquire(blocking=False):
-        return
-    try:
-        data = torch._C._distributed_c10d._dump_fr_trace()
-    except Exception as exc:  # noqa: BLE001 - no process group yet: nothing to dump
-        print(f"fr_wrap: rank {rank}: no dump ({exc!r})", file=sys.stderr, flush=True)
-        return
+    """Once; a second caller (SIGTERM's thread and the main thread's handler) waits for the first."""
+    global _dumped
+    with _once:
+        if _dumped:
+            return
+        _dumped = True
+        try:
+            data = torch._C._distributed_c10d._dump_fr_trace()
+        except Exception as exc:  # noqa: BLE001 - no process group yet: nothing to dump
+            print(f"fr_wrap: rank {rank}: no dump ({exc!r})", file=sys.stderr, flush=True)
+            return
+        _write(data)
+
+
+def _write(data: bytes) -> None:
     path = os.path.join(out, f"rank_{rank}")
     with open(path + ".tmp", "wb") as f:
         f.write(data)
@@ -44,6 +53,16 @@ def wait_for_the_others(seconds: float = 8) -> None:
 def on_term(signum, frame):
     dump()
     os._exit(143)
+
+
+def watch_signals(fd: int) -> None:
+    """SIGTERM while the main thread is blocked inside a gloo collective: Python runs its handler
+    only when that call returns, which it never does; the C handler still writes the signal's
+    number to the wakeup fd, so this thread dumps (as NCCL's monitor thread would) and exits."""
+    while True:
+        data = os.read(fd, 16)
+        if signal.SIGTERM in data:
+            on_term(signal.SIGTERM, None)
 
 
 def on_deadline():
@@ -67,7 +86,13 @@ import torch.distributed as dist
 from torch.distributed import distributed_c10d
 
 dist.destroy_process_group = distributed_c10d.destroy_process_group = dump_before(dist.destroy_process_group)
-signal.signal(signal.SIGTERM, on_term)
+# the work is done by watch_signals' thread (the main thread may be blocked, or inside dump());
+# this handler only keeps SIGTERM from killing the process first
+signal.signal(signal.SIGTERM, lambda signum, frame: None)
+_r, _w = os.pipe()
+os.set_blocking(_w, False)
+signal.set_wakeup_fd(_w)
+threading.Thread(target=watch_signals, args=(_r,), daemon=True).start()
 timer = threading.Timer(deadline, on_deadline)
 timer.daemon = True
 timer.start()

@@ -36,7 +36,8 @@ def overview(report) -> RGroup:
     head.append(f"{os.path.basename(os.path.normpath(run.directory))}   ")
     head.append(f"{len(run.ranks)}/{run.world} ranks, {len(run.group_names())} groups, {n} collectives   ")
     head.append("verdict: ", style="bold")
-    head.append(report.verdict.upper(), style="bold green" if report.verdict == "clean" else "bold red")
+    color = {"clean": "green", "incomplete": "yellow"}.get(report.verdict, "red")
+    head.append(report.verdict.upper(), style=f"bold {color}")
     head.append(f"   findings: {len(report.findings)}\n")
     for w in run.warnings:
         head.append(f"warning: {w}\n", style="yellow")
