@@ -188,7 +188,11 @@ def test_every_op_recorded_on_every_rank(tmp_path):
                 if want["async_op"] is not None:
                     assert e.async_op == want["async_op"], where
                 assert e.site == (script, marks[name], "main"), where
-                assert e.label is None and e.sig.role is None, where
+                assert e.sig.role is None, where
+                if name in ("distribute", "redistribute"):  # DTensor: torch's module and function
+                    assert e.label.startswith("torch.distributed.tensor."), (where, e.label)
+                else:  # the user's own call
+                    assert e.label is None, (where, e.label)
                 if name in raised:  # gloo refused it: the record stays, with the error the user got
                     assert e.error is not None and not e.completed, where
                     assert got[(r, name)].startswith(f"'raised {e.error}"), where
@@ -537,3 +541,37 @@ def test_call_on_a_group_the_rank_is_not_in(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "collcheck", "diff", "--format", "junit", run_dir],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and 'type="non_member_call"' in proc.stdout, proc.stdout + proc.stderr
+
+
+@pytest.mark.timeout(150)
+def test_framework_collectives_are_labelled_by_their_framework(tmp_path):
+    """FSDP2's collectives are FSDP2's (the module's phase, never DDP's or join()'s), DTensor's are
+    named by torch module and function, DDP keeps its labels, a user's call has none."""
+    script = program("frameworks.py")
+    rc, _, err, run_dir = torchrun(script, 2, tmp_path, timeout=120)
+    assert rc == 0, err[-4000:]
+    run = load_run(run_dir)
+    for rank, log in run.ranks.items():
+        phases, phase = {}, None
+        for e in events_of(log):
+            if e.label is None and e.sig.tensors and e.sig.tensors[0][1] in ((101,), (102,), (103,), (104,)):
+                phase = {(101,): "fsdp", (102,): "dtensor", (103,): "ddp", (104,): "end"}[e.sig.tensors[0][1]]
+                continue
+            phases.setdefault(phase, []).append(e)
+        fsdp, dtensor, ddp = phases["fsdp"], phases["dtensor"], phases["ddp"]
+        # each FSDP unit's own collectives, by its module's name (the root holds no parameter of its own)
+        assert {e.sig.role for e in fsdp} == {f"FSDP {what} of {m}" for what in ("unshard all-gather", "gradient reduce")
+                                             for m in ("0", "2")}, {e.sig.role for e in fsdp}
+        labels = {e.label for e in fsdp}
+        assert {"FSDP2 forward: FSDP unshard all-gather of 0", "FSDP2 backward: FSDP gradient reduce of 2"} <= labels, \
+            labels
+        assert all(e.label.startswith("FSDP2 ") for e in fsdp), labels
+        assert all(e.sig.role is None and e.label.startswith("torch.distributed.") for e in dtensor), \
+            {e.label for e in dtensor}
+        assert {e.label.rstrip(" 0123456789") for e in ddp} == {
+            "parameter shape check", "DDP init: module state broadcast", "DDP backward: gradient bucket"}, \
+            {e.label for e in ddp}
+        assert any(e.label.startswith("DDP backward: gradient bucket") for e in ddp), {e.label for e in ddp}
+        every = [e for es in phases.values() for e in es]
+        assert not any(("DDP" in (e.label or "") or "join()" in (e.label or "")) for e in fsdp + dtensor)
+        assert len(every) > 10

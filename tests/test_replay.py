@@ -253,10 +253,12 @@ def test_shrink_keeps_size_relations():
 
 def test_role_chains_match_the_recorder():
     """The runtime's torch-function chains make the recorder see the recorded role and label phase."""
-    from collcheck.capture import callsite
+    from collcheck.capture import callsite, frameworks
 
-    roles = set(callsite.ROLE_OF_FUNCTION.values()) | {"bucket rebuild"}
-    phases = set(callsite.PHASE_OF_FUNCTION.values())
+    roles = set(frameworks.ROLES.values()) | {"bucket rebuild"}
+    phases = set(frameworks.PHASES.values())
+    assert roles - {"bucket rebuild"} <= set(runtime.ROLE_FUNCTION), roles - set(runtime.ROLE_FUNCTION)
+    assert phases <= set(runtime.PHASE_FUNCTION), phases - set(runtime.PHASE_FUNCTION)
     for role in roles:
         for phase in [None, *phases]:
             if role == "bucket rebuild" and phase not in ("DDP forward", "join() shadow"):
@@ -264,8 +266,27 @@ def test_role_chains_match_the_recorder():
             label = f"{phase}: {role}" if phase else role
             want_role, want_label = callsite._purpose(runtime.role_functions(role, label))
             assert want_role == role, (role, label)
-            if phase and want_label is not None and phase not in ("DDP backward", "DDP init"):
+            if phase and phase != "DDP init":
                 assert want_label.startswith(phase), (role, label, want_label)
+    assert callsite._purpose(runtime.role_functions("gradient bucket", "DDP backward: gradient bucket")) == (
+        "gradient bucket", "DDP backward: gradient bucket")
+
+
+def test_fsdp_roles_replay_with_their_module():
+    """An FSDP2 role names its module; the replayed call is issued through a frame whose `self`
+    names the same module, so the recorder sees the recorded role."""
+    from collcheck.capture import callsite
+
+    seen = []
+
+    def probe():
+        _, names, _ = callsite.walk(sys._getframe(1), False)
+        seen.append(callsite._purpose(names))
+
+    for role, phase in [("FSDP unshard all-gather of layers.3.experts.1", "FSDP2 forward"),
+                        ("FSDP gradient reduce of the root module", "FSDP2 backward")]:
+        runtime.call_as({"role": role, "label": f"{phase}: {role}", "s": ["/somewhere/train.py", 7, "step"]}, probe)
+        assert seen[-1] == (role, f"{phase}: {role}"), seen[-1]
 
 
 def test_trampoline_reports_the_recorded_site():

@@ -14,6 +14,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import ContentSwitcher, Footer, Label, LoadingIndicator, Static
 
+from collcheck.model import group_label
 
 from . import navigation
 from .messages import CursorMoved, Loaded, LoadFailed, LoadProgress, Previewed
@@ -226,7 +227,7 @@ class CollcheckApp(App):
         if r is None:
             return
         run = r.run
-        g = "all groups" if self.group == MERGED else f"group {self.group}"
+        g = "all groups" if self.group == MERGED else group_label(run, self.group)
         f = f"finding {self.finding + 1}/{len(r.findings)}" if self.finding >= 0 else f"{len(r.findings)} findings"
         if self.preview:
             verdict, f = "(analysing ...)", f"preview: first {self.preview} collectives per rank"

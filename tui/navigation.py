@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from collcheck.model import rank_ranges
+from collcheck.model import group_label, rank_ranges
 
 from .grid import Grid, finding_row
 
@@ -52,7 +52,7 @@ def group_choices(report, merged: str) -> list[tuple[str, str]]:
     out = [(merged, "all groups, merged in issue order")]
     for g in run.group_names():
         members = run.group_members(g)
-        out.append((g, f"group {g}: ranks {rank_ranges(members)} ({len(members)}), "
+        out.append((g, f"{group_label(run, g)}: ranks {rank_ranges(members)} ({len(members)}), "
                        f"{report.counts.get(g, 0)} collectives"))
     return out
 

@@ -16,8 +16,32 @@ def explain(run: Run, f: Finding) -> str:
     return _TEXTS.get(f.kind, _field_text)(run, f)
 
 
+# the fix a framework's own collectives call for, by role (capture/frameworks): never DDP's
+# join() for a collective DDP did not issue
+_FSDP_FIX = ("every rank must run the same FSDP modules in the same order, forward and backward (e.g. run "
+             "an expert that got no tokens on an empty batch instead of skipping it)")
+_SYNC_BN_FIX = ("run the same forward passes through SyncBatchNorm layers on every rank: a pass on some ranks "
+                "only (evaluation, visualisation) belongs in eval() mode or on every rank")
+_DCP_FIX = "call torch.distributed.checkpoint save/load on every rank of the group, with the same arguments"
+FIX_BY_ROLE = {
+    "FSDP unshard all-gather": _FSDP_FIX, "FSDP gradient reduce": _FSDP_FIX,
+    "SyncBatchNorm statistics": _SYNC_BN_FIX, "SyncBatchNorm gradient": _SYNC_BN_FIX,
+    "checkpoint planning": _DCP_FIX,
+}
+
+
 def better_fix(run: Run, f: Finding, divergences: bool) -> str | None:
     """Advice that fits this run better than the kind's usual fix (findings.KINDS), if any."""
+    if f.kind not in ("hang", "deadlock"):
+        events = [e for e in [*f.events.values(), f.expected] if e is not None]
+        roles = [e.sig.role.partition(" of ")[0] for e in events if e.sig.role]  # ("... of <module>")
+        fix = next((FIX_BY_ROLE[r] for r in roles if r in FIX_BY_ROLE), None)
+        if fix:
+            return fix
+    if f.kind == "deadlock" and f.details.get("waited_on_by"):
+        return (f"{_ranks(f.ranks)} issued a collective the other members of group {f.group} never issue, while the "
+                "rest went on to another group: a branch taken on some ranks only (e.g. `if rank == 0:` around a "
+                "DTensor full_tensor() or a checkpoint) must run on every rank of that group, or on none")
     if f.kind == "hang" and not divergences and f.details.get("root_causes"):
         return ("the sequences line up: look at why the root-cause rank(s) stopped (their state and detail "
                 "below: what they raised, or where they were)")
@@ -182,7 +206,10 @@ def _field_text(run: Run, f: Finding) -> str:
 def _deadlock(run: Run, f: Finding) -> str:
     cyc = f.details["cycle"]
     hops = " -> ".join(f"rank {r} ({w})" for r, w in zip(cyc, f.details["waits"]))
-    return f"wait-for cycle: {hops} -> rank {cyc[0]}; every rank in it waits for the next one, none can proceed"
+    text = f"wait-for cycle: {hops} -> rank {cyc[0]}; every rank in it waits for the next one, none can proceed"
+    for r, waiters in (f.details.get("waited_on_by") or {}).items():
+        text += f"; rank {r} is the one out of step: {_ranks(waiters)} wait for it"
+    return text
 
 
 def _hang(run: Run, f: Finding) -> str:

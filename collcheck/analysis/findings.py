@@ -74,8 +74,8 @@ KINDS = {
                           "NCCL pairs them silently: each side reads the other's value (wrong results, "
                           "or a later hang)",
                           "gloo pairs them silently: each side reads the other's value",
-                          "do not interleave your own collectives with DDP join()/internal ones; "
-                          "issue them on every rank or use a separate group"),
+                          "issue the same calls on every rank; a collective of your own among a framework's "
+                          "(DDP's join(), FSDP's) must be issued on every rank or on a separate group"),
     "hang": ("hang", "error",
              "ranks wait in collectives until the NCCL watchdog timeout",
              "ranks wait until the group timeout and raise",

@@ -225,8 +225,13 @@ def hang_findings(run: Run, hang: HangAnalysis) -> list[Finding]:
         edges = [hang.graph.edges[cyc[i], cyc[(i + 1) % len(cyc)]] for i in range(len(cyc))]
         groups = [e["group"] for e in edges]
         waits = [_wait_text(e["event"]) for e in edges]
-        out.append(Finding("deadlock", groups[0], ev.position, sorted(cyc), "", events, None,
-                           {"cycle": list(cyc), "groups": groups, "waits": waits}, last + 1))
+        culprits = _cycle_culprits(hang.graph, cyc)
+        # the finding is at the first culprit's own slot: the collective it waits in
+        at = edges[cyc.index(culprits[0])]["event"]
+        details = {"cycle": list(cyc), "groups": groups, "waits": waits}
+        if len(culprits) < len(cyc):
+            details["waited_on_by"] = {r: sorted(hang.graph.predecessors(r)) for r in culprits}
+        out.append(Finding("deadlock", at.group, at.position, culprits, "", events, None, details, last + 1))
     if not out:
         details = {"waiting": sorted(hang.inside), "root_causes": hang.root_causes,
                    "edges": [[a, b] for a, b in hang.graph.edges]}
@@ -239,6 +244,16 @@ def hang_findings(run: Run, hang: HangAnalysis) -> list[Finding]:
         out.append(Finding("hang", ev.group, ev.position, hang.root_causes or sorted(hang.inside), "", events,
                            None, details, last + 1))
     return out
+
+
+def _cycle_culprits(graph: nx.DiGraph, cycle: list[int]) -> list[int]:
+    """The ranks of a wait-for cycle that the most ranks wait on: on a mesh, the one rank that
+    entered a rank-only branch (a collective on its dp group) is waited on by every other rank
+    of the world group, its dp peer only by it. A symmetric cycle (two ranks issuing two groups'
+    collectives in opposite orders) blames all its ranks."""
+    waited_on = {r: graph.in_degree(r) for r in cycle}
+    most = max(waited_on.values())
+    return sorted(r for r, n in waited_on.items() if n == most)
 
 
 def _observed(hang: HangAnalysis) -> str | None:

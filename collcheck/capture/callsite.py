@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 
 import torch
 
+from . import frameworks
 from .wire import PUBLIC_APIS
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
@@ -23,40 +25,7 @@ try:  # typing_extensions wraps deprecated torch APIs
 except ImportError:  # pragma: no cover
     pass
 
-# torch function name -> purpose "role". Roles are matched across ranks by the diff:
-# two calls in the same slot must play the same role (docs/findings.md, semantic mismatch).
-# Sources: torch/nn/parallel/distributed.py, torch/distributed/algorithms/join.py,
-# torch/distributed/utils.py (torch 2.13).
-ROLE_OF_FUNCTION = {
-    "_check_global_requires_backward_grad_sync": "backward-sync flag",
-    "notify_join_context": "not-joined count",
-    "_get_num_nonjoined_procs": "not-joined count",
-    "_notify_procs_to_terminate": "not-joined count",
-    "_match_all_reduce_for_bwd_pass": "gradient bucket",
-    "_match_unused_params_allreduce": "unused-parameter map",
-    "_find_common_rank": "authoritative rank",
-    "_sync_buffers": "buffer broadcast",
-    "_sync_module_buffers": "buffer broadcast",
-    "_check_and_sync_module_buffers": "buffer broadcast",
-    "_sync_module_states": "module state broadcast",
-    "_sync_params_and_buffers": "module state broadcast",
-    "_verify_param_shape_across_processes": "parameter shape check",
-    "_delayed_all_reduce_hook": "delayed all-reduce",
-    "_engine_run_backward": "gradient bucket",  # C++ reducer hooks fire inside backward
-}
-# Outer torch frames that say in which phase the role was played.
-PHASE_OF_FUNCTION = {
-    "main_hook": "join() shadow",
-    "_sync_final_model": "join() final sync",
-    "__exit__": "join()",
-    "_pre_forward": "DDP forward",
-    "_post_forward": "DDP forward",
-    "_engine_run_backward": "DDP backward",
-    "_ddp_init_helper": "DDP init",
-}
-_LABEL_NAMES = set(ROLE_OF_FUNCTION) | set(PHASE_OF_FUNCTION)
-_JOIN_FILE = os.path.join("distributed", "algorithms", "join.py")
-_C10D_FILE = os.path.join("distributed", "distributed_c10d.py")
+_C10D_FILE = "distributed/distributed_c10d.py"
 API_PREFIX = "dist."  # a walk's name for a public torch.distributed function: "dist.all_reduce"
 _API_NAMES = {name: API_PREFIX + name for name in PUBLIC_APIS}
 
@@ -65,15 +34,20 @@ _verdicts: dict = {}
 
 
 def _classify(code) -> tuple[bool, str | None]:
+    """(is the user's frame, name): a torch frame's name is 'file:function' (file relative to the
+    torch package), what `frameworks` tables are keyed by; torch's plumbing between a framework and
+    the wire has none, a public torch.distributed function is 'dist.<name>'."""
     fn = code.co_filename
     if fn.startswith(_TORCH_DIR):
+        file = fn[len(_TORCH_DIR):].replace(os.sep, "/")
         name = code.co_name
-        if name == "__exit__" and not fn.endswith(_JOIN_FILE):
-            name = None
-        if name in _API_NAMES and fn.endswith(_C10D_FILE):
+        if file == _C10D_FILE and name in _API_NAMES:
             v = (False, _API_NAMES[name])
+        elif file in frameworks.PLUMBING_FILES:
+            v = (False, None)
         else:
-            v = (False, name if name in _LABEL_NAMES else None)
+            key = sys.intern(f"{file}:{name}")
+            v = (False, key, True) if key in frameworks.OBJECT_FRAMES else (False, key)
     elif fn.startswith(_COLLCHECK_DIR) or fn in _SKIP_FILES or fn.startswith("<frozen"):
         v = (False, None)
     else:
@@ -107,6 +81,10 @@ def walk(frame, full: bool):
                 names = [v[1]]
             else:
                 names.append(v[1])
+            if len(v) > 2:  # the frame's `self` says what for (an FSDP parameter group's module)
+                obj = frame.f_locals.get("self")
+                if obj is not None:
+                    names.append(obj)
         frame = frame.f_back
     return user, names, stack
 
@@ -125,11 +103,11 @@ def purpose(names: list[str] | None) -> tuple[str | None, str | None]:
     return hit
 
 
-def api_of(names: list[str] | None) -> str | None:
+def api_of(names: list | None) -> str | None:
     """The public torch.distributed function a wire op was issued by (the outermost on the way
     from the op to the user's frame), or None: issued below the Python API (C++, functional)."""
     for name in reversed(names or ()):
-        if name.startswith(API_PREFIX):
+        if isinstance(name, str) and name.startswith(API_PREFIX):
             return name[len(API_PREFIX):]
     return None
 
@@ -138,21 +116,27 @@ def _purpose(names: list[str] | None) -> tuple[str | None, str | None]:
     """(role, label) of a call issued by torch internals, or (None, None) for user calls.
 
     The role is what must match across ranks; the label adds the phase for humans,
-    e.g. role "gradient bucket", label "join() shadow: gradient bucket".
+    e.g. role "gradient bucket", label "join() shadow: gradient bucket". A torch internal no
+    table knows gets no role and its module and function as label.
     """
-    names = [n for n in names or () if not n.startswith(API_PREFIX)]
+    objects = [n for n in names or () if not isinstance(n, str)]
+    names = [n for n in names or () if isinstance(n, str) and not n.startswith(API_PREFIX)]
     if not names:
         return None, None
-    role = next((ROLE_OF_FUNCTION[n] for n in names if n in ROLE_OF_FUNCTION), None)
-    if role is None:
-        if names[0] not in ("_pre_forward", "main_hook"):
-            return None, None
-        role = "bucket rebuild"  # reducer._rebuild_buckets / _push_all_rebuilt_params (C++)
+    role = next((frameworks.ROLES[n] for n in names if n in frameworks.ROLES), None)
+    what = next((w for w in map(frameworks.object_label, objects) if w is not None), None)
+    if role is not None and what is not None:
+        role = f"{role} of {what}"  # the module is part of what must match across ranks
     # innermost phase wins: join's __exit__ encloses main_hook and _sync_final_model
-    phase = next((PHASE_OF_FUNCTION[n] for n in names if n in PHASE_OF_FUNCTION), None)
-    if phase == "DDP backward" and role != "gradient bucket":
-        phase = None
-    if phase is None and role == "module state broadcast":
+    phase = next((frameworks.PHASES[n] for n in names if n in frameworks.PHASES), None)
+    if role is None and names[0] in frameworks.BUCKET_REBUILD_AT:
+        role = "bucket rebuild"  # reducer._rebuild_buckets / _push_all_rebuilt_params (C++)
+    elif role is None and names[0] == frameworks.REDUCER_AT:
+        role, phase = "gradient bucket", "DDP backward"  # the C++ reducer's hooks
+    if role is None and phase is None:
+        return None, frameworks.describe(names[0])
+    if role == "module state broadcast" and phase is None and frameworks.DDP_INIT_AT in names:
         phase = "DDP init"
+    if role is None:
+        return None, f"{phase}: {frameworks.describe(names[0])}"
     return role, f"{phase}: {role}" if phase else role
-

@@ -60,6 +60,7 @@ struct Op {  // argument positions (-1: none), from wire.py (async_op: from the 
 struct Verdict {
   bool user;
   PyObject* name;  // labelled torch function name or nullptr
+  bool self_too;   // the frame's `self` names what the call is for (an FSDP parameter group)
 };
 struct Entry {
   long tid;
@@ -145,13 +146,14 @@ bool walk(PyFrameObject** user, std::vector<PyObject*>& names) {
     auto it = verdicts.find(reinterpret_cast<PyObject*>(code));
     if (it == verdicts.end()) {
       PyObject* v = PyObject_CallOneArg(classify_fn, reinterpret_cast<PyObject*>(code));
-      if (!v || !PyTuple_Check(v) || PyTuple_GET_SIZE(v) != 2) {
+      if (!v || !PyTuple_Check(v) || PyTuple_GET_SIZE(v) < 2) {
         Py_XDECREF(v);
         Py_DECREF(code);
         Py_DECREF(f);
         return false;
       }
-      Verdict verdict{PyObject_IsTrue(PyTuple_GET_ITEM(v, 0)) == 1, PyTuple_GET_ITEM(v, 1)};
+      Verdict verdict{PyObject_IsTrue(PyTuple_GET_ITEM(v, 0)) == 1, PyTuple_GET_ITEM(v, 1),
+                      PyTuple_GET_SIZE(v) > 2 && PyObject_IsTrue(PyTuple_GET_ITEM(v, 2)) == 1};
       if (verdict.name == Py_None) verdict.name = nullptr;
       Py_XINCREF(verdict.name);
       Py_DECREF(v);
@@ -164,6 +166,15 @@ bool walk(PyFrameObject** user, std::vector<PyObject*>& names) {
       return true;
     }
     if (it->second.name) names.push_back(it->second.name);
+    if (it->second.self_too) {
+      // the object itself goes into the record's key and details (which pin it): one template
+      // per object, as the Python walk does (callsite.walk)
+      PyObject* locals = PyFrame_GetLocals(f);
+      PyObject* self = locals ? PyDict_GetItemString(locals, "self") : nullptr;
+      if (self) names.push_back(self);  // alive: the frame holds it while the op is issued
+      Py_XDECREF(locals);
+      PyErr_Clear();
+    }
     PyFrameObject* back = PyFrame_GetBack(f);
     Py_DECREF(f);
     f = back;

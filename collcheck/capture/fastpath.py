@@ -230,6 +230,8 @@ class RecorderHooks:
             labels, bucket = _pairs({"u": w.string_id(t.role)}), t.label
         elif t.role is not None:
             labels = _pairs({"u": w.string_id(t.role), "l": w.string_id(t.label)})
+        elif t.label is not None:  # a torch internal no table knows: a label alone, a fixed field
+            mid["l"] = w.string_id(t.label)
         self._fast.cache(tid, _pairs(head), _pairs(mid), len(head) + len(mid), t.g, t.op, labels, bucket,
                          bucket is not None and bucket.startswith("DDP backward"), t.seq)
 

@@ -380,10 +380,10 @@ class Recorder(Completions, fastpath.RecorderHooks):
                 go_on = prev is not None and prev[0] == epoch and (epoch is not None or prev[1] == last)
                 index = prev[2] + 1 if go_on else 0
                 self._bucket[gid] = (epoch, eid, index)
-        if role is None:
-            return
-        rec["u"] = w.string_id(role)
-        rec["l"] = w.string_id(f"{label} {index}" if bucket else label)
+        if role is not None:
+            rec["u"] = w.string_id(role)
+        if label is not None:  # (a torch internal no table knows: a label, no role)
+            rec["l"] = w.string_id(f"{label} {index}" if bucket else label)
 
     # -- process-level records ---------------------------------------------------------
     def record(self, rec: dict) -> None:

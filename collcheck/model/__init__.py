@@ -1,10 +1,11 @@
 """The run model every view reads: ranks' events (run.py), the orders they are lined up in
-(sequences.py), rank lists for people (ranks.py).
+(sequences.py), rank lists and groups for people (ranks.py, groups.py).
 
 Reports, the TUI and replay build on these names only; a change of the log format touches the
 reader, the scanner and this package, never a view.
 """
 
+from .groups import group_label
 from .ranks import rank_ranges
 from .run import (
                   DTYPE_SIZES,
@@ -22,4 +23,4 @@ from .run import (
 from .sequences import Channel, GroupSequences, Sequences
 
 __all__ = ["DTYPE_SIZES", "P2P_OPS", "REDUCE_OPS", "ROOTED_OPS", "Channel", "Event", "Group", "GroupCreation",
-           "GroupSequences", "RankLog", "Run", "Sequences", "Signature", "load_run", "rank_ranges"]
+           "GroupSequences", "RankLog", "Run", "Sequences", "Signature", "group_label", "load_run", "rank_ranges"]

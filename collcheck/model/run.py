@@ -369,6 +369,7 @@ class Run:
         # findings is then 'incomplete', not 'clean'. Each is also among the warnings.
         self.unchecked: list[str] = []
         self.source = "collcheck"  # what wrote the logs: "collcheck", or "flight-recorder" (converted dumps)
+        self._group_table: dict | None = None  # group name -> (members, desc): groups.py
         self._files: OrderedDict[str, dict] = OrderedDict()
 
     def sig_id(self, sig: Signature) -> int:

@@ -23,40 +23,66 @@ attributes the replayed call to the same site and role as the recorded one.
 """
 
 import datetime
+import functools
 import os
 import sys
 import time
 
-# purpose role -> a torch function that plays it; phase -> a torch function that encloses it
+# purpose role -> a torch function that plays it; phase -> a torch function that encloses it, as
+# "file:function" (file relative to the torch package: the recorder keys its tables by both)
+_DDP, _JOIN, _UTILS = "nn/parallel/distributed.py", "distributed/algorithms/join.py", "distributed/utils.py"
+_FSDP2, _FSDP1 = "distributed/fsdp/_fully_shard/", "distributed/fsdp/"
 ROLE_FUNCTION = {
-    "backward-sync flag": "_check_global_requires_backward_grad_sync",
-    "not-joined count": "_get_num_nonjoined_procs",
-    "gradient bucket": "_match_all_reduce_for_bwd_pass",
-    "unused-parameter map": "_match_unused_params_allreduce",
-    "authoritative rank": "_find_common_rank",
-    "buffer broadcast": "_sync_module_buffers",
-    "module state broadcast": "_sync_module_states",
-    "parameter shape check": "_verify_param_shape_across_processes",
-    "delayed all-reduce": "_delayed_all_reduce_hook",
+    "backward-sync flag": f"{_DDP}:_check_global_requires_backward_grad_sync",
+    "not-joined count": f"{_JOIN}:_get_num_nonjoined_procs",
+    "gradient bucket": f"{_DDP}:_match_all_reduce_for_bwd_pass",
+    "unused-parameter map": f"{_DDP}:_match_unused_params_allreduce",
+    "authoritative rank": f"{_DDP}:_find_common_rank",
+    "buffer broadcast": f"{_DDP}:_sync_module_buffers",
+    "module state broadcast": f"{_UTILS}:_sync_module_states",
+    "parameter shape check": f"{_UTILS}:_verify_param_shape_across_processes",
+    "delayed all-reduce": f"{_DDP}:_delayed_all_reduce_hook",
+    "FSDP unshard all-gather": f"{_FSDP2}_fsdp_collectives.py:foreach_all_gather",
+    "FSDP gradient reduce": f"{_FSDP2}_fsdp_collectives.py:foreach_reduce",
+    "SyncBatchNorm statistics": "nn/modules/_functions.py:forward",
+    "SyncBatchNorm gradient": "nn/modules/_functions.py:backward",
+    "checkpoint planning": "distributed/checkpoint/utils.py:all_gather_object",
 }
 PHASE_FUNCTION = {
-    "join() shadow": "main_hook",
-    "join() final sync": "_sync_final_model",
-    "join()": "__exit__",
-    "DDP forward": "_pre_forward",
-    "DDP backward": "_engine_run_backward",
-    "DDP init": "_ddp_init_helper",
+    "join() shadow": f"{_DDP}:main_hook",
+    "join() final sync": f"{_DDP}:_sync_final_model",
+    "join()": f"{_JOIN}:__exit__",
+    "ZeRO join() shadow": "distributed/optim/zero_redundancy_optimizer.py:main_hook",
+    "DDP forward": f"{_DDP}:_pre_forward",
+    "DDP init": f"{_DDP}:_ddp_init_helper",
+    "FSDP2 forward": f"{_FSDP2}_fsdp_param_group.py:pre_forward",
+    "FSDP2 prefetch": f"{_FSDP2}_fsdp_param_group.py:_prefetch_unshard",
+    "FSDP2 backward": f"{_FSDP2}_fsdp_param_group.py:post_backward",
+    "FSDP2 init": f"{_FSDP2}_fsdp_state.py:_lazy_init",
+    "FSDP forward": f"{_FSDP1}_runtime_utils.py:_pre_forward",
+    "FSDP backward": f"{_FSDP1}_runtime_utils.py:_post_backward_hook",
+    "FSDP prefetch": f"{_FSDP1}_runtime_utils.py:_prefetch_handle",
+    "FSDP init": f"{_FSDP1}fully_sharded_data_parallel.py:__init__",
+    "checkpoint save": "distributed/checkpoint/state_dict_saver.py:save",
+    "checkpoint load": "distributed/checkpoint/state_dict_loader.py:load",
 }
+_REDUCER = "autograd/graph.py:_engine_run_backward"  # DDP's C++ reducer issues bucket all-reduces below it
+# FSDP2's roles name the module ("FSDP unshard all-gather of layers.0"): the recorder reads it from
+# the `self` of these frames (an FSDP parameter group's `_module_fqn`)
+_FSDP_OBJECT_FRAME = {"FSDP unshard all-gather": f"{_FSDP2}_fsdp_param_group.py:unshard",
+                      "FSDP gradient reduce": f"{_FSDP2}_fsdp_param_group.py:post_backward"}
 
 _trampolines = {}
 
 
-def trampoline(filename, name, line):
-    """A function `t(f, *a, **k) -> f(*a, **k)` whose frame reads as `name` at filename:line."""
-    key = (filename, name, line)
+def trampoline(filename, name, line, with_self=False):
+    """A function `t(f, *a, **k) -> f(*a, **k)` whose frame reads as `name` at filename:line
+    (`with_self`: `t(self, f, ...)`, a frame with a `self` local, as a method's)."""
+    key = (filename, name, line, with_self)
     t = _trampolines.get(key)
     if t is None:
-        src = "\n" * (max(int(line or 1), 1) - 1) + "def _t(__f, *__a, **__k): return __f(*__a, **__k)\n"
+        args = "self, __f" if with_self else "__f"
+        src = "\n" * (max(int(line or 1), 1) - 1) + f"def _t({args}, *__a, **__k): return __f(*__a, **__k)\n"
         ns = {}
         exec(compile(src, filename, "exec"), ns)
         t = ns["_t"]
@@ -69,18 +95,29 @@ def trampoline(filename, name, line):
 
 
 def role_functions(role, label):
-    """Torch function names, innermost first, that make a recorder see `role` (and the label's phase)."""
+    """Torch frames ("file:function"), innermost first, that make a recorder see `role` (and the
+    label's phase)."""
     if role is None:
         return []
     phase = label.split(": ", 1)[0] if label and ": " in label else None
     if role == "bucket rebuild":
-        return ["main_hook" if phase == "join() shadow" else "_pre_forward"]
+        return [PHASE_FUNCTION["join() shadow" if phase == "join() shadow" else "DDP forward"]]
     if role == "gradient bucket" and phase == "DDP backward":
-        return ["_engine_run_backward"]
-    names = [ROLE_FUNCTION.get(role, "_match_all_reduce_for_bwd_pass")]
-    if phase in PHASE_FUNCTION and phase != "DDP backward":
+        return [_REDUCER]
+    base, _, module = role.partition(" of ")
+    names = [ROLE_FUNCTION.get(base, ROLE_FUNCTION["gradient bucket"])]
+    if module and base in _FSDP_OBJECT_FRAME:  # (frame, the module its `self` names)
+        names.append((_FSDP_OBJECT_FRAME[base], "" if module == "the root module" else module))
+    if phase in PHASE_FUNCTION:
         names.append(PHASE_FUNCTION[phase])
     return names
+
+
+class _ParamGroup:
+    """What the recorder reads from an FSDP2 parameter group: its module's name."""
+
+    def __init__(self, fqn):
+        self._module_fqn = fqn
 
 
 def _new_backward_pass() -> None:
@@ -103,16 +140,19 @@ def call_as(op, fn, /, *args, **kwargs):
     if op.get("role") == "gradient bucket" and (op.get("label") or "").startswith("DDP backward") and (
             op.get("label") or "").endswith(" 0"):
         _new_backward_pass()
-    chain = []
+    call = functools.partial(fn, *args, **kwargs)
+    torch_dir = os.path.dirname(torch.__file__)
+    for name in role_functions(op.get("role"), op.get("label")):  # innermost first
+        obj = None
+        if isinstance(name, tuple):
+            name, obj = name[0], _ParamGroup(name[1])
+        file, func = name.split(":", 1)
+        t = trampoline(os.path.join(torch_dir, *file.split("/")), func, 1, with_self=obj is not None)
+        call = functools.partial(t, obj, call) if obj is not None else functools.partial(t, call)
     site = op.get("s")
     if site:
-        chain.append(trampoline(site[0], site[2], site[1]))
-    join_file = os.path.join(os.path.dirname(torch.__file__), "distributed", "algorithms", "join.py")
-    for name in reversed(role_functions(op.get("role"), op.get("label"))):  # outermost first
-        chain.append(trampoline(join_file, name, 1))
-    if not chain:
-        return fn(*args, **kwargs)
-    return chain[0](*chain[1:], fn, *args, **kwargs)
+        call = functools.partial(trampoline(site[0], site[2], site[1]), call)
+    return call()
 
 
 class Replayer:

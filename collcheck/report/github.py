@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+from ..model import group_label
+
 
 def _esc(s: str) -> str:
     return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
@@ -23,7 +25,7 @@ def render(report, out) -> None:
         if site:
             path = os.path.relpath(site[0]) if os.path.isabs(site[0]) else site[0]
             params += [f"file={path}", f"line={site[1]}"]
-        params.append(f"title={_esc(f'collcheck {f.kind} (group {f.group}, #{f.number})')}")
+        params.append(f"title={_esc(f'collcheck {f.kind} ({group_label(report.run, f.group)}, #{f.number})')}")
         out.write(f"::error {','.join(params)}::{_esc(f.message)}\n")
     if not report.findings:
         out.write("::notice title=collcheck::no divergence found\n")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ..model import REDUCE_OPS
+from ..model import REDUCE_OPS, group_label
 
 JSON_VERSION = 1
 
@@ -28,9 +28,10 @@ def event_dict(e) -> dict | None:
     return out
 
 
-def finding_dict(f) -> dict:
+def finding_dict(f, run=None) -> dict:
     return {
-        "kind": f.kind, "title": f.title, "severity": f.severity, "group": f.group, "position": f.number,
+        "kind": f.kind, "title": f.title, "severity": f.severity, "group": f.group,
+        "group_label": group_label(run, f.group) if run is not None else f"group {f.group}", "position": f.number,
         "ranks": f.ranks, "message": f.message,
         "events": {str(r): event_dict(e) for r, e in sorted(f.events.items())},
         "expected": event_dict(f.expected),
@@ -58,9 +59,9 @@ def to_dict(report) -> dict:
                            "collectives": len(run.ranks[r]) if r in run.ranks else 0,
                            "blocked_in": [event_dict(e) for e in s.blocked[:3]], "queued_behind": len(s.queued)}
                   for r, s in sorted(report.hang.states.items())},
-        "groups": {name: {"members": list(run.group_members(name)), "collectives": n}
+        "groups": {name: {"members": list(run.group_members(name)), "collectives": n, "label": group_label(run, name)}
                    for name, n in report.counts.items()},
-        "findings": [finding_dict(f) for f in report.findings],
+        "findings": [finding_dict(f, run) for f in report.findings],
         "wait_for": [[a, b, d.get("group")] for a, b, d in report.hang.graph.edges(data=True)],
         "cycles": report.hang.cycles, "root_causes": report.hang.root_causes,
         "warnings": run.warnings, "unchecked": run.unchecked,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from xml.etree import ElementTree as ET
 
+from ..model import group_label
+
 
 def render(report, out) -> None:
     suite = ET.Element("testsuite", name="collcheck", tests="0", failures="0")
@@ -13,7 +15,7 @@ def render(report, out) -> None:
     unseen = sorted({f.group for f in report.findings if f.kind not in ("hang", "deadlock")} - set(report.counts))
     names = list(report.counts) + unseen + ["hang"]
     for name in names:
-        case = ET.SubElement(suite, "testcase", classname="collcheck.diff", name=f"group {name}" if name != "hang" else "hang")
+        case = ET.SubElement(suite, "testcase", classname="collcheck.diff", name=group_label(report.run, name) if name != "hang" else "hang")
         cases += 1
         mine = [f for f in report.findings if (f.kind in ("hang", "deadlock")) == (name == "hang") and (name == "hang" or f.group == name)]
         for f in mine:

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..analysis.fold import fold_identical
-from ..model import rank_ranges
+from ..model import group_label, rank_ranges
 
 MAX_COLUMNS = 8
 
@@ -53,7 +53,8 @@ def side_by_side(report, finding, context: int) -> Table | None:
                tuple((log.sig[i], log.completed(i), log.a2a.get(i)) if i >= 0 else None for i in rows))
         windows[r] = (key, rows)
     folded = fold_identical({r: key for r, (key, _) in windows.items()})
-    table = Table(title=f"group {group}: collectives around #{finding.number}", show_lines=True, expand=False)
+    table = Table(title=f"{group_label(report.run, group)}: collectives around #{finding.number}", show_lines=True,
+                  expand=False)
     table.add_column("", style="dim", no_wrap=True)
     columns = []
     for ranks, _ in folded[:MAX_COLUMNS]:
@@ -93,7 +94,7 @@ def _finding_panel(report, f, index: int) -> Panel:
     body.append(f.gloo + "\n")
     body.append("usual fix: ", style="bold")
     body.append(f.fix)
-    title = f"{'FIRST DIVERGENCE' if index == 0 else f'finding {index + 1}'}: {f.title} — group {f.group}, #{f.number}, culprit rank{'s' if len(f.ranks) != 1 else ''} {rank_ranges(f.ranks)}"
+    title = f"{'FIRST DIVERGENCE' if index == 0 else f'finding {index + 1}'}: {f.title} — {group_label(report.run, f.group)}, #{f.number}, culprit rank{'s' if len(f.ranks) != 1 else ''} {rank_ranges(f.ranks)}"
     return Panel(body, title=title, title_align="left", border_style="red" if f.severity == "error" else "yellow")
 
 
