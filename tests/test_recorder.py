@@ -189,8 +189,9 @@ def test_every_op_recorded_on_every_rank(tmp_path):
                     assert e.async_op == want["async_op"], where
                 assert e.site == (script, marks[name], "main"), where
                 assert e.sig.role is None, where
-                if name in ("distribute", "redistribute"):  # DTensor: torch's module and function
-                    assert e.label.startswith("torch.distributed.tensor."), (where, e.label)
+                if name in ("distribute", "redistribute"):  # DTensor: the user's call, torch's step
+                    call = "distribute_tensor()" if name == "distribute" else "DTensor.redistribute()"
+                    assert e.label.startswith(call + ": "), (where, e.label)
                 else:  # the user's own call
                     assert e.label is None, (where, e.label)
                 if name in raised:  # gloo refused it: the record stays, with the error the user got
@@ -548,6 +549,7 @@ def test_framework_collectives_are_labelled_by_their_framework(tmp_path):
     """FSDP2's collectives are FSDP2's (the module's phase, never DDP's or join()'s), DTensor's are
     named by torch module and function, DDP keeps its labels, a user's call has none."""
     script = program("frameworks.py")
+    marks = marker_lines(script)
     rc, _, err, run_dir = torchrun(script, 2, tmp_path, timeout=120)
     assert rc == 0, err[-4000:]
     run = load_run(run_dir)
@@ -566,8 +568,13 @@ def test_framework_collectives_are_labelled_by_their_framework(tmp_path):
         assert {"FSDP2 forward: FSDP unshard all-gather of 0", "FSDP2 backward: FSDP gradient reduce of 2"} <= labels, \
             labels
         assert all(e.label.startswith("FSDP2 ") for e in fsdp), labels
-        assert all(e.sig.role is None and e.label.startswith("torch.distributed.") for e in dtensor), \
-            {e.label for e in dtensor}
+        # the DTensor call on each line, with torch's step that communicated
+        dtensor_labels = {(e.site[1], e.label) for e in dtensor}
+        assert dtensor_labels == {(marks["distribute"], "distribute_tensor(): mesh_scatter"),
+                                  (marks["full_tensor"], "DTensor.full_tensor(): _to_replicate_tensor"),
+                                  (marks["redistribute"], "DTensor.redistribute(): _to_replicate_tensor")}, \
+            dtensor_labels
+        assert all(e.sig.role is None for e in dtensor)
         assert {e.label.rstrip(" 0123456789") for e in ddp} == {
             "parameter shape check", "DDP init: module state broadcast", "DDP backward: gradient bucket"}, \
             {e.label for e in ddp}

@@ -134,6 +134,9 @@ def _purpose(names: list[str] | None) -> tuple[str | None, str | None]:
     elif role is None and names[0] == frameworks.REDUCER_AT:
         role, phase = "gradient bucket", "DDP backward"  # the C++ reducer's hooks
     if role is None and phase is None:
+        entry = next((frameworks.ENTRY_POINTS[n] for n in reversed(names) if n in frameworks.ENTRY_POINTS), None)
+        if entry is not None:  # "DTensor.full_tensor(): _to_replicate_tensor"
+            return None, f"{entry}: {names[0].rpartition(':')[2]}"
         return None, frameworks.describe(names[0])
     if role == "module state broadcast" and phase is None and frameworks.DDP_INIT_AT in names:
         phase = "DDP init"

@@ -4,20 +4,24 @@ A function name alone is shared across frameworks (`_pre_forward` is DDP's, FSDP
 `_engine_run_backward` runs every backward pass), so each framework's module keys its table by
 (file relative to the torch package, function) and cites the torch 2.13 source it relies on.
 `ROLES`: what the call is for, compared across ranks (two calls in one slot must play the same
-role). `PHASES`: an enclosing frame that says when, for people. A torch frame no table knows is
-named by its module and function (`describe`), never guessed.
+role). `PHASES`: an enclosing frame that says when, for people; `ENTRY_POINTS`: the public call of a
+framework without roles (DTensor) the user made. A torch frame no table knows is named by its
+module and function (`describe`), never guessed.
 """
 
 from __future__ import annotations
 
-from . import ddp, fsdp, other
+from . import ddp, dtensor, fsdp, other
 
-TABLES = (ddp, fsdp, other)
+TABLES = (ddp, dtensor, fsdp, other)
 ROLES: dict[str, str] = {}
 PHASES: dict[str, str] = {}
 for _table in TABLES:
     ROLES.update({f"{file}:{func}": role for (file, func), role in _table.ROLES.items()})
     PHASES.update({f"{file}:{func}": phase for (file, func), phase in _table.PHASES.items()})
+
+# public calls of a framework without roles (DTensor): the outermost names the user's call
+ENTRY_POINTS = {f"{file}:{func}": call for (file, func), call in dtensor.ENTRY_POINTS.items()}
 
 # frames whose `self` names what the call is for: the walk passes the object on (object_label)
 OBJECT_FRAMES = frozenset(f"{file}:{func}" for file, func in fsdp.OBJECT_FRAMES)
