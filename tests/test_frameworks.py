@@ -9,6 +9,10 @@ import sys
 
 import pytest
 from conftest import diff_json, marker_lines, program, torchrun
+from test_reports import assert_rows_line_up
+
+from collcheck.analysis.diff import analyse
+from collcheck.model import load_run
 
 
 @pytest.mark.timeout(150)
@@ -53,3 +57,4 @@ def test_rank_only_full_tensor_on_a_2d_mesh_blames_that_rank_at_its_slot(tmp_pat
     text = subprocess.run([sys.executable, "-m", "collcheck.cli", "diff", run_dir], capture_output=True, text=True, check=False,
                           timeout=120, env=dict(os.environ, COLUMNS="200")).stdout
     assert f"{first['group_label']}: collectives around #3" in text, text
+    assert_rows_line_up(analyse(load_run(run_dir)))  # every table row: one slot on every rank

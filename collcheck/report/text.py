@@ -31,6 +31,21 @@ def _cell(e) -> str:
     return f"{s.api} {shape}{extra}{state}{label}\n  @{e.where()}"
 
 
+def slot_rows(report, finding, context: int) -> dict[int, tuple[int, ...]]:
+    """rank -> its event index (-1: none) in each row around the finding: row k is the same slot
+    (the finding's + k - context) on every rank, also where a rank's sequence ended earlier."""
+    run = report.run
+    group = finding.group
+    members = [r for r in run.group_members(group) if r in run.ranks] or sorted(run.ranks)
+    seqs = report.sequences.group(group) if report.sequences is not None else None
+    slot = finding.number - (seqs.start if seqs is not None else 0)
+    out = {}
+    for r in members:
+        idx = seqs.index.get(r, ()) if seqs is not None else run.ranks[r].group_events(group)
+        out[r] = tuple(idx[k] if 0 <= k < len(idx) else -1 for k in range(slot - context, slot + context + 1))
+    return out
+
+
 def side_by_side(report, finding, context: int) -> Table | None:
     """Each member's collectives around the finding, one column per set of identical ranks.
 
@@ -40,15 +55,9 @@ def side_by_side(report, finding, context: int) -> Table | None:
     if finding.kind in ("group_mismatch", "non_member_call") or finding.details.get("p2p"):
         return None
     group = finding.group
-    members = [r for r in run.group_members(group) if r in run.ranks] or sorted(run.ranks)
-    seqs = report.sequences.group(group) if report.sequences is not None else None
-    slot = finding.number - (seqs.start if seqs is not None else 0)  # the same slot on every rank
     windows = {}
-    for r in members:
+    for r, rows in slot_rows(report, finding, context).items():
         log = run.ranks[r]
-        idx = seqs.index.get(r, ()) if seqs is not None else log.group_events(group)
-        centre = min(slot, len(idx))
-        rows = tuple(idx[k] if 0 <= k < len(idx) else -1 for k in range(centre - context, centre + context + 1))
         key = (r in finding.ranks,  # all-to-all sizes are not in the signature: fold on them too
                tuple((log.sig[i], log.completed(i), log.a2a.get(i)) if i >= 0 else None for i in rows))
         windows[r] = (key, rows)
