@@ -65,7 +65,6 @@ def analyse(run: Run) -> Report:
         _note_in_flight(run, hang)
     # calls torch skipped on non-members explain what follows; alone they changed nothing
     skipped = non_member_findings(run) if divergences or hangs else []
-    _blame_skipped_calls(hangs, skipped)
     if divergences and hangs and hangs[0].kind == "hang":
         _blame_divergence(hangs[0], divergences[0], hang)
     findings = skipped + divergences + hangs
@@ -104,17 +103,6 @@ def _note_in_flight(run: Run, hang: HangAnalysis) -> None:
         f"at the dump, rank(s) {rank_ranges(sorted(hang.inside))} were inside {where}, which every member had "
         "enqueued: no rank is missing from it. A snapshot of a running job, or a hang below the calls (network, "
         "the communication library, a device) that the sequences cannot show")
-
-
-def _blame_skipped_calls(hangs: list[Finding], skipped: list[Finding]) -> None:
-    """A rank whose call torch skipped (not a member of the group) stands out of step in a
-    wait-for cycle the same way a rank that entered a rank-only branch does: the skipped call,
-    not the rank the others wait on, explains the cycle, which is blamed on all its ranks."""
-    callers = {r for f in skipped for r in f.ranks}
-    for h in hangs:
-        if h.kind == "deadlock" and "waited_on_by" in h.details and callers & set(h.details["cycle"]):
-            del h.details["waited_on_by"]
-            h.ranks = sorted(h.details["cycle"])
 
 
 def _blame_divergence(hang_finding: Finding, first: Finding, hang: HangAnalysis) -> None:

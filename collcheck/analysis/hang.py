@@ -225,7 +225,7 @@ def hang_findings(run: Run, hang: HangAnalysis) -> list[Finding]:
         edges = [hang.graph.edges[cyc[i], cyc[(i + 1) % len(cyc)]] for i in range(len(cyc))]
         groups = [e["group"] for e in edges]
         waits = [_wait_text(e["event"]) for e in edges]
-        culprits = _cycle_culprits(hang.graph, cyc)
+        culprits = _cycle_culprits(run, hang.graph, cyc)
         # the finding is at the first culprit's own slot: the collective it waits in
         at = edges[cyc.index(culprits[0])]["event"]
         details = {"cycle": list(cyc), "groups": groups, "waits": waits}
@@ -246,11 +246,15 @@ def hang_findings(run: Run, hang: HangAnalysis) -> list[Finding]:
     return out
 
 
-def _cycle_culprits(graph: nx.DiGraph, cycle: list[int]) -> list[int]:
+def _cycle_culprits(run: Run, graph: nx.DiGraph, cycle: list[int]) -> list[int]:
     """The ranks of a wait-for cycle that the most ranks wait on: on a mesh, the one rank that
     entered a rank-only branch (a collective on its dp group) is waited on by every other rank
     of the world group, its dp peer only by it. A symmetric cycle (two ranks issuing two groups'
-    collectives in opposite orders) blames all its ranks."""
+    collectives in opposite orders) blames all its ranks, and so does a cycle through a rank
+    whose call torch skipped (not a member of the group): that call, not the rank the others
+    wait on, explains it."""
+    if any(r in run.ranks and run.ranks[r].non_member for r in cycle):
+        return sorted(cycle)
     waited_on = {r: graph.in_degree(r) for r in cycle}
     most = max(waited_on.values())
     return sorted(r for r, n in waited_on.items() if n == most)
