@@ -85,6 +85,8 @@ def final_states(run: Run) -> dict[int, RankState]:
             detail = f"{log.exception[0]}: {log.exception[1]}".splitlines()[0][:200]
             if not blocked:
                 blocked = _raised_in_wait(run, log)
+            elif not any(e.error for e in blocked):
+                blocked = _failed_as_raised(log, blocked)
             errors = [e.error for e in blocked if e.error]
             if errors:
                 state = _error_state(errors)
@@ -161,6 +163,17 @@ def _raised_in_wait(run: Run, log) -> list:
     else:
         batch = [found]
     return [replace(e, t_done=None, error=text[:2000]) for e in batch]  # they failed: the wait() raised
+
+
+def _failed_as_raised(log, blocked: list) -> list:
+    """A blocking collective still pending when the rank raised a timeout or a lost peer at its
+    call site failed with that error: its completion callback (gloo's thread) may not have
+    written it before the process went."""
+    text, site = log.exception[1], (log.exception[2] if len(log.exception) > 2 else None)
+    if site is None or not any(w in text for w in TIMEOUT_WORDS + PEER_LOST_WORDS):
+        return blocked
+    return [replace(e, error=text[:2000]) if not e.async_op and e.site is not None and tuple(e.site[:2]) == tuple(
+        site[:2]) else e for e in blocked]
 
 
 def _error_state(errors: list[str]) -> str:
