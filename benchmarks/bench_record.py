@@ -10,6 +10,10 @@
    Reports the median microseconds per call, the added microseconds per collective and the ratios;
    and, inside the recorded process, where no process-to-process difference enters, the median
    over rounds of (recorded round - paused round) and of (paused round - disabled round).
+   The loop runs `--depth` user frames deep (a training script's collectives sit a few functions
+   down: main, the loop, the step, a module's forward): the recorder walks every user frame to
+   intern the call chain. With `--against DIR` (another collcheck source tree, e.g. a worktree
+   of the previous release), a fourth child records with that collcheck, in the same rounds.
 2. Bytes per event: size of the recorded child's logs (one call site, repeated) divided by their
    number of collective records.
 
@@ -51,7 +55,12 @@ def _clean_env(**extra) -> dict:
 # children
 # --------------------------------------------------------------------------------------------
 
-def _micro_worker(variant: str, log_dir: str, cpu: int) -> None:
+def _at_depth(depth: int, fn):
+    """Call fn `depth` user frames below this one."""
+    return fn() if depth <= 1 else _at_depth(depth - 1, fn)
+
+
+def _micro_worker(variant: str, log_dir: str, cpu: int, depth: int = 1) -> None:
     """Persistent child: reads `round N [paused|off]` lines, answers with the per-call times (ns).
 
     Pinned to one CPU with all its threads: a gloo call hands work to gloo's own thread, and
@@ -65,7 +74,7 @@ def _micro_worker(variant: str, log_dir: str, cpu: int) -> None:
 
     torch.set_num_threads(1)
     rec = None
-    if variant == "record":
+    if variant in ("record", "previous"):
         import collcheck
 
         def enable():
@@ -76,8 +85,15 @@ def _micro_worker(variant: str, log_dir: str, cpu: int) -> None:
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
     dist.init_process_group("gloo", rank=0, world_size=1, timeout=datetime.timedelta(seconds=30))
+    _at_depth(depth, lambda: _serve(variant, rec, enable if rec is not None else None, dist.all_reduce))
+    dist.destroy_process_group()
+
+
+def _serve(variant: str, rec, enable, all_reduce) -> None:
+    """Warm up, then answer `round` lines until `quit` (at the benchmark's call depth)."""
+    import torch
+
     t = torch.ones(16)
-    all_reduce = dist.all_reduce
     clock = time.perf_counter_ns
     for _ in range(200):  # warm-up: caches, interned ids, allocator
         all_reduce(t)
@@ -91,6 +107,8 @@ def _micro_worker(variant: str, log_dir: str, cpu: int) -> None:
         if rec is not None:
             rec.active = "paused" not in words
             if "off" in words:
+                import collcheck
+
                 collcheck.disable()
         times = []
         append = times.append
@@ -103,7 +121,6 @@ def _micro_worker(variant: str, log_dir: str, cpu: int) -> None:
                 rec = enable()  # a new log file in the same directory
             rec.active = True
         print(json.dumps(times), flush=True)
-    dist.destroy_process_group()
 
 
 def _path() -> str:
@@ -117,12 +134,14 @@ def _path() -> str:
 # --------------------------------------------------------------------------------------------
 
 class _Child:
-    def __init__(self, variant: str, log_dir: str, cpu: int = -1):
+    def __init__(self, variant: str, log_dir: str, cpu: int = -1, depth: int = 1, against: str | None = None):
         env = _clean_env(**({"TORCH_DISTRIBUTED_DEBUG": "DETAIL"} if variant == "detail" else {}))
+        if variant == "previous":  # that tree's collcheck comes first on the path
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [against, env.get("PYTHONPATH")]))
         self.variant = variant
         self.proc = subprocess.Popen([sys.executable, SCRIPT, "--micro-worker", variant, "--log-dir", log_dir,
-                                      "--cpu", str(cpu)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True, env=env)
+                                      "--cpu", str(cpu), "--depth", str(depth)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, env=env)
         hello = json.loads(self._line())
         self.log, self.path = hello["log"], hello["path"]
 
@@ -161,16 +180,21 @@ def _log_size(directory: str) -> tuple[int, int]:
     return sum(os.path.getsize(p) for p in paths), sum(_count_colls(p) for p in paths)
 
 
-def bench_micro(rounds: int, calls: int, work: str, launches: int = 1, cpu: int = -1) -> dict:
+def bench_micro(rounds: int, calls: int, work: str, launches: int = 1, cpu: int = -1, depth: int = 1,
+                against: str | None = None) -> dict:
     """`launches` fresh sets of children, `rounds` interleaved rounds each: every process sits a
     few us above or below any other on a shared machine, more launches average that out."""
-    samples = {k: [] for k in ("plain", "paused", "record", "detail", "off")}
+    variants = ("plain", "record", "detail") + (("previous",) if against else ())
+    samples = {k: [] for k in ("plain", "paused", "record", "detail", "off") + variants[3:]}
     round_medians = {k: [] for k in samples}
     for launch in range(launches):
-        children = {v: _Child(v, os.path.join(work, f"micro-{launch}"), cpu) for v in ("plain", "record", "detail")}
+        children = {v: _Child(v, os.path.join(work, f"micro-{launch}" if v != "previous" else f"prev-{launch}"),
+                              cpu, depth, against) for v in variants}
         try:
             for i in range(rounds):
                 order = [("plain", ""), ("record", ""), ("detail", ""), ("record", "paused"), ("record", "off")]
+                if against:
+                    order.insert(2, ("previous", ""))
                 if i % 2:
                     order.reverse()
                 for variant, state in order:
@@ -181,7 +205,7 @@ def bench_micro(rounds: int, calls: int, work: str, launches: int = 1, cpu: int 
         finally:
             for c in children.values():
                 c.close()
-    size, colls = _log_size(work)
+    size, colls = _log_size(os.path.join(work, "micro-0"))
     med = {k: statistics.median(v) / 1000 for k, v in samples.items()}
 
     def in_process(a, b):
@@ -189,6 +213,7 @@ def bench_micro(rounds: int, calls: int, work: str, launches: int = 1, cpu: int 
 
     return {"median_us": med, "in_process_added_us": in_process("record", "paused"),
             "in_process_paused_us": in_process("paused", "off"), "path": children["record"].path,
+            "previous_path": children["previous"].path if against else None,
             "round_medians_us": {k: [x / 1000 for x in v] for k, v in round_medians.items()},
             "p90_us": {k: sorted(v)[int(len(v) * 0.9)] / 1000 for k, v in samples.items()},
             "log_bytes": size, "log_colls": colls, "calls": sum(len(v) for v in samples.values())}
@@ -201,13 +226,19 @@ def main(argv=None) -> int:
     p.add_argument("--launches", type=int, default=3, help="fresh sets of child processes")
     p.add_argument("--cpu", type=int, default=(os.cpu_count() or 1) - 1,
                    help="pin every child to this CPU (default: the last one; -1: leave them unpinned)")
+    p.add_argument("--depth", type=int, default=6, help="user frames between the program's outermost frame and "
+                   "the all_reduce call (the call chain the recorder walks)")
+    p.add_argument("--against", metavar="DIR", help="another collcheck source tree (a checkout of the previous "
+                   "release): a child recording with it runs in the same rounds")
     p.add_argument("--json", action="store_true", help="print the figures as JSON too")
-    p.add_argument("--micro-worker", choices=("plain", "record", "detail"), help=argparse.SUPPRESS)
+    p.add_argument("--micro-worker", choices=("plain", "record", "detail", "previous"), help=argparse.SUPPRESS)
     p.add_argument("--log-dir", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.micro_worker:
-        _micro_worker(args.micro_worker, args.log_dir, args.cpu)
+        _micro_worker(args.micro_worker, args.log_dir, args.cpu, args.depth)
         return 0
+    if args.against and not os.path.isdir(os.path.join(args.against, "collcheck")):
+        p.error(f"--against {args.against}: no collcheck package there")
 
     import torch
 
@@ -215,14 +246,18 @@ def main(argv=None) -> int:
           f"{os.cpu_count()} CPUs", flush=True)
     with tempfile.TemporaryDirectory(prefix="collcheck-bench-") as work:
         t0 = time.monotonic()
-        micro = bench_micro(args.rounds, args.calls, work, args.launches, args.cpu)
+        micro = bench_micro(args.rounds, args.calls, work, args.launches, args.cpu, args.depth,
+                            os.path.abspath(args.against) if args.against else None)
     m = micro["median_us"]
     print(f"\n1. world-size-1 gloo all_reduce of 16 floats: {args.launches} launches x {args.rounds} interleaved "
           f"rounds x {args.calls} calls per variant ({time.monotonic() - t0:.0f} s); recording path: {micro['path']}; "
-          f"{'children pinned to CPU ' + str(args.cpu) if args.cpu >= 0 else 'children unpinned'}")
+          f"{'children pinned to CPU ' + str(args.cpu) if args.cpu >= 0 else 'children unpinned'}; "
+          f"the call {args.depth} user frames deep")
     rows = [("plain", "plain"), ("collcheck disabled (recorded pr.)", "off"),
             ("collcheck installed, paused", "paused"), ("collcheck recording", "record"),
             ("TORCH_DISTRIBUTED_DEBUG=DETAIL", "detail")]
+    if args.against:
+        rows.insert(4, ("--against's collcheck recording", "previous"))
     print(f"   {'variant':32} {'median us/call':>15} {'p90 us':>9} {'added us':>9} {'ratio':>7}")
     for label, key in rows:
         print(f"   {label:32} {m[key]:15.1f} {micro['p90_us'][key]:9.1f} {m[key] - m['plain']:9.1f} "
@@ -234,6 +269,10 @@ def main(argv=None) -> int:
           f"{micro['in_process_paused_us']:.1f} us to its rounds with collcheck disabled")
     print(f"   recording vs DETAIL: {m['record'] - m['plain']:.1f} vs {m['detail'] - m['plain']:.1f} us added; "
           f"recording costs {(m['record'] - m['plain']) / max(m['detail'] - m['plain'], 1e-9):.2f}x what DETAIL adds")
+    if args.against:
+        print(f"   this collcheck vs --against's ({micro['previous_path']} path): "
+              f"{m['record'] - m['plain']:.1f} vs {m['previous'] - m['plain']:.1f} us added per call, "
+              f"a difference of {m['record'] - m['previous']:+.1f} us")
     bpe = micro["log_bytes"] / max(micro["log_colls"], 1)
     print(f"\n2. log size, one repeated call site: {micro['log_bytes']} bytes / {micro['log_colls']} collective "
           f"records = {bpe:.1f} bytes per event")

@@ -27,6 +27,7 @@ MAX_FRAME = 1 << 26  # a longer length field is damage
 HEADER = "H"      # first record: magic, version, rank, world, run id, clocks, ...
 STRING = "S"      # interned string: i -> s
 SITE = "F"        # interned call site: i -> (file id, line, function id)
+CHAIN = "K"       # interned call chain: i -> [site ids], the user's frames outermost first
 TSPEC = "V"       # interned tensor spec list: i -> [[dtype id, [dims]], ...]
 THREAD = "T"      # thread: h -> name, ident
 GROUP = "G"       # process-group lifecycle: init / new / destroy, members, name
@@ -41,7 +42,7 @@ NON_MEMBER = "N"  # a collective call torch skipped: this rank is not in the gro
 COUNTERS = "J"    # at the start of a segment: the last `j` of every group and P2P channel
 
 ALL_KINDS = frozenset(
-    (HEADER, STRING, SITE, TSPEC, THREAD, GROUP, COLL, DONE, API, STACKS, EXCEPTION, TRAILER, DISABLED, NON_MEMBER,
+    (HEADER, STRING, SITE, CHAIN, TSPEC, THREAD, GROUP, COLL, DONE, API, STACKS, EXCEPTION, TRAILER, DISABLED, NON_MEMBER,
      COUNTERS)
 )
 

@@ -67,6 +67,10 @@ class Scan:
     # group slot -> the `j` its next collective has) tell where each group goes on
     dropped: int = 0
     starts: dict = field(default_factory=dict)
+    # each event's call chain, by a file-local key: a chain id (K record) >= 0, -2 - site id for a
+    # call site alone (a chain of one frame), -1 none; `chain_sites` resolves every key used
+    chain: array = field(default_factory=lambda: array("i"))
+    chain_sites: dict = field(default_factory=dict)  # key -> ((file, line, function), ...) outermost first
 
     def event_of(self, eid: int) -> int | None:
         """The event index of an event id (None: not among the events read)."""
@@ -124,6 +128,7 @@ def scan_bytes(data: bytes, path: str, limit: int | None = None, keep_seq: bool 
     if not scan.partial:
         scan.pending.update(scanner.pending())
     scan.sites = list(scanner.sites.values())
+    scan.chain_sites = scanner.resolve_chains(set(scan.chain))
     scan.groups = [tuple(g) for g in scanner.groups]
     if not scan.threads:
         scan.threads.append("MainThread")
@@ -140,6 +145,7 @@ class _Scanner:
         self.completed = bytearray()  # per event: 1 once its completion (or error) was read
         self.strings: dict[int, str] = {}
         self.sites: dict[int, tuple] = {}
+        self.chains: dict[int, list] = {}  # chain id -> site ids, outermost first
         self.tspecs: dict[int, tuple | None] = {}
         self.gslot: dict[int, int] = {}  # the file's group id -> group slot
         self.groups: list = []  # slot -> [name, ranks or None, desc]
@@ -157,6 +163,7 @@ class _Scanner:
         a2a_sizes: dict[int, tuple] = {}  # local signature id -> all_to_all_single sizes
         sig_append, gid_append = scan.sig.append, scan.gid.append
         off_append, seq_append, keep_seq = scan.off.append, scan.seq.append, self.keep_seq
+        chain_append = scan.chain.append
         errors, unconfirmed, lost = scan.errors, scan.unconfirmed, scan.lost
         completed = self.completed
         pend_add = completed.append
@@ -206,6 +213,8 @@ class _Scanner:
                     sig_append(sid)
                     gid_append(g)
                     off_append(at)
+                    ch = get("ch")
+                    chain_append(ch if ch is not None else -2 - get("s", -1))
                     if keep_seq:
                         seq_append(get("j", 0))
                     pend_add(0)
@@ -231,8 +240,20 @@ class _Scanner:
                     n = run_n = run_e = 0  # segments were deleted before this one: start again
                 else:
                     self._other(rec, at)
-        except (KeyError, TypeError, IndexError) as exc:
+        except (KeyError, TypeError, IndexError, OverflowError) as exc:
             raise LogError(f"{stream.path}: malformed {kind!r} record ({type(exc).__name__}: {exc})") from None
+
+    def resolve_chains(self, keys: set) -> dict:
+        """Each chain key's frames (see Scan.chain); a frame whose site record was lost is None."""
+        sites, out = self.sites, {}
+        for key in keys:
+            if key >= 0:
+                ids = self.chains.get(key)
+                if type(ids) in (list, tuple) and ids:
+                    out[key] = tuple(sites.get(i) if type(i) is int else None for i in ids)
+            elif key < -1 and -2 - key in sites:
+                out[key] = (sites[-2 - key],)
+        return out
 
     def pending(self) -> list[int]:
         """The events whose completion was not read."""
@@ -268,7 +289,7 @@ class _Scanner:
         if gap:
             scan.dropped += max(len(scan.sig), 1)  # the deleted segments held collectives too
             scan.eid_runs[:] = [(0, -1)]  # set by the next collective
-            for col in (scan.sig, scan.gid, scan.off, scan.seq):
+            for col in (scan.sig, scan.gid, scan.off, scan.seq, scan.chain):
                 del col[:]
             for table in (scan.errors, scan.a2a):
                 table.clear()
@@ -287,6 +308,8 @@ class _Scanner:
             sites[rec["i"]] = (strings.get(rec["f"], "?"), rec["l"], strings.get(rec["n"], "?"))
         elif kind == lf.TSPEC:
             self.tspecs[rec["i"]] = _tspec(rec, strings)
+        elif kind == lf.CHAIN:
+            self.chains[rec["i"]] = rec["s"]
         elif kind == lf.THREAD:
             scan.threads.append(rec["n"])
         elif kind == lf.GROUP:
@@ -375,13 +398,15 @@ def decode_event(path: str, offset: int, eid: int, cache: dict) -> tuple[dict, d
     data = cache.get("data")
     if data is None:
         data = cache["data"] = read_bytes(path)
-        tables = cache["tables"] = {"S": {}, "F": {}, "T": {}, "P": {}}
+        tables = cache["tables"] = {"S": {}, "F": {}, "T": {}, "P": {}, "K": {}}
         for _, rec, _ in LogStream(data, path):  # tables are small and appear before first use
             k = rec["k"]
             if k == lf.STRING:
                 tables["S"][rec["i"]] = rec["s"]
             elif k == lf.SITE:
                 tables["F"][rec["i"]] = rec
+            elif k == lf.CHAIN:
+                tables["K"][rec["i"]] = rec["s"]
             elif k == lf.THREAD:
                 tables["T"][rec.get("h", 0)] = rec["n"]
             elif k == lf.TSPEC:

@@ -584,3 +584,23 @@ def test_framework_collectives_are_labelled_by_their_framework(tmp_path):
         every = [e for es in phases.values() for e in es]
         assert not any(("DDP" in (e.label or "") or "join()" in (e.label or "")) for e in fsdp + dtensor)
         assert len(every) > 10
+
+
+@pytest.mark.timeout(120)
+def test_every_collective_carries_the_users_call_chain(tmp_path):
+    """The chain from the program's outermost frame to the call site, with torch's frames (nn.Module's
+    call machinery) left out; one interned chain per way the program reaches the call."""
+    script = program("chains.py")
+    marks = marker_lines(script)
+    rc, _, err, run_dir = torchrun(script, 2, tmp_path, timeout=100, args=("clean",))
+    assert rc == 0, err[-4000:]
+    run = load_run(run_dir)
+    for log in run.ranks.values():
+        chains = {tuple((os.path.basename(f), line, fn) for f, line, fn in e.chain) for e in events_of(log)
+                  if e.sig.op in ("allgather_", "allreduce_")}
+        name = os.path.basename(script)
+        gather = ((name, marks["main"], "<module>"), (name, marks["train_call"], "main"),
+                  (name, marks["train_forward"], "train_step"), (name, marks["stats_gather"], "forward"))
+        assert gather in chains, chains
+        assert all(c[0] == (name, marks["main"], "<module>") for c in chains), chains
+        assert len(log.chain_sites) == len(set(log.chain)), log.chain_sites  # every key used resolves

@@ -23,7 +23,7 @@ MAX_FINDINGS_PER_GROUP = 20
 def align_group(run: Run, seqs: GroupSequences, waiting: set[int], cut_short: frozenset[int] = frozenset()) -> list[Finding]:
     """Findings for one group; `waiting` are ranks blocked in some collective at the end,
     `cut_short` ranks whose log was ended from outside (crashed, killed while computing)."""
-    members = _members(run, seqs)
+    members = group_members(run, seqs)
     if len(members) < 2:
         return []
     by_bytes = {}
@@ -34,7 +34,7 @@ def align_group(run: Run, seqs: GroupSequences, waiting: set[int], cut_short: fr
     return _Aligner(run, seqs, members, waiting, cut_short | frozenset(seqs.open)).align()
 
 
-def _members(run: Run, seqs: GroupSequences) -> list[int]:
+def group_members(run: Run, seqs: GroupSequences) -> list[int]:
     declared = run.group_members(seqs.name)
     return sorted(r for r in declared if r in run.ranks) if declared else sorted(seqs.seq)
 

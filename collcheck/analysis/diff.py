@@ -6,7 +6,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ..model import Run, Sequences, rank_ranges
-from .align import align_group
+from .align import align_group, group_members
+from .chains import chain_findings
 from .findings import Finding
 from .explain import better_fix, explain
 from .hang import HangAnalysis, analyse_hang, hang_findings
@@ -50,6 +51,8 @@ def analyse(run: Run) -> Report:
         lengths = Counter(len(s) for s in seqs.seq.values())
         counts[name] = lengths.most_common(1)[0][0] if lengths else 0
         aligned = align_group(run, seqs, hang.inside, cut_short)
+        first = min((f.position for f in aligned), default=None)
+        aligned = chain_findings(run, seqs, group_members(run, seqs), first) + aligned
         _note_cut(run, seqs)
         findings += aligned + split_findings(run, seqs, min((f.position for f in aligned), default=None))
     p2p_findings = match_p2p(run, sequences)

@@ -32,6 +32,10 @@ FIX_BY_ROLE = {
 
 def better_fix(run: Run, f: Finding, divergences: bool) -> str | None:
     """Advice that fits this run better than the kind's usual fix (findings.KINDS), if any."""
+    if f.details.get("chains"):
+        return ("run the same passes on every rank of the group: a forward, evaluation or logging step that issues "
+                "collectives (a layer that synchronises statistics, a metric all-reduce) inside `if rank == 0:` must "
+                "run on every rank, or without collectives (eval() mode, a separate group)")
     if f.kind not in ("hang", "deadlock"):
         events = [e for e in [*f.events.values(), f.expected] if e is not None]
         roles = [e.sig.role.partition(" of ")[0] for e in events if e.sig.role]  # ("... of <module>")
@@ -188,6 +192,8 @@ def _split_mismatch(run: Run, f: Finding) -> str:
 def _field_text(run: Run, f: Finding) -> str:
     """op/shape/dtype/reduce op/root/semantic/tag mismatches: the culprit's call vs the reference."""
     d = f.details
+    if d.get("chains"):
+        return _chain_text(f)
     if d.get("p2p"):
         text = (f"send rank {d['src']} -> rank {d['dst']} #{f.number}: {_ev(f.events.get(d['src']))} "
                 f"vs recv {_ev(f.events.get(d['dst']))}")
@@ -201,6 +207,36 @@ def _field_text(run: Run, f: Finding) -> str:
     if d.get("nccl_note"):
         text += "; " + d["nccl_note"]
     return text
+
+
+def _chain_text(f: Finding) -> str:
+    """Equal collectives reached from different places: name where each side's chain leaves the
+    frames they share (the outer lines a user recognises: the extra pass vs the training step)."""
+    ref = f.expected
+    by_way: dict[str, list] = {}
+    for r in f.ranks:
+        e = f.events.get(r)
+        if e is not None:
+            by_way.setdefault(_way(e, ref), []).append(r)
+    mine = "; ".join(f"{_ranks(rs)} reached it {way}" for way, rs in by_way.items())
+    return (f"{_ranks(f.ranks + _others(f))} issued the same {_ev(ref)} as collective #{f.number} of group "
+            f"{f.group}, but {mine}, where {_ranks(_others(f))} reached it {_way(ref, f.events.get(f.ranks[0]))}; "
+            "until here the ranks had issued this group's collectives from the same places: they are at "
+            "different points of the program (an extra pass, a skipped step), and pair data that does not belong together")
+
+
+def _way(e, other) -> str:
+    """'from train.py:80 in main() via visualise()': e's chain from the first frame where it leaves `other`'s."""
+    mine, theirs = list(e.chain or (e.site,)), list((other.chain if other else None) or ())
+    k = 0
+    while k < min(len(mine), len(theirs)) - 1 and mine[k] == theirs[k]:
+        k += 1
+    head = mine[k] if k < len(mine) else None
+    if head is None:
+        return "from ?"
+    via = [x[2] for x in mine[k + 1:-1] if x is not None]
+    return (f"from {os.path.basename(head[0])}:{head[1]} in {head[2]}()"
+            + (f" via {' > '.join(v + '()' for v in via[:4])}" if via else ""))
 
 
 def _deadlock(run: Run, f: Finding) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import sysconfig
 
 import torch
 
@@ -25,12 +26,22 @@ try:  # typing_extensions wraps deprecated torch APIs
 except ImportError:  # pragma: no cover
     pass
 
+# the standard library's frames (threading's bootstrap, runpy) are not the user's program; the
+# packages installed under it are (a training framework's loop is part of the user's chain)
+_STDLIB_DIRS = tuple({os.path.join(os.path.abspath(sysconfig.get_paths()[k]), "") for k in ("stdlib", "platstdlib")})
+_PACKAGE_DIRS = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
+MAX_CHAIN = 48  # frames of a chain kept: the innermost MAX_CHAIN - CHAIN_OUTER and the outermost CHAIN_OUTER
+CHAIN_OUTER = 8
+
 _C10D_FILE = "distributed/distributed_c10d.py"
 API_PREFIX = "dist."  # a walk's name for a public torch.distributed function: "dist.all_reduce"
 _API_NAMES = {name: API_PREFIX + name for name in PUBLIC_APIS}
 
-# code object -> (is_user_frame, name if it is a labelled torch function or a public API else None)
+# id(code object) -> (is_user_frame, name if it is a labelled torch function or a public API else None).
+# Keyed by id: hashing a code object hashes its bytecode and constants (microseconds for a
+# training script's big main() or module); the code objects are pinned, so no id is reused.
 _verdicts: dict = {}
+_pinned: list = []
 
 
 def _classify(code) -> tuple[bool, str | None]:
@@ -48,35 +59,43 @@ def _classify(code) -> tuple[bool, str | None]:
         else:
             key = sys.intern(f"{file}:{name}")
             v = (False, key, True) if key in frameworks.OBJECT_FRAMES else (False, key)
-    elif fn.startswith(_COLLCHECK_DIR) or fn in _SKIP_FILES or fn.startswith("<frozen"):
+    elif fn.startswith((_COLLCHECK_DIR, "<frozen")) or fn in _SKIP_FILES or (
+            fn.startswith(_STDLIB_DIRS) and not any(d in fn for d in _PACKAGE_DIRS)):
         v = (False, None)
     else:
         v = (True, None)
-    _verdicts[code] = v
+    _pinned.append(code)
+    _verdicts[id(code)] = v
     return v
 
 
 def walk(frame, full: bool):
-    """Return (user frame or None, torch function names seen innermost first, full stack).
+    """Return (user frames innermost first, torch function names seen innermost first, full stack,
+    chain key).
 
-    The full stack is a list of (file, line, function) only when `full` is true (collcheck's
-    own frames left out).
+    The user frames are the user's call chain: every frame of the program outside torch,
+    collcheck and the standard library (the first is the call site; empty: none, e.g. the C++
+    reducer's thread). Names are those below the call site. The full stack is a list of
+    (file, line, function) only when `full` is true (collcheck's own frames left out). The chain
+    key tells chains apart cheaply: each caller's code (by id: `_classify` pins it) and
+    instruction offset (the call site's own line is part of a template's key already).
     """
     names = None
     stack = [] if full else None
-    user = None
+    chain = []
+    key = []
     verdicts = _verdicts
     while frame is not None:
         code = frame.f_code
-        v = verdicts.get(code) or _classify(code)
+        v = verdicts.get(id(code)) or _classify(code)
         if full and not code.co_filename.startswith(_COLLCHECK_DIR):  # (our own wrappers: not the user's)
             stack.append((code.co_filename, frame.f_lineno, code.co_name))
         if v[0]:
-            if user is None:
-                user = frame
-                if not full:
-                    break
-        elif v[1] is not None and user is None:
+            if chain:  # a caller: what tells chains apart (its code, pinned, and position)
+                key.append(id(code))
+                key.append(frame.f_lasti)
+            chain.append(frame)
+        elif v[1] is not None and not chain:
             if names is None:
                 names = [v[1]]
             else:
@@ -86,7 +105,14 @@ def walk(frame, full: bool):
                 if obj is not None:
                     names.append(obj)
         frame = frame.f_back
-    return user, names, stack
+    if len(chain) > MAX_CHAIN:  # deep recursion: both ends say where the call came from
+        chain = chain[:MAX_CHAIN - CHAIN_OUTER] + chain[-CHAIN_OUTER:]
+    return chain, names, stack, tuple(key)
+
+
+def outer_frames(chain: list) -> tuple | None:
+    """(code, line) of the chain's frames outside the call site, innermost first; None: none."""
+    return tuple((f.f_code, f.f_lineno) for f in chain[1:]) or None
 
 
 _purposes: dict = {}

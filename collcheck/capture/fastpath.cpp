@@ -136,9 +136,19 @@ int position(PyFrameObject* f) {
 #endif
 }
 
-// GIL held. The first frame outside torch/collcheck (a new reference in *user, or nullptr) and the
-// labelled torch functions on the way.
-bool walk(PyFrameObject** user, std::vector<PyObject*>& names) {
+// The user's frames of one walk, innermost first (new references, released at the end of issue()).
+struct Chain {
+  std::vector<PyFrameObject*> frames;
+  ~Chain() {
+    for (auto* f : frames) Py_DECREF(f);
+  }
+};
+constexpr size_t kMaxChain = 48;   // callsite.MAX_CHAIN: deep recursion keeps both ends
+constexpr size_t kChainOuter = 8;  // callsite.CHAIN_OUTER
+
+// GIL held. The frames outside torch/collcheck/the standard library (the user's call chain: the
+// call site first) and the labelled torch functions below the call site.
+bool walk(Chain& chain, std::vector<PyObject*>& names) {
   PyFrameObject* f = PyEval_GetFrame();
   Py_XINCREF(f);
   while (f) {
@@ -161,23 +171,31 @@ bool walk(PyFrameObject** user, std::vector<PyObject*>& names) {
       it = verdicts.emplace(reinterpret_cast<PyObject*>(code), verdict).first;
     }
     Py_DECREF(code);  // kept alive by the table
-    if (it->second.user) {
-      *user = f;
-      return true;
-    }
-    if (it->second.name) names.push_back(it->second.name);
-    if (it->second.self_too) {
-      // the object itself goes into the record's key and details (which pin it): one template
-      // per object, as the Python walk does (callsite.walk)
-      PyObject* locals = PyFrame_GetLocals(f);
-      PyObject* self = locals ? PyDict_GetItemString(locals, "self") : nullptr;
-      if (self) names.push_back(self);  // alive: the frame holds it while the op is issued
-      Py_XDECREF(locals);
-      PyErr_Clear();
-    }
     PyFrameObject* back = PyFrame_GetBack(f);
+    if (it->second.user) {
+      chain.frames.push_back(f);  // the reference moves into the chain
+      f = back;
+      continue;
+    }
+    if (chain.frames.empty()) {
+      if (it->second.name) names.push_back(it->second.name);
+      if (it->second.self_too) {
+        // the object itself goes into the record's key and details (which pin it): one template
+        // per object, as the Python walk does (callsite.walk)
+        PyObject* locals = PyFrame_GetLocals(f);
+        PyObject* self = locals ? PyDict_GetItemString(locals, "self") : nullptr;
+        if (self) names.push_back(self);  // alive: the frame holds it while the op is issued
+        Py_XDECREF(locals);
+        PyErr_Clear();
+      }
+    }
     Py_DECREF(f);
     f = back;
+  }
+  auto& v = chain.frames;
+  if (v.size() > kMaxChain) {
+    for (size_t i = kMaxChain - kChainOuter; i < v.size() - kChainOuter; ++i) Py_DECREF(v[i]);
+    v.erase(v.begin() + (kMaxChain - kChainOuter), v.end() - kChainOuter);
   }
   return true;
 }
@@ -225,14 +243,14 @@ int64_t issue(int idx, const c10::OperatorHandle& op, const torch::jit::Stack& s
 
   Gil gil;
   if (!enabled.load(std::memory_order_relaxed) || !issue_fn) return -1;
-  PyFrameObject* user_frame = nullptr;
+  Chain chain;
   std::vector<PyObject*> names;
-  if (!walk(&user_frame, names)) {
+  if (!walk(chain, names)) {
     PyErr_Clear();
     call_fail("collcheck fast path: classifying a frame failed");
     return -1;
   }
-  const py::object user_ref = py::reinterpret_steal<py::object>(reinterpret_cast<PyObject*>(user_frame));
+  PyFrameObject* user_frame = chain.frames.empty() ? nullptr : chain.frames[0];
   PyCodeObject* user = nullptr;
   if (user_frame) {
     user = PyFrame_GetCode(user_frame);
@@ -241,6 +259,13 @@ int64_t issue(int idx, const c10::OperatorHandle& op, const torch::jit::Stack& s
   put(key, reinterpret_cast<uintptr_t>(user));
   put(key, user_frame ? position(user_frame) : 0);
   for (auto* s : names) put(key, reinterpret_cast<uintptr_t>(s));
+  put<uint32_t>(key, static_cast<uint32_t>(chain.frames.size()));
+  for (size_t i = 1; i < chain.frames.size(); ++i) {  // the chain: each caller's code and position
+    PyCodeObject* c = PyFrame_GetCode(chain.frames[i]);
+    Py_DECREF(c);  // pinned by the verdict table
+    put(key, reinterpret_cast<uintptr_t>(c));
+    put(key, position(chain.frames[i]));
+  }
   put(key, static_cast<uint64_t>(PyThread_get_thread_ident()));
 
   long tid = -1;
@@ -288,9 +313,20 @@ int64_t issue(int idx, const c10::OperatorHandle& op, const torch::jit::Stack& s
       }
       py::tuple labels(names.size());
       for (size_t i = 0; i < names.size(); ++i) labels[i] = py::reinterpret_borrow<py::object>(names[i]);
+      py::object outer = py::none();  // ((code, line), ...) of the callers, innermost first
+      if (chain.frames.size() > 1) {
+        py::tuple t(chain.frames.size() - 1);
+        for (size_t i = 1; i < chain.frames.size(); ++i) {
+          PyCodeObject* c = PyFrame_GetCode(chain.frames[i]);
+          t[i - 1] = py::make_tuple(py::reinterpret_steal<py::object>(reinterpret_cast<PyObject*>(c)),
+                                    PyFrame_GetLineNumber(chain.frames[i]));
+        }
+        outer = t;
+      }
       fresh = py::make_tuple(o.name, gname, specs, rop >= 0 ? py::object(py::int_(rop)) : py::none(),
                              o.peer >= 0 ? py::object(py::int_(peer)) : py::none(), tag, splits, code, line,
-                             names.empty() ? py::object(py::none()) : py::object(labels), static_cast<int>(is_async));
+                             names.empty() ? py::object(py::none()) : py::object(labels), static_cast<int>(is_async),
+                             outer);
       try {
         pg_obj = py::cast(pg);  // Python's view of the group, for the first record naming it
       } catch (...) {

@@ -201,10 +201,10 @@ class RecorderHooks:
                 t = self._templates.get(tid)
                 new = t is None
                 if new:
-                    opname, gname, specs, reduce_op, p, tag, sp, code, line, names, is_async = details
+                    opname, gname, specs, reduce_op, p, tag, sp, code, line, names, is_async, outer = details
                     key = None if specs is None else tuple((self._dtype(d), s) for d, s in specs)
                     t = self._template(w, opname, pg, gname, key, reduce_op, p, tag, sp, code, line, names,
-                                       None if is_async < 0 else bool(is_async))
+                                       None if is_async < 0 else bool(is_async), outer)
                     if tid >= 0:
                         self._templates[tid] = t
                 full = None

@@ -227,7 +227,8 @@ class Recorder(Completions, fastpath.RecorderHooks):
         return [{"k": lf.COUNTERS, "c": [list(kv) for kv in seqs]}]
 
     def _site(self, w: LogWriter, frame):
-        user, names, stack = callsite.walk(frame, self.config.full_stack)
+        chain, names, stack, _ = callsite.walk(frame, self.config.full_stack)
+        user = chain[0] if chain else None
         site = None if user is None else w.site_id(user.f_code.co_filename, user.f_lineno, user.f_code.co_name)
         full = None if stack is None else [w.site_id(*f) for f in stack]
         return site, names, full
@@ -268,23 +269,26 @@ class Recorder(Completions, fastpath.RecorderHooks):
         if opname == "alltoall_base_":
             sp = [list(args[4]), list(args[3])] if len(args) > 4 else []
         with w.lock:
-            user, names, stack = callsite.walk(frame, self.config.full_stack)
-            code, line = (None, 0) if user is None else (user.f_code, user.f_lineno)
+            chain, names, stack, chain_key = callsite.walk(frame, self.config.full_stack)
+            code, line = (chain[0].f_code, chain[0].f_lineno) if chain else (None, 0)
             gname = pg.group_name
             self.tls.issued = (opname, gname)
-            # a repeated call (same op, group, tensors, site, torch path, thread) reuses its template
-            ck = None if sp is not None else (opname, gname, key, reduce_op, p, tag, code, line,
-                                               tuple(names) if names else None, threading.get_ident(), is_async)
+            # a repeated call (same op, group, tensors, call chain, torch path, thread) reuses its template
+            ck = None if sp is not None else (opname, gname, key, reduce_op, p, tag, id(code), line,
+                                               tuple(names) if names else None, threading.get_ident(), is_async,
+                                               chain_key)
             t = self._py_templates.get(ck)
             if t is None:
-                t = self._template(w, opname, pg, gname, key, reduce_op, p, tag, sp, code, line, names, is_async)
+                t = self._template(w, opname, pg, gname, key, reduce_op, p, tag, sp, code, line, names, is_async,
+                                   callsite.outer_frames(chain))
                 if ck is not None and len(self._py_templates) < 65536:
                     self._py_templates[ck] = t
             full = None if stack is None else [w.site_id(*f) for f in stack]
             return self._emit(w, t, api, full)
 
     def _template(self, w: LogWriter, opname, pg, gname, key, reduce_op, p, tag, sp, code, line, names,
-                  is_async) -> Template:
+                  is_async, outer=None) -> Template:
+        """`outer`: (code, line) of the call chain's frames beyond the call site, innermost first."""
         t = Template()
         t.op, t.api = opname, WIRE_OPS[opname].api
         site = None if code is None else w.site_id(code.co_filename, line, code.co_name)
@@ -296,6 +300,9 @@ class Recorder(Completions, fastpath.RecorderHooks):
             f["t"] = w.tspec_id(key)
         if site is not None:
             f["s"] = site
+            if outer:  # the chain, interned: one id per distinct way the program reached the call
+                sites = [w.site_id(c.co_filename, ln, c.co_name) for c, ln in reversed(outer)]
+                f["ch"] = w.chain_id((*sites, site))
         h = self._thread_id(w)
         if h:
             f["h"] = h

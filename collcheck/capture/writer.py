@@ -88,6 +88,7 @@ class LogWriter:
         self._done: list[tuple] = []  # (event id, returned, completed or None) not written yet
         self._strings: dict[str, int] = {}
         self._sites: dict[tuple, int] = {}
+        self._chains: dict[tuple, int] = {}
         self._tspecs: dict[tuple, int] = {}
         self.closed = False
         self.colls = 0  # C records written so far (the frame field), when the caller passes eids
@@ -110,6 +111,14 @@ class LogWriter:
             f, n = self.string_id(filename), self.string_id(func)
             i = self._sites[key] = len(self._sites)
             self.keep({"k": lf.SITE, "i": i, "f": f, "l": line, "n": n})
+        return i
+
+    def chain_id(self, sites: tuple) -> int:
+        """sites: the site ids of the user's frames, outermost first."""
+        i = self._chains.get(sites)
+        if i is None:
+            i = self._chains[sites] = len(self._chains)
+            self.keep({"k": lf.CHAIN, "i": i, "s": list(sites)})
         return i
 
     def tspec_id(self, key: tuple) -> int:

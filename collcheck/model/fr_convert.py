@@ -34,7 +34,7 @@ from .fr_entries import (
 from .fr_load import load_dump, sniff
 from .fr_rank_log import RankWriter, RunFacts, completed_by_counter
 
-CONVERTER = 10  # bump when the conversion changes: cached conversions are redone
+CONVERTER = 11  # bump when the conversion changes: cached conversions are redone
 MAX_RANKS = 1 << 20  # a rank beyond this is damage, not a job
 _RANK_IN_NAME = re.compile(r"(\d+)$")
 

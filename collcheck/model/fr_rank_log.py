@@ -183,7 +183,7 @@ class RankWriter:
         if site is not None:
             rec["s"] = w.site_id(*site)
         if len(chain) > 1:
-            rec["st"] = [w.site_id(*f) for f in chain]
+            rec["ch"] = w.chain_id(tuple(w.site_id(*f) for f in chain))
         h = self._thread(w, e)
         if h:
             rec["h"] = h

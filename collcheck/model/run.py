@@ -128,6 +128,7 @@ class Event:
     peer_global: int | None = None  # root / peer as a global rank
     tensors: tuple | None = None  # as recorded, when the signature drops sizes (all-to-all)
     splits: tuple | None = None  # all_to_all_single: (input split sizes, output split sizes)
+    chain: tuple | None = None  # the user's call chain: (file, line, function) outermost first, the site last
 
     @property
     def sized(self) -> Signature:
@@ -202,6 +203,8 @@ class RankLog:
         self.dropped = scan.dropped
         self.starts = {self.groups[slot].name: j for slot, j in scan.starts.items()}
         self.site_set = {run.site_id(site) for site in scan.sites}
+        self.chain = scan.chain  # each event's chain key (scan.Scan.chain)
+        self.chain_sites = scan.chain_sites
         self.base_us = h.get("wall_ns", 0) // 1000
         self._by_group: dict[str, object] | None = None
         sigterm = self.path[: -len(lf.LOG_SUFFIX)] + lf.SIGTERM_SUFFIX
@@ -212,6 +215,17 @@ class RankLog:
 
     def __len__(self) -> int:
         return len(self.sig)
+
+    @cached_property
+    def _chain_ids(self) -> dict:
+        return {key: self.run.chain_id(frames) for key, frames in self.chain_sites.items()}
+
+    def chains_of(self, idx, end: int) -> array:
+        """Run-wide chain ids (0: no chain known) of the events idx[:end], in that order."""
+        ids, col = self._chain_ids, self.chain
+        if not ids or len(col) < len(self.sig):
+            return array("I", bytes(4 * min(end, len(idx))))
+        return array("I", [ids.get(col[i], 0) for i in idx[:end]])
 
     @property
     def crash(self) -> str | None:
@@ -304,6 +318,7 @@ class RankLog:
         base = self.base_us
         g = self.groups[self.gid[i]]
         stack = tuple(site_of(s) for s in coll["st"]) if "st" in coll else None
+        chain = self.chain_sites.get(self.chain[i]) if i < len(self.chain) else None
         sig = self.run.signatures[self.sig[i]]
         peer = self.run.global_rank(g.name, sig.root)
         tensors = splits = None
@@ -318,7 +333,7 @@ class RankLog:
             t_return=base + done["r"] if done and "r" in done else None,
             t_done=None if i in self.pending or done is None else base + done.get("c", done.get("r", 0)),
             error=self.errors.get(i), call_id=coll.get("q"), async_op=bool(coll.get("a")), native=bool(coll.get("n")),
-            stack=stack, peer_global=peer, tensors=tensors, splits=splits,
+            stack=stack, peer_global=peer, tensors=tensors, splits=splits, chain=chain,
         )
 
     def _position(self, i: int) -> int:
@@ -363,6 +378,8 @@ class Run:
         self._sig_ids: dict[Signature, int] = {}
         self.sites: list[tuple] = []
         self._site_ids: dict[tuple, int] = {}
+        self._chains: dict[tuple, int] = {}  # a call chain (frames outermost first) -> its id, from 1
+        self.chains: list[tuple] = [()]  # id -> the chain (0: none known)
         self.world = 0
         self.warnings: list[str] = []
         # ranks or groups nothing could be compared in (missing logs, empty dumps): a run without
@@ -384,6 +401,13 @@ class Run:
         if i is None:
             i = self._site_ids[site] = len(self.sites)
             self.sites.append(site)
+        return i
+
+    def chain_id(self, frames: tuple) -> int:
+        i = self._chains.get(frames)
+        if i is None:
+            i = self._chains[frames] = len(self.chains)
+            self.chains.append(frames)
         return i
 
     def file_cache(self, path: str) -> dict:

@@ -104,7 +104,7 @@ def _backend(log) -> str:
 
 def _frames(e) -> list[dict]:
     """Innermost first, as FR stores them."""
-    chain = list(e.stack) if e.stack else ([e.site] if e.site else [])
+    chain = [x for x in (e.stack or e.chain or (e.site,)) if x]
     return [{"name": f[2], "filename": f[0], "line": f[1]} for f in reversed(chain) if f is not None]
 
 

@@ -23,6 +23,8 @@ def event_dict(e) -> dict | None:
         "thread": e.thread, "async": e.async_op, "native": e.native, "completed": e.completed,
         "error": e.error,
     }
+    if e.chain:  # the user's frames, outermost first (the site last)
+        out["chain"] = [{"file": x[0], "line": x[1], "function": x[2]} if x else None for x in e.chain]
     if e.splits is not None:
         out["splits"] = {"input": list(e.splits[0]), "output": list(e.splits[1])}
     return out

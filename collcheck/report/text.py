@@ -31,6 +31,19 @@ def _cell(e) -> str:
     return f"{s.api} {shape}{extra}{state}{label}\n  @{e.where()}"
 
 
+def chain_text(e, most: int = 6) -> str:
+    """'train.py:87 evaluate() > helpers.py:49 sync()': the user's frames down to the call site (its
+    full path), the outermost ones left out beyond `most`."""
+    frames = [x for x in (e.chain or (e.site,)) if x is not None]
+    if not frames:
+        return "?"
+    *outer, site = frames
+    parts = [f"{os.path.basename(x[0])}:{x[1]} {x[2]}()" for x in outer[-(most - 1):]] if most > 1 else []
+    if len(outer) > most - 1:
+        parts.insert(0, "…")
+    return " > ".join([*parts, f"{site[0]}:{site[1]} in {site[2]}()"])
+
+
 def slot_rows(report, finding, context: int) -> dict[int, tuple[int, ...]]:
     """rank -> its event index (-1: none) in each row around the finding: row k is the same slot
     (the finding's + k - context) on every rank, also where a rank's sequence ended earlier."""
@@ -90,9 +103,10 @@ def _finding_panel(report, f, index: int) -> Panel:
     body.append(f.message + "\n\n")
     sites = {r: e for r, e in sorted(f.events.items()) if e is not None and e.site}
     if sites:
-        body.append("call sites:\n", style="bold")
+        chained = any(e.chain and len(e.chain) > 1 for e in sites.values())
+        body.append("call chains (outermost first):\n" if chained else "call sites:\n", style="bold")
         for r, e in list(sites.items())[:8]:
-            body.append(f"  rank {r}: {e.site[0]}:{e.site[1]} in {e.site[2]}()  [thread {e.thread}]\n")
+            body.append(f"  rank {r}: {chain_text(e)}  [thread {e.thread}]\n")
     if f.kind == "group_mismatch":
         for r, site in sorted(f.details.get("sites", {}).items()):
             if site:
