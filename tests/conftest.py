@@ -92,7 +92,7 @@ _scenario_guard = threading.Lock()
 @pytest.fixture(scope="session")
 def scenario_run(tmp_path_factory):
     """`scenario_run(name)` -> (torchrun rc, run dir, output): each scenario in scenarios/ is
-    recorded under real torchrun once per test session and shared by the scenario, replay and
+    recorded (with full stacks) under real torchrun once per test session and shared by the scenario, replay and
     TUI tests (thread-safe, so fixtures may record several in parallel)."""
     from collcheck.demo import record_scenario
 
@@ -103,7 +103,8 @@ def scenario_run(tmp_path_factory):
             if name not in _scenario_runs:
                 # mkdtemp, not tmp_path_factory.mktemp: several threads may record at once
                 d = tempfile.mkdtemp(prefix=f"rec-{name}-", dir=tmp_path_factory.getbasetemp())
-                _scenario_runs[name] = record_scenario(name, d, timeout=180)
+                # full stacks: test_scenarios checks each label against the framework on its stack
+                _scenario_runs[name] = record_scenario(name, d, timeout=180, extra_env={"COLLCHECK_STACK": "full"})
             return _scenario_runs[name]
 
     return get

@@ -1,5 +1,7 @@
 """Reports speak the framework that issued a collective: FSDP2's collectives are FSDP2's, with
-FSDP's fix, never DDP's or join()'s (labels on both recording paths: test_recorder.py)."""
+FSDP's fix, never DDP's or join()'s; DTensor's name the placement change over the mesh dimension
+(labels on both recording paths: test_recorder.py). Every run here is recorded with full stacks and
+each label checked against the framework on its stack (framework_labels.py)."""
 
 from __future__ import annotations
 
@@ -9,15 +11,18 @@ import sys
 
 import pytest
 from conftest import diff_json, marker_lines, program, torchrun
+from framework_labels import assert_labels_speak_their_framework
 from test_reports import assert_rows_line_up
 
 from collcheck.analysis.diff import analyse
 from collcheck.model import load_run
 
+FULL = {"COLLCHECK_STACK": "full"}
+
 
 @pytest.mark.timeout(150)
 def test_fsdp2_expert_skipped_on_one_rank_is_reported_in_fsdp_terms(tmp_path):
-    rc, _, err, run_dir = torchrun(program("fsdp_skip.py"), 2, tmp_path, timeout=120)
+    rc, _, err, run_dir = torchrun(program("fsdp_skip.py"), 2, tmp_path, timeout=120, env=FULL)
     assert rc != 0, err[-2000:]  # the skipped expert hangs the job until gloo's timeout
     code, report = diff_json(run_dir)
     assert code == 1, report
@@ -34,6 +39,7 @@ def test_fsdp2_expert_skipped_on_one_rank_is_reported_in_fsdp_terms(tmp_path):
     text = subprocess.run([sys.executable, "-m", "collcheck.cli", "diff", run_dir], capture_output=True, text=True, check=False,
                           timeout=120).stdout
     assert "FSDP2 forward" in text and "DDP" not in text and "join()" not in text, text
+    assert assert_labels_speak_their_framework(load_run(run_dir)) > 20
 
 
 @pytest.mark.timeout(150)
@@ -44,7 +50,7 @@ def test_rank_only_full_tensor_on_a_2d_mesh_blames_that_rank_at_its_slot(tmp_pat
     table shows that slot."""
     script = program("mesh_rank0_full_tensor.py")
     marks = marker_lines(script)
-    rc, _, err, run_dir = torchrun(script, 4, tmp_path, timeout=120)
+    rc, _, err, run_dir = torchrun(script, 4, tmp_path, timeout=120, env=FULL)
     assert rc != 0, err[-2000:]
     code, report = diff_json(run_dir)
     assert code == 1, report
@@ -57,4 +63,74 @@ def test_rank_only_full_tensor_on_a_2d_mesh_blames_that_rank_at_its_slot(tmp_pat
     text = subprocess.run([sys.executable, "-m", "collcheck.cli", "diff", run_dir], capture_output=True, text=True, check=False,
                           timeout=120, env=dict(os.environ, COLUMNS="200")).stdout
     assert f"{first['group_label']}: collectives around #3" in text, text
-    assert_rows_line_up(analyse(load_run(run_dir)))  # every table row: one slot on every rank
+    run = load_run(run_dir)
+    assert_rows_line_up(analyse(run))  # every table row: one slot on every rank
+    assert assert_labels_speak_their_framework(run) > 10
+    # [Shard(0), Shard(1)] on (dp, tp): the tp dimension is gathered first
+    assert first["events"]["0"]["label"] == "DTensor.full_tensor(): Shard(1) -> Replicate() over tp", first["events"]["0"]
+
+
+@pytest.mark.timeout(150)
+def test_tensor_parallel_rank_only_full_tensor_names_the_placement_change(tmp_path):
+    """parallelize_module (ColwiseParallel up, RowwiseParallel down) on a 1-D tp mesh; at step 1 rank
+    0 alone all-gathers a weight for a log line: the extra collective is rank 0's, named by the
+    DTensor call and the placement change over `tp`; what rank 1 issued in that slot is the next
+    step's RowwiseParallel output all-reduce."""
+    script = program("tp_branch.py")
+    marks = marker_lines(script)
+    rc, _, err, run_dir = torchrun(script, 2, tmp_path, timeout=120, env=FULL)
+    assert rc != 0, err[-2000:]
+    code, report = diff_json(run_dir)
+    assert code == 1, report
+    first = report["findings"][0]
+    # parallelize_module: 3 scatters and 1 broadcast per rank, then one forward all-reduce per step:
+    # rank 0's full_tensor() after step 1 is #6
+    assert (first["kind"], first["ranks"], first["position"]) == ("extra", [0], 6), first
+    mine, theirs = first["events"]["0"], first["events"]["1"]
+    assert (mine["site"]["line"], mine["label"]) == (marks["full_tensor"], "DTensor.full_tensor(): Shard(0) -> Replicate() over tp"), mine
+    assert theirs["label"] == "tensor parallel (a module's output): Partial(sum) -> Replicate() over tp", theirs
+    assert first["group"] == "0"  # a 1-D mesh over the whole world is the default group itself (init_device_mesh)
+    labels = {e.label for log in load_run(run_dir).ranks.values() for e in map(log.event, range(len(log)))}
+    assert {"parallelize_module(): scatter over tp", "parallelize_module(): broadcast over tp"} <= labels, labels
+    assert assert_labels_speak_their_framework(load_run(run_dir)) > 10
+
+
+@pytest.mark.timeout(200)
+def test_a_correct_fsdp2_and_tensor_parallel_program_is_clean(tmp_path):
+    """FSDP2 over dp and tensor parallel over tp on a 2-D mesh of 4 ranks, a correct program: no
+    finding, every group named by its mesh dimension, every label its framework's."""
+    rc, _, err, run_dir = torchrun(program("fsdp_tp_ok.py"), 4, tmp_path, timeout=180, env=FULL)
+    assert rc == 0, err[-3000:]
+    code, report = diff_json(run_dir)
+    assert (code, report["verdict"], report["findings"]) == (0, "clean", []), report["findings"][:1]
+    meshes = {g["label"].split("(")[1].split()[1] for g in report["groups"].values() if "(mesh " in g["label"]}
+    assert meshes == {"dp", "tp"}, report["groups"]
+    run = load_run(run_dir)
+    labels = {e.label for log in run.ranks.values() for e in map(log.event, range(len(log)))}
+    assert {"FSDP2 forward: FSDP unshard all-gather of blocks.0", "FSDP2 backward: FSDP gradient reduce of blocks.1",
+            "DTensor.full_tensor(): Shard(0) -> Replicate() over tp",
+            "tensor parallel (a module's output): Partial(sum) -> Replicate() over tp"} <= labels, labels
+    assert assert_labels_speak_their_framework(run) > 100
+
+
+@pytest.mark.timeout(200)
+def test_fsdp2_and_tensor_parallel_rank_only_full_tensor_blames_that_rank(tmp_path):
+    """The same program with the bug: only rank 0 all-gathers an FSDP2 + TP weight (its dp group
+    first, its 25th collective there) while ranks 1-3 wait in the final barrier. Rank 0 alone is
+    the culprit, at its own slot of its dp group, named by mesh dimension, with the placement change."""
+    script = program("fsdp_tp_ok.py")
+    marks = marker_lines(script)
+    rc, _, err, run_dir = torchrun(script, 4, tmp_path, timeout=180, env=FULL, args=("rank0_full_tensor",))
+    assert rc != 0, err[-2000:]
+    code, report = diff_json(run_dir)
+    assert code == 1, report
+    first = report["findings"][0]
+    # per step and dp group: 3 forward all-gathers, 2 prefetch all-gathers, 3 reduce-scatters; 3 steps
+    assert (first["kind"], first["ranks"], first["position"]) == ("deadlock", [0], 24), first
+    assert first["group_label"] == f"group {first['group']} (mesh dp [0, 2] at tp=0)", first["group_label"]
+    mine = first["events"]["0"]
+    assert (mine["site"]["line"], mine["label"]) == (marks["full_tensor"], "DTensor.full_tensor(): Shard(0) -> Replicate() over dp"), mine
+    assert first["details"]["waited_on_by"] == {"0": [1, 2, 3]}, first["details"]
+    run = load_run(run_dir)
+    assert_rows_line_up(analyse(run))
+    assert assert_labels_speak_their_framework(run) > 100

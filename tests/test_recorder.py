@@ -549,7 +549,8 @@ def test_call_on_a_group_the_rank_is_not_in(tmp_path):
 @pytest.mark.timeout(150)
 def test_framework_collectives_are_labelled_by_their_framework(tmp_path):
     """FSDP2's collectives are FSDP2's (the module's phase, never DDP's or join()'s), DTensor's are
-    named by torch module and function, DDP keeps its labels, a user's call has none."""
+    named by the user's DTensor call and the placement change over the mesh dimension, DDP keeps
+    its labels, a user's call has none."""
     script = program("frameworks.py")
     marks = marker_lines(script)
     rc, _, err, run_dir = torchrun(script, 2, tmp_path, timeout=120)
@@ -572,9 +573,9 @@ def test_framework_collectives_are_labelled_by_their_framework(tmp_path):
         assert all(e.label.startswith("FSDP2 ") for e in fsdp), labels
         # the DTensor call on each line, with torch's step that communicated
         dtensor_labels = {(e.site[1], e.label) for e in dtensor}
-        assert dtensor_labels == {(marks["distribute"], "distribute_tensor(): mesh_scatter"),
-                                  (marks["full_tensor"], "DTensor.full_tensor(): _to_replicate_tensor"),
-                                  (marks["redistribute"], "DTensor.redistribute(): _to_replicate_tensor")}, \
+        assert dtensor_labels == {(marks["distribute"], "distribute_tensor(): scatter over dp"),
+                                  (marks["full_tensor"], "DTensor.full_tensor(): Shard(0) -> Replicate() over dp"),
+                                  (marks["redistribute"], "DTensor.redistribute(): Shard(0) -> Replicate() over dp")}, \
             dtensor_labels
         assert all(e.sig.role is None for e in dtensor)
         assert {e.label.rstrip(" 0123456789") for e in ddp} == {

@@ -17,6 +17,7 @@ from collcheck.demo import SCENARIOS_DIR
 from collcheck.demo import scenario_names
 
 sys.path.insert(0, os.path.dirname(__file__))
+from framework_labels import assert_labels_speak_their_framework  # noqa: E402
 from race_helpers import swap_cut_by_abort  # noqa: E402
 
 NAMES = [n for n in scenario_names() if os.path.exists(os.path.join(SCENARIOS_DIR, n, "expected.json"))]
@@ -47,6 +48,18 @@ def test_scenario(name, scenario_run):
     if got[:1] != want[:1] and swap_cut_by_abort(_key(want[0]), _key(got[0]), crashed):
         return  # gloo aborted the culprit before it issued the swapped call (race_helpers.py)
     assert got[: len(want)] == want, json.dumps(got[:3], indent=1)
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("name", NAMES)
+def test_every_collective_speaks_the_framework_that_issued_it(name, scenario_run):
+    """The scenarios are recorded with full stacks (conftest.scenario_run): each collective's
+    label is checked against the torch framework on its stack (tests/framework_labels.py)."""
+    from collcheck.model import load_run
+
+    rc, run_dir, output = scenario_run(name)
+    assert rc != -1, output
+    assert_labels_speak_their_framework(load_run(run_dir))
 
 
 def _key(summary: dict) -> tuple:

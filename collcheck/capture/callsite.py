@@ -58,7 +58,8 @@ def _classify(code) -> tuple[bool, str | None]:
             v = (False, None)
         else:
             key = sys.intern(f"{file}:{name}")
-            v = (False, key, True) if key in frameworks.OBJECT_FRAMES else (False, key)
+            reader = frameworks.DETAIL_FRAMES.get(key)
+            v = (False, key, reader) if reader is not None else (False, key)
     elif fn.startswith((_COLLCHECK_DIR, "<frozen")) or fn in _SKIP_FILES or (
             fn.startswith(_STDLIB_DIRS) and not any(d in fn for d in _PACKAGE_DIRS)):
         v = (False, None)
@@ -100,10 +101,10 @@ def walk(frame, full: bool):
                 names = [v[1]]
             else:
                 names.append(v[1])
-            if len(v) > 2:  # the frame's `self` says what for (an FSDP parameter group's module)
-                obj = frame.f_locals.get("self")
-                if obj is not None:
-                    names.append(obj)
+            if len(v) > 2:  # the frame's locals say what for (an FSDP group's module, a placement change)
+                d = v[2](frame)
+                if d is not None:
+                    names.append(d)
         frame = frame.f_back
     if len(chain) > MAX_CHAIN:  # deep recursion: both ends say where the call came from
         chain = chain[:MAX_CHAIN - CHAIN_OUTER] + chain[-CHAIN_OUTER:]
@@ -145,12 +146,12 @@ def _purpose(names: list[str] | None) -> tuple[str | None, str | None]:
     e.g. role "gradient bucket", label "join() shadow: gradient bucket". A torch internal no
     table knows gets no role and its module and function as label.
     """
-    objects = [n for n in names or () if not isinstance(n, str)]
+    details = [n for n in names or () if isinstance(n, frameworks.Detail)]
     names = [n for n in names or () if isinstance(n, str) and not n.startswith(API_PREFIX)]
     if not names:
         return None, None
     role = next((frameworks.ROLES[n] for n in names if n in frameworks.ROLES), None)
-    what = next((w for w in map(frameworks.object_label, objects) if w is not None), None)
+    what = next((d.text for d in details if not d.entry), None)
     if role is not None and what is not None:
         role = f"{role} of {what}"  # the module is part of what must match across ranks
     # innermost phase wins: join's __exit__ encloses main_hook and _sync_final_model
@@ -161,9 +162,10 @@ def _purpose(names: list[str] | None) -> tuple[str | None, str | None]:
         role, phase = "gradient bucket", "DDP backward"  # the C++ reducer's hooks
     if role is None and phase is None:
         entry = next((frameworks.ENTRY_POINTS[n] for n in reversed(names) if n in frameworks.ENTRY_POINTS), None)
-        if entry is not None:  # "DTensor.full_tensor(): _to_replicate_tensor"
-            return None, f"{entry}: {names[0].rpartition(':')[2]}"
-        return None, frameworks.describe(names[0])
+        entry = next((d.text for d in details if d.entry), entry)
+        if entry is not None:  # "DTensor.full_tensor(): Shard(0) -> Replicate() over tp"
+            return None, f"{entry}: {what or names[0].rpartition(':')[2]}"
+        return None, frameworks.describe(names[0]) + (f" ({what})" if what else "")
     if role == "module state broadcast" and phase is None and frameworks.DDP_INIT_AT in names:
         phase = "DDP init"
     if role is None:

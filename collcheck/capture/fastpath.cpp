@@ -59,8 +59,8 @@ struct Op {  // argument positions (-1: none), from wire.py (async_op: from the 
 };
 struct Verdict {
   bool user;
-  PyObject* name;  // labelled torch function name or nullptr
-  bool self_too;   // the frame's `self` names what the call is for (an FSDP parameter group)
+  PyObject* name;    // labelled torch function name or nullptr
+  PyObject* reader;  // reads what the call is for from the frame's locals (frameworks.DETAIL_FRAMES) or nullptr
 };
 struct Entry {
   long tid;
@@ -163,9 +163,11 @@ bool walk(Chain& chain, std::vector<PyObject*>& names) {
         return false;
       }
       Verdict verdict{PyObject_IsTrue(PyTuple_GET_ITEM(v, 0)) == 1, PyTuple_GET_ITEM(v, 1),
-                      PyTuple_GET_SIZE(v) > 2 && PyObject_IsTrue(PyTuple_GET_ITEM(v, 2)) == 1};
+                      PyTuple_GET_SIZE(v) > 2 ? PyTuple_GET_ITEM(v, 2) : nullptr};
       if (verdict.name == Py_None) verdict.name = nullptr;
+      if (verdict.reader == Py_None) verdict.reader = nullptr;
       Py_XINCREF(verdict.name);
+      Py_XINCREF(verdict.reader);
       Py_DECREF(v);
       Py_INCREF(code);  // pinned: its address is the key
       it = verdicts.emplace(reinterpret_cast<PyObject*>(code), verdict).first;
@@ -179,13 +181,12 @@ bool walk(Chain& chain, std::vector<PyObject*>& names) {
     }
     if (chain.frames.empty()) {
       if (it->second.name) names.push_back(it->second.name);
-      if (it->second.self_too) {
-        // the object itself goes into the record's key and details (which pin it): one template
-        // per object, as the Python walk does (callsite.walk)
-        PyObject* locals = PyFrame_GetLocals(f);
-        PyObject* self = locals ? PyDict_GetItemString(locals, "self") : nullptr;
-        if (self) names.push_back(self);  // alive: the frame holds it while the op is issued
-        Py_XDECREF(locals);
+      if (it->second.reader) {
+        // a frameworks.Detail, one object per text kept by Python for good: its address goes into
+        // the record's key, as the Python walk does (callsite.walk)
+        PyObject* d = PyObject_CallOneArg(it->second.reader, reinterpret_cast<PyObject*>(f));
+        if (d && d != Py_None) names.push_back(d);
+        Py_XDECREF(d);  // (still alive: the Detail table holds it)
         PyErr_Clear();
       }
     }

@@ -23,9 +23,63 @@ for _table in TABLES:
 # public calls of a framework without roles (DTensor): the outermost names the user's call
 ENTRY_POINTS = {f"{file}:{func}": call for (file, func), call in dtensor.ENTRY_POINTS.items()}
 
-# frames whose `self` names what the call is for: the walk passes the object on (object_label)
-OBJECT_FRAMES = frozenset(f"{file}:{func}" for file, func in fsdp.OBJECT_FRAMES)
-object_label = fsdp.object_label
+
+
+class Detail:
+    """What a frame's locals say a collective is for ("experts.1", "Shard(0) -> Replicate() over
+    tp"), read by a table's reader while the walk passes that frame. One object per text, kept for
+    good: its address goes into the recorder's template keys (C++ and Python), so equal details
+    give the same template and a new one a new template, without a template per call.
+    `entry`: it names the user's call itself (replaces the entry point's text)."""
+
+    __slots__ = ("entry", "text")
+
+    def __init__(self, text: str, entry: bool):
+        self.text, self.entry = text, entry
+
+    def __repr__(self) -> str:
+        return f"Detail({self.text!r})"
+
+
+_details: dict[tuple, Detail] = {}
+MAX_DETAILS = 4096  # beyond: no detail (a reader whose text never repeats must not grow this without bound)
+
+
+def detail(text: str | None, entry: bool = False) -> Detail | None:
+    if not text:
+        return None
+    d = _details.get((text, entry))
+    if d is None and len(_details) < MAX_DETAILS:
+        d = _details[(text, entry)] = Detail(text, entry)
+    return d
+
+
+def _reader(read):
+    """A table's reader (frame locals -> text) made safe: someone else's frame, any failure is no detail."""
+    def run(frame):
+        try:
+            return detail(read(frame.f_locals))
+        except Exception:  # noqa: BLE001 - never break the job for a label
+            return None
+    return run
+
+
+def _entry_reader(read):
+    def run(frame):
+        try:
+            return detail(read(frame.f_locals), entry=True)
+        except Exception:  # noqa: BLE001
+            return None
+    return run
+
+
+# frames whose locals say what the call is for: 'file:function' -> reader(frame) -> Detail or None
+DETAIL_FRAMES = {}
+for _table in TABLES:
+    for (file, func), read in getattr(_table, "DETAILS", {}).items():
+        DETAIL_FRAMES[f"{file}:{func}"] = _reader(read)
+    for (file, func), read in getattr(_table, "ENTRY_DETAILS", {}).items():
+        DETAIL_FRAMES[f"{file}:{func}"] = _entry_reader(read)
 
 # torch's own plumbing between a framework and the wire: never the frame a label names
 PLUMBING_FILES = frozenset((

@@ -30,18 +30,16 @@ PHASES = {
     (_F1 + "_init_utils.py", "_sync_module_params_and_buffers"): "FSDP init",
 }
 
-# FSDPParamGroup.unshard (forward, prefetch and backward all-gathers) and .post_backward (the
-# reduce-scatter): `self` is the parameter group, `_module_fqn` its module ("" for the root),
-# set by FSDPState._init_fqns at lazy init
-OBJECT_FRAMES = ((_F2 + "_fsdp_param_group.py", "unshard"), (_F2 + "_fsdp_param_group.py", "post_backward"))
 
-
-def object_label(obj) -> str | None:
-    """The module an FSDP2 parameter group shards, by its fully qualified name."""
-    try:
-        fqn = getattr(obj, "_module_fqn", None)
-    except Exception:  # noqa: BLE001 - someone else's object: no label rather than a failure
-        return None
+def _module_of(local: dict) -> str | None:
+    """The module an FSDP2 parameter group shards, by its fully qualified name: `self` is the
+    FSDPParamGroup, `_module_fqn` its module ("" for the root), set by FSDPState._init_fqns at lazy init."""
+    fqn = getattr(local.get("self"), "_module_fqn", None)
     if not isinstance(fqn, str):
         return None
     return fqn or "the root module"
+
+
+# FSDPParamGroup.unshard (forward, prefetch and backward all-gathers) and .post_backward (the reduce-scatter)
+DETAILS = {(_F2 + "_fsdp_param_group.py", "unshard"): _module_of,
+           (_F2 + "_fsdp_param_group.py", "post_backward"): _module_of}
