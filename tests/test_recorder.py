@@ -575,7 +575,9 @@ def test_framework_collectives_are_labelled_by_their_framework(tmp_path):
         dtensor_labels = {(e.site[1], e.label) for e in dtensor}
         assert dtensor_labels == {(marks["distribute"], "distribute_tensor(): scatter over dp"),
                                   (marks["full_tensor"], "DTensor.full_tensor(): Shard(0) -> Replicate() over dp"),
-                                  (marks["redistribute"], "DTensor.redistribute(): Shard(0) -> Replicate() over dp")}, \
+                                  (marks["redistribute"], "DTensor.redistribute(): Shard(0) -> Replicate() over dp"),
+                                  (marks["implicit"], "DTensor aten.mm.default (implicit redistribution of argument 1): "
+                                                      "Shard(0) -> Replicate() over dp")}, \
             dtensor_labels
         assert all(e.sig.role is None for e in dtensor)
         assert {e.label.rstrip(" 0123456789") for e in ddp} == {

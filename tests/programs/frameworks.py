@@ -32,6 +32,7 @@ mark(102)
 weight = distribute_tensor(torch.randn(8, 8), mesh, [Shard(0)])  # @distribute
 full = weight.full_tensor()  # @full_tensor
 replicated = weight.redistribute(mesh, [Replicate()])  # @redistribute
+product = torch.mm(weight, weight)  # @implicit
 mark(103)
 ddp = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 2))  # @ddp
 ddp(torch.randn(3, 4)).sum().backward()  # @ddp_backward
