@@ -134,3 +134,41 @@ def test_fsdp2_and_tensor_parallel_rank_only_full_tensor_blames_that_rank(tmp_pa
     run = load_run(run_dir)
     assert_rows_line_up(analyse(run))
     assert assert_labels_speak_their_framework(run) > 100
+
+
+@pytest.mark.timeout(150)
+def test_a_correct_pipeline_is_clean_and_speaks_in_stages(tmp_path):
+    """A 2-stage 1F1B pipeline, 4 microbatches, 3 steps: clean; every send and recv is labelled
+    with its stage, the step's microbatch count and which way it goes (the half of a mixed batch)."""
+    rc, _, err, run_dir = torchrun(program("pipeline_ok.py"), 2, tmp_path, timeout=120, env=FULL)
+    assert rc == 0, err[-3000:]
+    code, report = diff_json(run_dir)
+    assert (code, report["verdict"], report["findings"]) == (0, "clean", []), report["findings"][:1]
+    run = load_run(run_dir)
+    labels = {(r, e.sig.op, e.label) for r, log in run.ranks.items() for e in map(log.event, range(len(log)))}
+    head = {0: "pipeline stage 0 of 2, 4 microbatches: ", 1: "pipeline stage 1 of 2, 4 microbatches: "}
+    assert {(0, "send", head[0] + "forward send (activation)"), (0, "recv_", head[0] + "backward recv (gradient)"),
+            (1, "recv_", head[1] + "forward recv (activation)"), (1, "send", head[1] + "backward send (gradient)"),
+            (0, "send", head[0] + "set-up: shape metadata")} <= labels, sorted(labels)
+    assert all(label.startswith(head[r]) for r, _, label in labels), sorted(labels)
+    assert assert_labels_speak_their_framework(run) == sum(len(log) for log in run.ranks.values())
+
+
+@pytest.mark.timeout(150)
+def test_a_pipeline_stage_with_another_microbatch_count_is_the_culprit(tmp_path):
+    """Stage 0 splits its ragged last batch into 3 microbatches, stage 1 its padded targets into 4:
+    the first unpaired message is blamed on stage 0, whose count changed (4 before), and the
+    verdict says the job aborted, and how: rank 1 failed when rank 0 had finished and gone."""
+    rc, _, err, run_dir = torchrun(program("pipeline_ragged.py"), 2, tmp_path, timeout=120, env=FULL)
+    assert rc != 0, err[-2000:]
+    code, report = diff_json(run_dir)
+    assert code == 1, report
+    first = report["findings"][0]
+    assert (first["kind"], first["ranks"]) == ("unmatched_p2p", [0]), first
+    counts = first["details"]["microbatches"]
+    assert counts == {"0": {"stage": "stage 0", "last": 3, "before": 4},
+                      "1": {"stage": "stage 1", "last": 4, "before": None}}, counts
+    assert "stage 0 (rank 0) 3 (4 before), stage 1 (rank 1) 4" in first["message"], first["message"]
+    assert first["fix"].startswith("every stage must run the same number of microbatches"), first["fix"]
+    assert report["verdict"] == "aborted" and report["aborted"].startswith("rank 1 failed at once"), report["aborted"]
+    assert assert_labels_speak_their_framework(load_run(run_dir)) > 50

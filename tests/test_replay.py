@@ -280,7 +280,7 @@ def test_fsdp_roles_replay_with_their_module():
     seen = []
 
     def probe():
-        _, names, _ = callsite.walk(sys._getframe(1), False)
+        _, names, _, _ = callsite.walk(sys._getframe(1), False)
         seen.append(callsite._purpose(names))
 
     for role, phase in [("FSDP unshard all-gather of layers.3.experts.1", "FSDP2 forward"),

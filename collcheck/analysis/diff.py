@@ -10,8 +10,9 @@ from .align import align_group, group_members
 from .chains import chain_findings
 from .findings import Finding
 from .explain import better_fix, explain
-from .hang import HangAnalysis, analyse_hang, hang_findings
+from .hang import HangAnalysis, abort_text, analyse_hang, hang_findings
 from .p2p import match_p2p
+from .pipeline import blame_microbatch_counts
 from .splits import split_findings
 
 
@@ -28,11 +29,19 @@ class Report:
         kinds = {f.kind for f in self.findings}
         if "deadlock" in kinds:
             return "deadlock"
+        if self.aborted:
+            return "aborted"
         if "hang" in kinds or (self.hang.inside and not self.hang.in_flight_only):
             return "hang"
         if self.findings:
             return "mismatch"
         return "incomplete" if self.run.unchecked else "clean"
+
+    @property
+    def aborted(self) -> str | None:
+        """What the ranks did when the job ended without anyone waiting for a timeout or a kill
+        (gloo fails a collective whose peer exited or crashed): the job aborted, it did not hang."""
+        return abort_text(self.hang) if any(f.kind == "hang" for f in self.findings) else None
 
     @property
     def first(self) -> Finding | None:
@@ -61,6 +70,7 @@ def analyse(run: Run) -> Report:
         for f in p2p_findings:
             f.time = first
     findings += p2p_findings
+    blame_microbatch_counts(run, p2p_findings)
     divergences = sorted(findings, key=lambda f: (f.time, f.group, f.position, f.ranks))
     hangs = hang_findings(run, hang)
     if hang.in_flight_only and not divergences:

@@ -10,6 +10,7 @@ import os
 from ..model import Run, rank_ranges
 from .findings import Finding
 from .hang import where_killed
+from .pipeline import microbatch_text
 
 
 def explain(run: Run, f: Finding) -> str:
@@ -32,6 +33,9 @@ FIX_BY_ROLE = {
 
 def better_fix(run: Run, f: Finding, divergences: bool) -> str | None:
     """Advice that fits this run better than the kind's usual fix (findings.KINDS), if any."""
+    if f.details.get("microbatches"):
+        return ("every stage must run the same number of microbatches in a step: derive it from the global batch "
+                "(the same on every stage, e.g. broadcast by the first stage), or pad or drop the ragged last batch")
     if f.details.get("chains"):
         return ("run the same passes on every rank of the group: a forward, evaluation or logging step that issues "
                 "collectives (a layer that synchronises statistics, a metric all-reduce) inside `if rank == 0:` must "
@@ -177,8 +181,9 @@ def _group_mismatch(run: Run, f: Finding) -> str:
 def _unmatched_p2p(run: Run, f: Finding) -> str:
     d = f.details
     e = next((x for x in f.events.values() if x is not None), None)
-    return (f"{_ev(e)}: rank {d['src']} -> rank {d['dst']} message #{f.number} in group {f.group} "
+    text = (f"{_ev(e)}: rank {d['src']} -> rank {d['dst']} message #{f.number} in group {f.group} "
             f"has no matching {d['missing']}")
+    return text + ("; " + microbatch_text(d) if d.get("microbatches") else "")
 
 
 def _split_mismatch(run: Run, f: Finding) -> str:
@@ -206,6 +211,8 @@ def _field_text(run: Run, f: Finding) -> str:
         text = f"{mine} where {_ranks(_others(f))} issued {_ev(f.expected)} (collective #{f.number} of group {f.group})"
     if d.get("nccl_note"):
         text += "; " + d["nccl_note"]
+    if d.get("microbatches"):
+        text += "; " + microbatch_text(d)
     return text
 
 

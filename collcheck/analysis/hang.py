@@ -273,6 +273,30 @@ def _cycle_culprits(run: Run, graph: nx.DiGraph, cycle: list[int]) -> list[int]:
     return sorted(r for r, n in waited_on.items() if n == most)
 
 
+FAILED_STATES = frozenset(("peer-lost", "collective-failed", "crashed", "raised"))
+
+
+def abort_text(hang: HangAnalysis) -> str | None:
+    """How the job ended when it aborted instead of hanging: some rank failed (gloo's size check,
+    a peer that exited or crashed) and none waited for a timeout; ranks the launcher killed while
+    they waited were stopped because of that failure. None: no rank failed, or some rank hung."""
+    states = {r: s.state for r, s in hang.states.items()}
+    if not hang.inside or any(st in HUNG_STATES - {"killed-in-collective"} for st in states.values()):
+        return None
+    if not any(st in FAILED_STATES for st in states.values()):
+        return None
+    words = {"peer-lost": "failed at once with 'Connection closed/reset by peer' (a peer went away)",
+             "collective-failed": "raised inside the collective (the op itself failed)",
+             "crashed": "died of a fatal signal inside the collective (SIGABRT from a gloo check)",
+             "raised": "raised an exception with the collective still pending",
+             "killed-in-collective": "was killed while it waited (the launcher stops the other ranks when one fails)"}
+    by_state: dict[str, list[int]] = {}
+    for r in sorted(states):
+        if states[r] in words:
+            by_state.setdefault(states[r], []).append(r)
+    return "; ".join(f"rank{'s' if len(rs) != 1 else ''} {rank_ranges(rs)} {words[st]}" for st, rs in by_state.items())
+
+
 def _observed(hang: HangAnalysis) -> str | None:
     """What this run's ranks really did, when none of them waited until a timeout or a kill."""
     if any(hang.states[r].state in HUNG_STATES for r in hang.inside):

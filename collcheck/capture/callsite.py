@@ -119,14 +119,20 @@ def outer_frames(chain: list) -> tuple | None:
 _purposes: dict = {}
 
 
-def purpose(names: list[str] | None) -> tuple[str | None, str | None]:
-    """Cached `_purpose` (the same few torch call paths repeat every step)."""
+def purpose(names: list[str] | None, op: str = "") -> tuple[str | None, str | None]:
+    """Cached `_purpose` (the same few torch call paths repeat every step). A label naming a send
+    and a recv together (a pipeline's batch of both) keeps the half of this wire op."""
     if not names:
         return None, None
-    key = tuple(names)
+    key = (op, *names)
     hit = _purposes.get(key)
     if hit is None:
-        hit = _purposes[key] = _purpose(names)
+        role, label = _purpose(names)
+        if label and " + " in label and op in ("send", "recv_"):
+            head, _, halves = label.rpartition(": ")
+            half = next((h for h in halves.split(" + ") if h.split(" (")[0].endswith(op.rstrip("_"))), halves)
+            label = f"{head}: {half}" if head else half
+        hit = _purposes[key] = (role, label)
     return hit
 
 

@@ -314,7 +314,7 @@ class Recorder(Completions, fastpath.RecorderHooks):
             f["tag"] = tag
         if sp is not None:
             f["sp"] = sp
-        t.role, t.label = callsite.purpose(names)
+        t.role, t.label = callsite.purpose(names, opname)
         api = callsite.api_of(names)
         if is_async is None:  # P2P ops have no async_op argument: isend / irecv are async
             is_async = api is None or api in ALWAYS_ASYNC

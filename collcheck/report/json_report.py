@@ -56,7 +56,7 @@ def to_dict(report) -> dict:
     run = report.run
     return {
         "collcheck_json": JSON_VERSION,
-        "run": run.directory, "world": run.world, "verdict": report.verdict,
+        "run": run.directory, "world": run.world, "verdict": report.verdict, "aborted": report.aborted,
         "ranks": {str(r): {"state": s.state, "detail": s.detail,
                            "collectives": len(run.ranks[r]) if r in run.ranks else 0,
                            "blocked_in": [event_dict(e) for e in s.blocked[:3]], "queued_behind": len(s.queued)}

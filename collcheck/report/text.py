@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -126,7 +127,8 @@ def render(report, out, context: int = 4) -> None:
                       force_terminal=False, color_system=None if not getattr(out, "isatty", lambda: False)() else "auto")
     run = report.run
     console.print(f"collcheck diff: {run.directory}  ({len(run.ranks)}/{run.world} ranks, "
-                  f"{sum(len(l) for l in run.ranks.values())} collectives)  verdict: [bold]{report.verdict.upper()}[/bold]")
+                  f"{sum(len(l) for l in run.ranks.values())} collectives)  verdict: [bold]{report.verdict.upper()}[/bold]"
+                  + (f" ({escape(report.aborted)})" if report.aborted else ""))
     for w in run.warnings:
         console.print(f"warning: {w}", markup=False)
     if not report.findings:

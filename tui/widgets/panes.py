@@ -103,7 +103,7 @@ def detail(grid, rank: int, row: int) -> RGroup:
     t.append(cell_text(ev, status) + "\n\n")
     for f in dataclasses.fields(ev):
         v = getattr(ev, f.name)
-        if f.name in ("stack", "sig") or (f.name in ("tensors", "splits") and v is None):  # all-to-all only
+        if f.name in ("stack", "chain", "sig") or (f.name in ("tensors", "splits") and v is None):  # all-to-all only
             continue
         if f.name.startswith("t_") and v is not None:
             v = f"{v} µs" + (f" (+{v - ev.t_issue} µs)" if f.name != "t_issue" else "")
@@ -119,8 +119,10 @@ def detail(grid, rank: int, row: int) -> RGroup:
         t.append(f"{'majority':>12}: ", style="bold red")
         t.append(grid.run.signatures[best].describe() + "\n")
     t.append("\nstack:\n", style="bold")
-    if ev.stack:
-        for fr in ev.stack:
+    if ev.stack or (ev.chain and len(ev.chain) > 1):
+        if not ev.stack:
+            t.append("  (the user's call chain, outermost first)\n", style="dim")
+        for fr in ev.stack or ev.chain:
             t.append(f"  {fr[0]}:{fr[1]} in {fr[2]}\n" if fr else "  ?\n")
     else:
         t.append(f"  {ev.site[0]}:{ev.site[1]} in {ev.site[2]} (call site only)\n" if ev.site else "  (none recorded)\n")

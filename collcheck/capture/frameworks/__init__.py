@@ -11,17 +11,17 @@ module and function (`describe`), never guessed.
 
 from __future__ import annotations
 
-from . import ddp, dtensor, fsdp, other
+from . import ddp, dtensor, fsdp, other, pipelining
 
-TABLES = (ddp, dtensor, fsdp, other)
+TABLES = (ddp, dtensor, fsdp, other, pipelining)
 ROLES: dict[str, str] = {}
 PHASES: dict[str, str] = {}
 for _table in TABLES:
     ROLES.update({f"{file}:{func}": role for (file, func), role in _table.ROLES.items()})
     PHASES.update({f"{file}:{func}": phase for (file, func), phase in _table.PHASES.items()})
 
-# public calls of a framework without roles (DTensor): the outermost names the user's call
-ENTRY_POINTS = {f"{file}:{func}": call for (file, func), call in dtensor.ENTRY_POINTS.items()}
+# public calls of a framework without roles (DTensor, pipelining): the outermost names the user's call
+ENTRY_POINTS = {f"{file}:{func}": call for t in TABLES for (file, func), call in getattr(t, "ENTRY_POINTS", {}).items()}
 
 
 

@@ -1,7 +1,6 @@
 """Other torch code that issues collectives (torch 2.13): SyncBatchNorm
 (torch/nn/modules/_functions.py), object collectives, and checkpointing's planning
-(torch/distributed/checkpoint/utils.py). Pipelining's frames are named by module and function
-until it has a table of its own."""
+(torch/distributed/checkpoint/utils.py)."""
 
 _SYNC_BN = "nn/modules/_functions.py"
 _DCP = "distributed/checkpoint/utils.py"
