@@ -1,8 +1,10 @@
 """Property tests of the analysis on synthetic logs in the real format (collcheck.synth).
 
 (a) every valid program (2-16 ranks, subgroups, P2P, coalesced ops, loop-like reused call
-sites) is clean; (b) one injected fault of each kind is the first finding, with the right
-kind, group, position (in the majority's numbering) and culprit ranks.
+sites, call chains, some reached by odd ranks through another helper every time) is clean;
+(b) one injected fault of each kind is the first finding, with the right kind, group, position
+(in the majority's numbering) and culprit ranks (a `detour`: a rank reaches a call site through
+a chain no rank took before, as an extra forward pass does).
 """
 
 from __future__ import annotations

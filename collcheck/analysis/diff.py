@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from ..model import Run, Sequences, rank_ranges
 from .align import align_group, group_members
 from .chains import chain_findings
-from .findings import Finding
 from .explain import better_fix, explain
+from .findings import Finding
 from .hang import HangAnalysis, abort_text, analyse_hang, hang_findings
 from .p2p import match_p2p
 from .pipeline import blame_microbatch_counts

@@ -23,6 +23,7 @@ class _Ev:
     native: bool
     ts: int
     tag: int = 0
+    chain: tuple = ()  # the user's frames above the site, outermost first
 
 
 def rank_events(prog: Program, faults=()) -> dict[int, list[_Ev]]:
@@ -44,7 +45,8 @@ def rank_events(prog: Program, faults=()) -> dict[int, list[_Ev]]:
                 name, peer = "send", members.index(op.dst)
             else:
                 name, peer, site = "recv_", members.index(op.src), prog.sites[op.recv_site]
-        e = _Ev(name, op.group, op.tensors, op.reduce_op, peer, site, op.role, op.label, op.native, ts)
+        e = _Ev(name, op.group, op.tensors, op.reduce_op, peer, site, op.role, op.label, op.native, ts,
+                chain=op.chain(r))
         for k, v in kw.items():
             setattr(e, k, v)
         return e
@@ -66,6 +68,10 @@ def rank_events(prog: Program, faults=()) -> dict[int, list[_Ev]]:
                 elif f.kind == "semantic_mismatch":
                     o = replace(o, role=None, label=None) if r == f.rank else replace(
                         o, role=ROLE, label=o.label or "DDP backward bucket 0", native=True)
+                elif f.kind == "detour":
+                    if f.rank == r:
+                        o = replace(o, outer=((USER_FILE, 9500 + i, "main"), (USER_FILE, 9600, "visualise")),
+                                    odd_outer=None)
                 elif f.rank == r and f.kind not in ("extra", "order_mismatch"):
                     o = _mutate(prog, f.kind, o)
             if not skip:
@@ -135,6 +141,8 @@ def write_run(directory: str, prog: Program, faults=(), done: bool = True, trail
                 if e.tensors is not None and e.op != "barrier":
                     rec["t"] = w.tspec_id(tuple(e.tensors))
                 rec["s"] = w.site_id(*e.site)
+                if e.chain:
+                    rec["ch"] = w.chain_id((*(w.site_id(*f) for f in e.chain), rec["s"]))
                 if e.reduce_op is not None:
                     rec["r"] = e.reduce_op
                 if e.peer is not None:

@@ -18,7 +18,12 @@ DTYPES = ("float32", "bfloat16", "float16")  # never an integer dtype: the dtype
 DTYPE_SWAP = {"float32": "int32", "bfloat16": "int16", "float16": "int16"}
 P2P = ("send", "recv_")
 FAULT_KINDS = ("missing", "extra", "op_mismatch", "shape_mismatch", "dtype_mismatch", "reduce_op_mismatch",
-               "root_mismatch", "order_mismatch", "unmatched_p2p", "tag_mismatch", "semantic_mismatch")
+               "root_mismatch", "order_mismatch", "unmatched_p2p", "tag_mismatch", "semantic_mismatch", "detour")
+# the user's frames above a call site: the training loop reaches the loop body, main the one-off calls;
+# a call some ranks reach through another helper every time (an `if rank % 2:` around it) is valid
+LOOP_CHAIN = ((USER_FILE, 500, "main"), (USER_FILE, 510, "train_step"))
+ONCE_CHAIN = ((USER_FILE, 400, "main"),)
+BRANCH_CHAIN = ((USER_FILE, 500, "main"), (USER_FILE, 520, "odd_rank_step"))
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,11 @@ class Op:
     src: int | None = None  # P2P: global ranks
     dst: int | None = None
     recv_site: int = 0
+    outer: tuple = ()  # the chain above the call site: (file, line, function) outermost first
+    odd_outer: tuple | None = None  # the chain odd ranks reach it by, every time (None: `outer`)
+
+    def chain(self, rank: int) -> tuple:
+        return self.odd_outer if self.odd_outer is not None and rank % 2 else self.outer
 
     def key(self, role=...):
         """What the analysis compares (Signature minus api/tag, which the generator keeps default)."""
@@ -131,9 +141,13 @@ def generate_program(rng: random.Random, world: int, n_ops: int, groups=2, p2p: 
     def any_template():
         return _template(rng, prog, rng.choice(names), p2p, coalesced)
 
-    prologue = [any_template() for _ in range(rng.randint(0, 3))]
-    body = [any_template() for _ in range(rng.randint(1, 6))]
-    epilogue = [any_template() for _ in range(rng.randint(0, 2))]
+    def looped():
+        op = replace(any_template(), outer=LOOP_CHAIN)
+        return replace(op, odd_outer=BRANCH_CHAIN) if rng.random() < 0.2 else op
+
+    prologue = [replace(any_template(), outer=ONCE_CHAIN) for _ in range(rng.randint(0, 3))]
+    body = [looped() for _ in range(rng.randint(1, 6))]
+    epilogue = [replace(any_template(), outer=ONCE_CHAIN) for _ in range(rng.randint(0, 2))]
     ops = list(prologue)
     while len(ops) < n_ops - len(epilogue):
         for t in body:
@@ -165,7 +179,8 @@ class Fault:
     order_mismatch: `rank` swaps op `index` with the next collective of its group;
     unmatched_p2p: the receiver of P2P op `index` never posts the recv; tag_mismatch: it
     posts the recv with another tag; semantic_mismatch:
-    op `index` carries a purpose role on every rank but `rank`; the rest change one field
+    op `index` carries a purpose role on every rank but `rank`; detour: `rank` reaches op `index`'s
+    call site through a chain no rank took before (an extra pass); the rest change one field
     of `rank`'s op `index`."""
 
     kind: str
@@ -189,6 +204,8 @@ class Fault:
             position = prog.group_sequence(group).index(self.index)
         members = prog.groups[group]
         ranks = [self.rank]
+        if self.kind == "detour":
+            return Expected("semantic_mismatch", group, position, ranks)
         if len(members) == 2 and self.kind not in ("missing", "extra", "semantic_mismatch"):
             # no majority (align.py): a torch-internal call (one with a purpose role) is the
             # reference, else the lowest rank's; the other rank is blamed
@@ -285,6 +302,10 @@ def fault_candidates(prog: Program, kind: str) -> list[Fault]:
                         out.append(Fault(kind, r, i))
                 elif kind == "semantic_mismatch":
                     if op.op == "allreduce_" and len(members) >= 2:
+                        out.append(Fault(kind, r, i))
+                elif kind == "detour":
+                    # every member met on this call site's chain in an earlier slot of the group
+                    if op.odd_outer is None and op.outer and any(ops[j] == op for j in seq[:p]):
                         out.append(Fault(kind, r, i))
                 else:
                     if _mutate(prog, kind, op) is not None and len(members) >= 2:
