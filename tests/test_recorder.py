@@ -510,7 +510,8 @@ def test_enable_disable_and_recording_context(tmp_path, recording_path):
 
 @pytest.mark.timeout(120)
 def test_compile_tracing_is_not_recorded(tmp_path):
-    """torch.compile traces with fake tensors: those calls must not appear in the log."""
+    """torch.compile traces with fake tensors: those calls must not appear in the log; the compiled
+    graph's functional collectives do, labelled as such."""
     script = program("compiled.py")
     env = base_env(tmp_path, record=False)
     proc = subprocess.run([sys.executable, script, str(tmp_path), str(free_port())], env=env, capture_output=True,
@@ -520,6 +521,11 @@ def test_compile_tracing_is_not_recorded(tmp_path):
     log = load_run(str(tmp_path / "compiled")).ranks[0]
     ops = [e.sig.op for e in events_of(log)]
     assert ops == ["allreduce_"] * 3, ops
+    # the compiled function (not torch.fx's generated code: Dynamo's code for `step` runs the graph from
+    # its first line, the decorator's), labelled alike on every call (the first goes through AOT
+    # autograd's dispatch, the later ones straight from the graph)
+    seen = {(e.site[1], e.site[2], e.label) for e in events_of(log)}
+    assert seen == {(marker_lines(script)["compiled"], "step", "torch.compile graph: functional collective")}, seen
 
 
 @pytest.mark.timeout(120)

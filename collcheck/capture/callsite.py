@@ -33,6 +33,7 @@ _PACKAGE_DIRS = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + o
 MAX_CHAIN = 48  # frames of a chain kept: the innermost MAX_CHAIN - CHAIN_OUTER and the outermost CHAIN_OUTER
 CHAIN_OUTER = 8
 
+_FX_GRAPH = "<eval_with_key>"  # torch.fx's generated forward() of a GraphModule (torch.compile, AOT autograd)
 _C10D_FILE = "distributed/distributed_c10d.py"
 API_PREFIX = "dist."  # a walk's name for a public torch.distributed function: "dist.all_reduce"
 _API_NAMES = {name: API_PREFIX + name for name in PUBLIC_APIS}
@@ -60,6 +61,8 @@ def _classify(code) -> tuple[bool, str | None]:
             key = sys.intern(f"{file}:{name}")
             reader = frameworks.DETAIL_FRAMES.get(key)
             v = (False, key, reader) if reader is not None else (False, key)
+    elif fn.startswith(_FX_GRAPH):  # code torch.fx generated for a compiled graph: not the user's line
+        v = (False, frameworks.COMPILED_GRAPH)
     elif fn.startswith((_COLLCHECK_DIR, "<frozen")) or fn in _SKIP_FILES or (
             fn.startswith(_STDLIB_DIRS) and not any(d in fn for d in _PACKAGE_DIRS)):
         v = (False, None)
@@ -156,6 +159,8 @@ def _purpose(names: list[str] | None) -> tuple[str | None, str | None]:
     names = [n for n in names or () if isinstance(n, str) and not n.startswith(API_PREFIX)]
     if not names:
         return None, None
+    if frameworks.COMPILED_GRAPH in names:  # a functional collective torch.compile put in a graph
+        return None, "torch.compile graph: functional collective"
     role = next((frameworks.ROLES[n] for n in names if n in frameworks.ROLES), None)
     what = next((d.text for d in details if not d.entry), None)
     if role is not None and what is not None:

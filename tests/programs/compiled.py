@@ -17,7 +17,7 @@ collcheck.enable(directory, run_id="compiled")
 dist.init_process_group("gloo", rank=0, world_size=1, timeout=datetime.timedelta(seconds=10))
 
 
-@torch.compile(backend="aot_eager", fullgraph=True)
+@torch.compile(backend="aot_eager", fullgraph=True)  # @compiled
 def step(x):
     return funcol.all_reduce(x * 2, "sum", dist.group.WORLD) + 1
 

@@ -81,6 +81,10 @@ for _table in TABLES:
     for (file, func), read in getattr(_table, "ENTRY_DETAILS", {}).items():
         DETAIL_FRAMES[f"{file}:{func}"] = _entry_reader(read)
 
+# the name of a frame of code torch.fx generated (a compiled graph's forward): its functional
+# collectives are labelled as such, whatever torch ran them through (the first call: AOT dispatch)
+COMPILED_GRAPH = "<torch.compile graph>"
+
 # torch's own plumbing between a framework and the wire: never the frame a label names
 PLUMBING_FILES = frozenset((
     "distributed/distributed_c10d.py", "distributed/c10d_logger.py", "distributed/_functional_collectives.py",
