@@ -1,8 +1,9 @@
 """The property every recorded run must have: a collective speaks the language of the framework that
 issued it, told from its full stack (COLLCHECK_STACK=full), not from the label under test.
 
-- FSDP (torch/distributed/fsdp/), DTensor / tensor parallel (torch/distributed/tensor/) and
-  pipelining (torch/distributed/pipelining/) collectives are never labelled DDP or join().
+- FSDP (torch/distributed/fsdp/), DTensor / tensor parallel (torch/distributed/tensor/),
+  pipelining (torch/distributed/pipelining/) and distributed checkpoint
+  (torch/distributed/checkpoint/) collectives are never labelled DDP or join().
 - DDP's collectives (torch/nn/parallel/distributed.py on the stack, or issued from C++ below a
   backward pass with no other framework on the stack: the reducer's buckets) are labelled DDP's
   (a DDP phase, join(), or DDP's own checks and broadcasts), never another framework's.
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collcheck.capture.frameworks import ddp
 
 FRAMEWORK_DIRS = {"FSDP": "torch/distributed/fsdp/", "DTensor": "torch/distributed/tensor/",
-                  "pipelining": "torch/distributed/pipelining/"}
+                  "pipelining": "torch/distributed/pipelining/", "checkpoint": "torch/distributed/checkpoint/"}
 DDP_FILE = "torch/nn/parallel/distributed.py"
 DDP_WORDS = ("DDP", "join()", "ZeRO join()")
 DDP_ROLES = frozenset(ddp.ROLES.values()) | {"bucket rebuild", "gradient bucket"}  # labels without a phase
@@ -41,6 +42,6 @@ def assert_labels_speak_their_framework(run) -> int:
                 checked += 1
             elif who == {"DDP"}:
                 assert label.startswith(DDP_WORDS) or label.rstrip(" 0123456789") in DDP_ROLES, (rank, i, label, e.stack)
-                assert not any(name in label for name in ("FSDP", "DTensor", "pipeline")), (rank, i, label)
+                assert not any(name in label for name in ("FSDP", "DTensor", "pipeline", "checkpoint")), (rank, i, label)
                 checked += 1
     return checked

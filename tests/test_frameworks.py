@@ -172,3 +172,26 @@ def test_a_pipeline_stage_with_another_microbatch_count_is_the_culprit(tmp_path)
     assert first["fix"].startswith("every stage must run the same number of microbatches"), first["fix"]
     assert report["verdict"] == "aborted" and report["aborted"].startswith("rank 1 failed at once"), report["aborted"]
     assert assert_labels_speak_their_framework(load_run(run_dir)) > 50
+
+
+@pytest.mark.timeout(150)
+def test_a_checkpoint_saved_on_one_rank_blames_that_rank(tmp_path):
+    """torch.distributed.checkpoint.save called on rank 0 only: its planning collective meets rank
+    1's next all-reduce. With two ranks there is no majority: the call from a line rank 1 never
+    runs is the odd one (not the user's all-reduce, though DCP's call is torch's own); the fix is
+    DCP's. Saved on every rank, the run is clean."""
+    script = program("dcp_rank0.py")
+    marks = marker_lines(script)
+    rc, _, err, run_dir = torchrun(script, 2, tmp_path, timeout=120, env=FULL, args=(str(tmp_path / "ck"),))
+    assert rc != 0, err[-2000:]
+    code, report = diff_json(run_dir)
+    first = report["findings"][0]
+    assert (code, first["kind"], first["ranks"], first["position"]) == (1, "op_mismatch", [0], 4), first
+    mine = first["events"]["0"]
+    assert (mine["site"]["line"], mine["label"], mine["role"]) == (
+        marks["save"], "checkpoint save: checkpoint planning", "checkpoint planning"), mine
+    assert first["fix"].startswith("call torch.distributed.checkpoint save/load on every rank"), first["fix"]
+    assert assert_labels_speak_their_framework(load_run(run_dir)) > 0
+    rc, _, err, run_dir = torchrun(script, 2, tmp_path, timeout=120, args=(str(tmp_path / "ck2"), "all"))
+    assert rc == 0, err[-2000:]
+    assert diff_json(run_dir)[1]["verdict"] == "clean"

@@ -2,8 +2,8 @@
 
 Ranks whose sequences are byte-identical are compared once (the common case costs
 one hash per rank and group). At a divergence the majority is the reference; with
-no majority, a torch-internal call outranks a user call, then a call site that every
-rank executes outranks one that only some do, then the lowest rank decides.
+no majority, a call site that every rank executes outranks one that only some do, then a
+torch-internal call outranks a user call, then the lowest rank decides.
 """
 
 from __future__ import annotations
@@ -15,6 +15,9 @@ from collections import Counter
 from ..model import GroupSequences, Run, Signature
 from .findings import Finding
 
+# labels of collectives a framework issues on one rank to stand in for the others' (DDP's join():
+# the joined rank shadows the others' forward and backward from its `with join()` line)
+STAND_IN_LABELS = ("join()",)
 LOOKAHEAD = 4  # events compared to tell a skipped collective from a changed one
 ORDER_WINDOW = 16  # longest permutation reported as an order mismatch
 MAX_FINDINGS_PER_GROUP = 20
@@ -105,9 +108,20 @@ class _Aligner:
         if s is None:
             # 'ended' wins a tie only when the live ranks' call is one the ended ranks never make
             site_known = all(self._site_known(r, ended) for r, v in live.items())
-            return (1 if site_known else -1, 0, min(holders))
+            return (1 if site_known else -1, 0, 0, min(holders))
+        # a call from a site the other ranks never execute is the odd one (DCP's save called on rank 0
+        # only), whoever issued it; then a torch-internal call outranks a user call (a user's barrier
+        # meeting DDP's join all-reduce)
+        others = [r for r in self.members if r not in holders and live.get(r) is not None]
+        known = all(self._site_known(r, others) or self._stands_in(r) for r in holders)
         role = self.run.signatures[s].role
-        return (0, 0 if role is not None else 1, min(holders))
+        return (0, 0 if known else 1, 0 if role is not None else 1, min(holders))
+
+    def _stands_in(self, r: int) -> bool:
+        """r's call is one a framework issues to stand in for the others' (join()'s shadows): made
+        from a line the others do not run by design."""
+        ev = self.event(r)
+        return ev is not None and ev.label is not None and ev.label.startswith(STAND_IN_LABELS)
 
     def _site_known(self, r: int, others: list[int]) -> bool:
         ev = self.event(r)

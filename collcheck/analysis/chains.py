@@ -17,6 +17,7 @@ from __future__ import annotations
 from array import array
 
 from ..model import GroupSequences, Run
+from .align import STAND_IN_LABELS
 from .findings import Finding
 
 
@@ -58,11 +59,6 @@ def _diverted(run: Run, here: list[int], met: set[int]) -> bool:
     if len({run.chains[c][-1] for c in here}) != 1:
         return False
     return any(c in met for c in here) and not all(c in met for c in here)
-
-
-# labels of collectives a framework issues on one rank to stand in for the others' (DDP's join():
-# the joined rank shadows the others' forward and backward from its `with join()` line)
-STAND_IN_LABELS = ("join()",)
 
 
 def _stands_in(run: Run, seqs: GroupSequences, k: int, holders: list[list[int]]) -> bool:
