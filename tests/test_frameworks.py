@@ -171,6 +171,8 @@ def test_a_pipeline_stage_with_another_microbatch_count_is_the_culprit(tmp_path)
     assert "stage 0 (rank 0) 3 (4 before), stage 1 (rank 1) 4" in first["message"], first["message"]
     assert first["fix"].startswith("every stage must run the same number of microbatches"), first["fix"]
     assert report["verdict"] == "aborted" and report["aborted"].startswith("rank 1 failed at once"), report["aborted"]
+    # rank 1 waits in the recv of its last batch; the send beside it was received by rank 0
+    assert [e["op"] for e in report["ranks"]["1"]["blocked_in"]] == ["recv_"], report["ranks"]["1"]
     assert assert_labels_speak_their_framework(load_run(run_dir)) > 50
 
 
@@ -195,3 +197,28 @@ def test_a_checkpoint_saved_on_one_rank_blames_that_rank(tmp_path):
     rc, _, err, run_dir = torchrun(script, 2, tmp_path, timeout=120, args=(str(tmp_path / "ck2"), "all"))
     assert rc == 0, err[-2000:]
     assert diff_json(run_dir)[1]["verdict"] == "clean"
+
+
+def test_every_table_entry_names_a_function_of_this_torch():
+    """Each (file, function) a framework table keys a label by is defined in the installed torch's
+    source: a renamed function in a new torch release fails here, not silently in a user's report."""
+    import ast
+
+    import torch
+
+    from collcheck.capture import frameworks
+
+    root = os.path.dirname(torch.__file__)
+    defined: dict = {}
+    missing = []
+    for table in frameworks.TABLES:
+        for kind in ("ROLES", "PHASES", "ENTRY_POINTS", "DETAILS", "ENTRY_DETAILS"):
+            for file, func in getattr(table, kind, {}):
+                if file not in defined:
+                    path = os.path.join(root, file)
+                    tree = ast.parse(open(path).read()) if os.path.exists(path) else ast.Module(body=[], type_ignores=[])
+                    defined[file] = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+                if func not in defined[file]:
+                    missing.append(f"{table.__name__}.{kind}: {file}:{func}")
+    assert not missing, missing
+    assert len(defined) > 20

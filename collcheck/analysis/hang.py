@@ -190,9 +190,11 @@ def analyse_hang(run: Run, sequences: Sequences | None = None) -> HangAnalysis:
     states = final_states(run)
     g = nx.DiGraph()
     g.add_nodes_from(states)
+    channels = _Channels(run, sequences or Sequences(run))
+    for rank, st in states.items():  # (gloo's sends have no completion of their own: the recv's tells)
+        st.blocked = [ev for ev in st.blocked if not channels.delivered(rank, ev)]
     inside = _inside(states)
     waiting = {r for r in inside if states[r].state in WAITING_STATES}
-    channels = _Channels(run, sequences or Sequences(run))
     for rank in inside:  # a collective's slot in its group, as the matcher counts (P2P left out)
         st = states[rank]
         st.blocked, st.queued = ([ev if ev.sig.op in P2P_OPS else replace(ev, position=channels.collective_position(rank, ev))
@@ -344,6 +346,19 @@ class _Channels:
             if s.op == op and s.tag == tag and self.run.global_rank(group, s.root) == peer:
                 n += 1
         return n
+
+    def delivered(self, rank: int, ev) -> bool:
+        """A send whose matching recv completed on the peer: it is not where the rank waits, whatever
+        its own completion says (gloo's send work has none to report) or the error the rank raised
+        later in the same batch (a `batch_isend_irecv` waits in all its ops)."""
+        if ev.sig.op != "send" or ev.peer_global is None:
+            return False
+        ch = self.seqs.channels.get((ev.group, rank, ev.peer_global))
+        if ch is None or ch.send_from is None or ch.recv_from is None or ev.index not in ch.sends:
+            return False
+        j = ch.sends.index(ev.index) + ch.send_from - ch.recv_from
+        peer = self.run.ranks.get(ev.peer_global)
+        return peer is not None and 0 <= j < len(ch.recvs) and peer.completed(ch.recvs[j])
 
     def partner_posted(self, rank: int, ev) -> bool:
         """Whether the peer issued the send (or recv) that pairs with this recv (or send)."""

@@ -11,9 +11,9 @@ module and function (`describe`), never guessed.
 
 from __future__ import annotations
 
-from . import ddp, dtensor, fsdp, other, pipelining
+from . import ddp, dtensor, fsdp, other, pipelining, training
 
-TABLES = (ddp, dtensor, fsdp, other, pipelining)
+TABLES = (ddp, dtensor, fsdp, other, pipelining, training)
 ROLES: dict[str, str] = {}
 PHASES: dict[str, str] = {}
 for _table in TABLES:
