@@ -358,7 +358,11 @@ class _Channels:
             return False
         j = ch.sends.index(ev.index) + ch.send_from - ch.recv_from
         peer = self.run.ranks.get(ev.peer_global)
-        return peer is not None and 0 <= j < len(ch.recvs) and peer.completed(ch.recvs[j])
+        if peer is None or not 0 <= j < len(ch.recvs) or not peer.completed(ch.recvs[j]):
+            return False
+        # gloo's recv reports no completion either ("returned, completion unknown"): only a peer that
+        # went on to finish its program had its waits return
+        return ch.recvs[j] not in peer.unconfirmed_set or peer.state == "finished"
 
     def partner_posted(self, rank: int, ev) -> bool:
         """Whether the peer issued the send (or recv) that pairs with this recv (or send)."""

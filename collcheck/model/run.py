@@ -278,6 +278,11 @@ class RankLog:
     def completed(self, i: int) -> bool:
         return i not in self.pending and i not in self.errors
 
+    @cached_property
+    def unconfirmed_set(self) -> frozenset:
+        """Events that returned but whose completion was never known (see `unconfirmed`)."""
+        return frozenset(self.unconfirmed)
+
     def damage_notes(self) -> list[str]:
         """One line per damaged byte range and for collectives left unreadable by it."""
         name = os.path.basename(self.path)

@@ -47,6 +47,28 @@ ROLE_FUNCTION = {
     "SyncBatchNorm statistics": "nn/modules/_functions.py:forward",
     "SyncBatchNorm gradient": "nn/modules/_functions.py:backward",
     "checkpoint planning": "distributed/checkpoint/utils.py:all_gather_object",
+    # capture/frameworks/training.py
+    "PowerSGD uncompressed bucket": "distributed/algorithms/ddp_comm_hooks/powerSGD_hook.py:powerSGD_hook",
+    "PowerSGD P": "distributed/algorithms/ddp_comm_hooks/powerSGD_hook.py:unpack_uncompressed_tensors_and_allreduce_ps",
+    "PowerSGD Q": "distributed/algorithms/ddp_comm_hooks/powerSGD_hook.py:compute_qs",
+    "quantized gradient bucket": "distributed/algorithms/ddp_comm_hooks/quantization_hooks.py:quantize_and_allgather",
+    "gradient norm": "distributed/fsdp/fully_sharded_data_parallel.py:clip_grad_norm_",
+    "found-inf flag": "distributed/fsdp/sharded_grad_scaler.py:unscale_",
+    "FSDP2 gradient redistribute": "distributed/fsdp/_fully_shard/_fsdp_param.py:_get_grad_inner_tensor",
+    "ZeRO parameter broadcast": "distributed/optim/zero_redundancy_optimizer.py:_broadcast_params_from_rank",
+    "ZeRO state consolidation": "distributed/optim/zero_redundancy_optimizer.py:_broadcast_object",
+    "model averaging": "distributed/algorithms/model_averaging/utils.py:average_parameters",
+    "DTensor RNG state sync": "distributed/tensor/_random.py:__init__",
+    "DTensor torch.equal vote": "distributed/tensor/_dispatch.py:_dispatch_fast_path_python_tail",
+    "loss_parallel softmax statistics": "distributed/tensor/parallel/loss.py:_log_softmax",
+    "loss_parallel NLL reduction": "distributed/tensor/parallel/loss.py:_nll_loss_forward",
+    "CP ring attention KV rotation":
+        "distributed/tensor/experimental/_context_parallel/_attention.py:_templated_ring_attention",
+    "CP ring attention backward rotation":
+        "distributed/tensor/experimental/_context_parallel/_attention.py:_templated_ring_attention_backward",
+    "CP unshard": "distributed/tensor/experimental/_context_parallel/_attention.py:context_parallel_unshard",
+    "state_dict broadcast from rank 0": "distributed/_state_dict_utils.py:_broadcast_state_dict",
+    "state_dict all-gather": "distributed/_state_dict_utils.py:_all_gather_sharded_tensor",
 }
 PHASE_FUNCTION = {
     "join() shadow": f"{_DDP}:main_hook",
@@ -65,6 +87,15 @@ PHASE_FUNCTION = {
     "FSDP init": f"{_FSDP1}fully_sharded_data_parallel.py:__init__",
     "checkpoint save": "distributed/checkpoint/state_dict_saver.py:save",
     "checkpoint load": "distributed/checkpoint/state_dict_loader.py:load",
+    # capture/frameworks/training.py
+    "DDP backward": "distributed/algorithms/ddp_comm_hooks/default_hooks.py:allreduce_hook",
+    "ZeRO step": "distributed/optim/zero_redundancy_optimizer.py:step",
+    "ZeRO consolidate_state_dict": "distributed/optim/zero_redundancy_optimizer.py:consolidate_state_dict",
+    "PostLocalSGD step": "distributed/optim/post_localSGD_optimizer.py:step",
+    "FSDP state_dict": "distributed/fsdp/_state_dict_utils.py:_pre_state_dict_hook",
+    "FSDP load_state_dict": "distributed/fsdp/_state_dict_utils.py:_pre_load_state_dict_hook",
+    "FSDP optim state_dict": "distributed/fsdp/fully_sharded_data_parallel.py:_optim_state_dict_impl",
+    "FSDP optim state_dict load": "distributed/fsdp/fully_sharded_data_parallel.py:_optim_state_dict_to_load_impl",
 }
 _REDUCER = "autograd/graph.py:_engine_run_backward"  # DDP's C++ reducer issues bucket all-reduces below it
 # FSDP2's roles name the module ("FSDP unshard all-gather of layers.0"): the recorder reads it from

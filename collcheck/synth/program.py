@@ -141,9 +141,11 @@ def generate_program(rng: random.Random, world: int, n_ops: int, groups=2, p2p: 
     def any_template():
         return _template(rng, prog, rng.choice(names), p2p, coalesced)
 
+    branches = random.Random(world * 7919 + n_ops)  # (not `rng`: the ops are those of a program without chains)
+
     def looped():
         op = replace(any_template(), outer=LOOP_CHAIN)
-        return replace(op, odd_outer=BRANCH_CHAIN) if rng.random() < 0.2 else op
+        return replace(op, odd_outer=BRANCH_CHAIN) if branches.random() < 0.2 else op
 
     prologue = [replace(any_template(), outer=ONCE_CHAIN) for _ in range(rng.randint(0, 3))]
     body = [looped() for _ in range(rng.randint(1, 6))]

@@ -51,13 +51,10 @@ ROLES = {
     # DDP(delay_all_reduce_named_params=...): __init__ broadcasts the delayed parameters (:1223)
     ("nn/parallel/distributed.py", "_register_delay_all_reduce_hook"): "module state broadcast",
 }
-PHASES = {
+PHASES = {  # (a function that is a role of its own gets no phase: the innermost phase would be its own)
     (_HOOKS + "default_hooks.py", "allreduce_hook"): "DDP backward",
     (_HOOKS + "default_hooks.py", "fp16_compress_hook"): "DDP backward",
     (_HOOKS + "default_hooks.py", "bf16_compress_hook"): "DDP backward",
-    (_HOOKS + "mixed_precision_hooks.py", "_reducer_allreduce_and_upcast_hook"): "DDP backward",
-    (_HOOKS + "powerSGD_hook.py", "powerSGD_hook"): "DDP backward",
-    (_HOOKS + "powerSGD_hook.py", "batched_powerSGD_hook"): "DDP backward",
     (_HOOKS + "quantization_hooks.py", "quantization_pertensor_hook"): "DDP backward",
     (_HOOKS + "quantization_hooks.py", "quantization_perchannel_hook"): "DDP backward",
     (_ZERO, "step"): "ZeRO step",  # :1151 _sync_params
