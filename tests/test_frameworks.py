@@ -91,7 +91,11 @@ def test_tensor_parallel_rank_only_full_tensor_names_the_placement_change(tmp_pa
     assert theirs["label"] == "tensor parallel (a module's output): Partial(sum) -> Replicate() over tp", theirs
     assert first["group"] == "0"  # a 1-D mesh over the whole world is the default group itself (init_device_mesh)
     labels = {e.label for log in load_run(run_dir).ranks.values() for e in map(log.event, range(len(log)))}
-    assert {"parallelize_module(): scatter over tp", "parallelize_module(): broadcast over tp"} <= labels, labels
+    # each parameter parallelize_module placed, by name: Colwise shards up's weight and bias, Rowwise
+    # shards down's weight and replicates its bias (a broadcast)
+    assert {"parallelize_module(): up.weight, scatter over tp", "parallelize_module(): up.bias, scatter over tp",
+            "parallelize_module(): down.weight, scatter over tp",
+            "parallelize_module(): down.bias, broadcast over tp"} <= labels, labels
     assert assert_labels_speak_their_framework(load_run(run_dir)) > 10
 
 
@@ -212,7 +216,7 @@ def test_every_table_entry_names_a_function_of_this_torch():
     defined: dict = {}
     missing = []
     for table in frameworks.TABLES:
-        for kind in ("ROLES", "PHASES", "ENTRY_POINTS", "DETAILS", "ENTRY_DETAILS"):
+        for kind in ("ROLES", "PHASES", "ENTRY_POINTS", "DETAILS", "ENTRY_DETAILS", "FRAME_DETAILS"):
             for file, func in getattr(table, kind, {}):
                 if file not in defined:
                     path = os.path.join(root, file)

@@ -162,7 +162,8 @@ def _purpose(names: list[str] | None) -> tuple[str | None, str | None]:
     if frameworks.COMPILED_GRAPH in names:  # a functional collective torch.compile put in a graph
         return None, "torch.compile graph: functional collective"
     role = next((frameworks.ROLES[n] for n in names if n in frameworks.ROLES), None)
-    what = next((d.text for d in details if not d.entry), None)
+    # every detail on the way, outermost first: "up.weight, scatter over tp"
+    what = ", ".join(d.text for d in reversed(details) if not d.entry) or None
     if role is not None and what is not None:
         role = f"{role} of {what}"  # the module is part of what must match across ranks
     # innermost phase wins: join's __exit__ encloses main_hook and _sync_final_model

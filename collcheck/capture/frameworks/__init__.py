@@ -64,6 +64,16 @@ def _reader(read):
     return run
 
 
+def _frame_reader(read):
+    """A reader that needs the frame itself (its callers): frame -> text."""
+    def run(frame):
+        try:
+            return detail(read(frame))
+        except Exception:  # noqa: BLE001
+            return None
+    return run
+
+
 def _entry_reader(read):
     def run(frame):
         try:
@@ -80,6 +90,8 @@ for _table in TABLES:
         DETAIL_FRAMES[f"{file}:{func}"] = _reader(read)
     for (file, func), read in getattr(_table, "ENTRY_DETAILS", {}).items():
         DETAIL_FRAMES[f"{file}:{func}"] = _entry_reader(read)
+    for (file, func), read in getattr(_table, "FRAME_DETAILS", {}).items():
+        DETAIL_FRAMES[f"{file}:{func}"] = _frame_reader(read)
 
 # the name of a frame of code torch.fx generated (a compiled graph's forward): its functional
 # collectives are labelled as such, whatever torch ran them through (the first call: AOT dispatch)

@@ -71,3 +71,30 @@ _UTILS = "distributed/tensor/_collective_utils.py"
 DETAILS = {("distributed/tensor/_redistribute.py", "redistribute_local_tensor"): _transform,
            (_UTILS, "mesh_scatter"): _over("scatter"), (_UTILS, "mesh_broadcast"): _over("broadcast")}
 ENTRY_DETAILS = {("distributed/tensor/_dispatch.py", "redistribute_local_args"): _implicit}
+
+
+def _tp_parameter(frame) -> str | None:
+    """A parallel style's _partition_*_fn (parallel/style.py): which parameter it is placing, by its
+    name in the model: the style's loop `for name, param in module.named_parameters()` (Colwise,
+    the embedding styles), or for RowwiseParallel's linear (no loop: weight, then bias) the first
+    not yet a DTensor; the module path from the `parallelize_module` frames above (each dict-plan
+    level's loop `for _, submodule in matched_children` names the child it descends into)."""
+    local = frame.f_locals
+    if "param" in local:
+        param = local["name"]
+    else:
+        module = local["module"]
+        param = "bias" if hasattr(getattr(module, "weight", None), "placements") else "weight"
+    path = []
+    f = frame.f_back
+    while f is not None and "distributed/tensor/" in f.f_code.co_filename.replace("\\", "/"):
+        if f.f_code.co_name == "parallelize_module":
+            child = f.f_locals.get("_")
+            if isinstance(child, str):
+                path.append(child)
+        f = f.f_back
+    return ".".join([*reversed(path), param])
+
+
+_STYLE = "distributed/tensor/parallel/style.py"
+FRAME_DETAILS = {(_STYLE, name): _tp_parameter for name in ("_partition_linear_fn", "_partition_embedding_fn")}
