@@ -30,6 +30,10 @@ def chain_findings(run: Run, seqs: GroupSequences, members: list[int], upto: int
     if upto is not None:
         end = min(end, upto)
     end = min(end, _common_prefix(seqs, members, end))
+    logs = [run.ranks[r] for r in members]
+    if all(log.chain_sites == logs[0].chain_sites for log in logs[1:]) and len(
+            {log.local_chains(seqs.index[log.rank], end).tobytes() for log in logs}) == 1:
+        return []  # the same chains, interned alike: nothing to compare (the common case, C speed)
     columns: dict[bytes, list[int]] = {}  # distinct chain columns -> the ranks that have it
     for r in members:
         col = run.ranks[r].chains_of(seqs.index[r], end)

@@ -220,6 +220,13 @@ class RankLog:
     def _chain_ids(self) -> dict:
         return {key: self.run.chain_id(frames) for key, frames in self.chain_sites.items()}
 
+    def local_chains(self, idx, end: int) -> array:
+        """The file-local chain keys (scan.Scan.chain) of the events idx[:end]."""
+        col = self.chain
+        if isinstance(idx, range):
+            return col[idx.start:idx.start + min(end, len(idx))]
+        return array("i", map(col.__getitem__, idx[:end]))
+
     def chains_of(self, idx, end: int) -> array:
         """Run-wide chain ids (0: no chain known) of the events idx[:end], in that order."""
         ids, col = self._chain_ids, self.chain
