@@ -18,6 +18,14 @@ from .findings import Finding
 # labels of collectives a framework issues on one rank to stand in for the others' (DDP's join():
 # the joined rank shadows the others' forward and backward from its `with join()` line)
 STAND_IN_LABELS = ("join()",)
+
+
+def stands_in(ev) -> bool:
+    """A call a framework issues to stand in for the others' (join()'s shadows): made from a line
+    the others do not run, by design."""
+    return ev is not None and ev.label is not None and ev.label.startswith(STAND_IN_LABELS)
+
+
 LOOKAHEAD = 4  # events compared to tell a skipped collective from a changed one
 ORDER_WINDOW = 16  # longest permutation reported as an order mismatch
 MAX_FINDINGS_PER_GROUP = 20
@@ -113,15 +121,9 @@ class _Aligner:
         # only), whoever issued it; then a torch-internal call outranks a user call (a user's barrier
         # meeting DDP's join all-reduce)
         others = [r for r in self.members if r not in holders and live.get(r) is not None]
-        known = all(self._site_known(r, others) or self._stands_in(r) for r in holders)
+        known = all(self._site_known(r, others) or stands_in(self.event(r)) for r in holders)
         role = self.run.signatures[s].role
         return (0, 0 if known else 1, 0 if role is not None else 1, min(holders))
-
-    def _stands_in(self, r: int) -> bool:
-        """r's call is one a framework issues to stand in for the others' (join()'s shadows): made
-        from a line the others do not run by design."""
-        ev = self.event(r)
-        return ev is not None and ev.label is not None and ev.label.startswith(STAND_IN_LABELS)
 
     def _site_known(self, r: int, others: list[int]) -> bool:
         ev = self.event(r)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from array import array
 
 from ..model import GroupSequences, Run
-from .align import STAND_IN_LABELS
+from .align import stands_in
 from .findings import Finding
 
 
@@ -66,11 +66,7 @@ def _diverted(run: Run, here: list[int], met: set[int]) -> bool:
 
 
 def _stands_in(run: Run, seqs: GroupSequences, k: int, holders: list[list[int]]) -> bool:
-    for rs in holders:
-        e = run.ranks[rs[0]].event(seqs.index[rs[0]][k])
-        if e.label and e.label.startswith(STAND_IN_LABELS):
-            return True
-    return False
+    return any(stands_in(run.ranks[rs[0]].event(seqs.index[rs[0]][k])) for rs in holders)
 
 
 def _common_prefix(seqs: GroupSequences, members: list[int], end: int) -> int:

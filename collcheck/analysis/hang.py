@@ -287,31 +287,31 @@ def abort_text(hang: HangAnalysis) -> str | None:
         return None
     if not any(st in FAILED_STATES for st in states.values()):
         return None
-    words = {"peer-lost": "failed at once with 'Connection closed/reset by peer' (a peer went away)",
-             "collective-failed": "raised inside the collective (the op itself failed)",
-             "crashed": "died of a fatal signal inside the collective (SIGABRT from a gloo check)",
-             "raised": "raised an exception with the collective still pending",
-             "killed-in-collective": "was killed while it waited (the launcher stops the other ranks when one fails)"}
-    by_state: dict[str, list[int]] = {}
-    for r in sorted(states):
-        if states[r] in words:
-            by_state.setdefault(states[r], []).append(r)
-    return "; ".join(f"rank{'s' if len(rs) != 1 else ''} {rank_ranges(rs)} {words[st]}" for st, rs in by_state.items())
+    return _how_they_ended({r: st for r, st in states.items() if st in _ENDED})
 
 
 def _observed(hang: HangAnalysis) -> str | None:
     """What this run's ranks really did, when none of them waited until a timeout or a kill."""
     if any(hang.states[r].state in HUNG_STATES for r in hang.inside):
         return None
+    return "in this run no rank waited for a timeout: " + _how_they_ended({r: hang.states[r].state for r in hang.inside})
+
+
+# how a rank ended, in words (a state not listed here is shown as it is)
+_ENDED = {"peer-lost": "failed at once with 'Connection closed/reset by peer' (a peer went away)",
+          "collective-failed": "raised inside the collective (the op itself failed)",
+          "crashed": "died of a fatal signal inside the collective (SIGABRT from a gloo check)",
+          "raised": "raised an exception with the collective still pending",
+          "killed-in-collective": "was killed while it waited (the launcher stops the other ranks when one fails)"}
+
+
+def _how_they_ended(states: dict[int, str]) -> str:
+    """'ranks 0-1 failed at once with ...; rank 2 raised inside the collective ...'."""
     by_state: dict[str, list[int]] = {}
-    for r in sorted(hang.inside):
-        by_state.setdefault(hang.states[r].state, []).append(r)
-    words = {"peer-lost": "failed at once with 'Connection closed/reset by peer' (a peer went away)",
-             "collective-failed": "raised inside the collective (the op itself failed)",
-             "crashed": "died of a fatal signal inside the collective (SIGABRT from a gloo check)",
-             "raised": "raised an exception with the collective still pending"}
-    parts = [f"rank{'s' if len(rs) != 1 else ''} {rank_ranges(rs)} {words.get(st, st)}" for st, rs in by_state.items()]
-    return "in this run no rank waited for a timeout: " + "; ".join(parts)
+    for r in sorted(states):
+        by_state.setdefault(states[r], []).append(r)
+    return "; ".join(f"rank{'s' if len(rs) != 1 else ''} {rank_ranges(rs)} {_ENDED.get(st, st)}"
+                     for st, rs in by_state.items())
 
 
 

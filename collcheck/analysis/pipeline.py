@@ -41,8 +41,8 @@ def blame_microbatch_counts(run: Run, findings: list[Finding]) -> None:
     """The first point-to-point finding between pipeline stages that ran different numbers of
     microbatches in their last step is blamed on the stage(s) whose count differs."""
     f = next((f for f in findings if f.details.get("p2p") or f.kind == "unmatched_p2p"), None)
-    if f is None:
-        return
+    if f is None or not any(_STEP.match(e.label or "") for e in f.events.values() if e is not None):
+        return  # (not between pipeline stages: no rank's log is read back)
     steps = {r: s for r in sorted(run.ranks) if (s := _steps(run, r)) is not None}
     if len({s[1] for s in steps.values()}) < 2:
         return

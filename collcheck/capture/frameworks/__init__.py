@@ -54,31 +54,13 @@ def detail(text: str | None, entry: bool = False) -> Detail | None:
     return d
 
 
-def _reader(read):
-    """A table's reader (frame locals -> text) made safe: someone else's frame, any failure is no detail."""
+def _reader(read, entry: bool = False, whole_frame: bool = False):
+    """A table's reader made safe (someone else's frame: any failure is no detail). It is given the
+    frame's locals, or with `whole_frame` the frame itself (to look at its callers)."""
     def run(frame):
         try:
-            return detail(read(frame.f_locals))
+            return detail(read(frame if whole_frame else frame.f_locals), entry)
         except Exception:  # noqa: BLE001 - never break the job for a label
-            return None
-    return run
-
-
-def _frame_reader(read):
-    """A reader that needs the frame itself (its callers): frame -> text."""
-    def run(frame):
-        try:
-            return detail(read(frame))
-        except Exception:  # noqa: BLE001
-            return None
-    return run
-
-
-def _entry_reader(read):
-    def run(frame):
-        try:
-            return detail(read(frame.f_locals), entry=True)
-        except Exception:  # noqa: BLE001
             return None
     return run
 
@@ -86,12 +68,9 @@ def _entry_reader(read):
 # frames whose locals say what the call is for: 'file:function' -> reader(frame) -> Detail or None
 DETAIL_FRAMES = {}
 for _table in TABLES:
-    for (file, func), read in getattr(_table, "DETAILS", {}).items():
-        DETAIL_FRAMES[f"{file}:{func}"] = _reader(read)
-    for (file, func), read in getattr(_table, "ENTRY_DETAILS", {}).items():
-        DETAIL_FRAMES[f"{file}:{func}"] = _entry_reader(read)
-    for (file, func), read in getattr(_table, "FRAME_DETAILS", {}).items():
-        DETAIL_FRAMES[f"{file}:{func}"] = _frame_reader(read)
+    for kind, options in (("DETAILS", {}), ("ENTRY_DETAILS", {"entry": True}), ("FRAME_DETAILS", {"whole_frame": True})):
+        for (file, func), read in getattr(_table, kind, {}).items():
+            DETAIL_FRAMES[f"{file}:{func}"] = _reader(read, **options)
 
 # the name of a frame of code torch.fx generated (a compiled graph's forward): its functional
 # collectives are labelled as such, whatever torch ran them through (the first call: AOT dispatch)
