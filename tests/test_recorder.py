@@ -554,7 +554,7 @@ def test_call_on_a_group_the_rank_is_not_in(tmp_path):
 
 @pytest.mark.timeout(150)
 def test_framework_collectives_are_labelled_by_their_framework(tmp_path):
-    """FSDP2's collectives are FSDP2's (the module's phase, never DDP's or join()'s), DTensor's are
+    """FSDP2's and FSDP1's collectives are FSDP's (the module's phase, never DDP's or join()'s), DTensor's are
     named by the user's DTensor call and the placement change over the mesh dimension, DDP keeps
     its labels, a user's call has none."""
     script = program("frameworks.py")
@@ -565,8 +565,8 @@ def test_framework_collectives_are_labelled_by_their_framework(tmp_path):
     for rank, log in run.ranks.items():
         phases, phase = {}, None
         for e in events_of(log):
-            if e.label is None and e.sig.tensors and e.sig.tensors[0][1] in ((101,), (102,), (103,), (104,)):
-                phase = {(101,): "fsdp", (102,): "dtensor", (103,): "ddp", (104,): "end"}[e.sig.tensors[0][1]]
+            if e.label is None and e.sig.tensors and e.sig.tensors[0][1] in ((101,), (102,), (103,), (104,), (105,)):
+                phase = {(101,): "fsdp", (102,): "dtensor", (103,): "ddp", (104,): "fsdp1", (105,): "end"}[e.sig.tensors[0][1]]
                 continue
             phases.setdefault(phase, []).append(e)
         fsdp, dtensor, ddp = phases["fsdp"], phases["dtensor"], phases["ddp"]
@@ -590,8 +590,13 @@ def test_framework_collectives_are_labelled_by_their_framework(tmp_path):
             "parameter shape check", "DDP init: module state broadcast", "DDP backward: gradient bucket"}, \
             {e.label for e in ddp}
         assert any(e.label.startswith("DDP backward: gradient bucket") for e in ddp), {e.label for e in ddp}
+        # FSDP1: the root unit (the outer Linear) and the nested one (module "2"), forward and backward
+        assert [e.label for e in phases["fsdp1"]] == [
+            "FSDP forward: FSDP unshard all-gather of the root module", "FSDP forward: FSDP unshard all-gather of 2",
+            "FSDP backward: FSDP unshard all-gather of 2", "FSDP backward: FSDP gradient reduce of 2",
+            "FSDP backward: FSDP gradient reduce of the root module"], [e.label for e in phases["fsdp1"]]
         every = [e for es in phases.values() for e in es]
-        assert not any(("DDP" in (e.label or "") or "join()" in (e.label or "")) for e in fsdp + dtensor)
+        assert not any(("DDP" in (e.label or "") or "join()" in (e.label or "")) for e in fsdp + dtensor + phases["fsdp1"])
         assert len(every) > 10
 
 

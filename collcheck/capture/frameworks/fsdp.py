@@ -40,6 +40,28 @@ def _module_of(local: dict) -> str | None:
     return fqn or "the root module"
 
 
-# FSDPParamGroup.unshard (forward, prefetch and backward all-gathers) and .post_backward (the reduce-scatter)
-DETAILS = {(_F2 + "_fsdp_param_group.py", "unshard"): _module_of,
-           (_F2 + "_fsdp_param_group.py", "post_backward"): _module_of}
+def _flat_module_of(local: dict) -> str | None:
+    """The module an FSDP1 unit wraps, by its fully qualified name from the root. `handle` is the
+    unit's FlatParamHandle; its FlatParameter's `_fqns` name the original parameters relative to
+    the wrapped module, and the root's `_exec_order_data.param_to_fqn` (shared by every unit at
+    lazy init, _runtime_utils._share_state_and_init_handle_attrs) names them from the root: the
+    module is what the second has in front of the first. The table holds the FlatParameter itself,
+    or with use_orig_params=True the original parameters (`_params`)."""
+    flat = local["handle"].flat_param
+    by_param = local["state"]._exec_order_data.param_to_fqn
+    full = by_param.get(flat) or by_param[flat._params[0]]
+    inner = flat._fqns[0]
+    if not full[0].endswith(inner):
+        return None
+    return full[0][:-len(inner)].rstrip(".") or "the root module"
+
+
+DETAILS = {
+    # FSDPParamGroup.unshard (forward, prefetch and backward all-gathers), .post_backward (reduce-scatter)
+    (_F2 + "_fsdp_param_group.py", "unshard"): _module_of,
+    (_F2 + "_fsdp_param_group.py", "post_backward"): _module_of,
+    # FSDP1: _runtime_utils._unshard(state, handle, ...) -> handle.unshard() -> _all_gather_flat_param;
+    # _reduce_grad(state, handle) -> reduce_scatter_tensor (and the HSDP all-reduce)
+    (_F1 + "_runtime_utils.py", "_unshard"): _flat_module_of,
+    (_F1 + "_runtime_utils.py", "_reduce_grad"): _flat_module_of,
+}

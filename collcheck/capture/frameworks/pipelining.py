@@ -22,8 +22,43 @@ _DIRECTIONS = {
 }
 
 
-def _direction(local: dict) -> str | None:
-    return _DIRECTIONS.get(local.get("desc"))
+def _microbatches(desc: str, schedule) -> list[int | None]:
+    """The microbatch of each half of a batch `desc` names (send first, as `desc` says), read from
+    the single-stage schedule's `_step_microbatches` frame (`schedule`: its locals), or None.
+    GPipe and forward-only loop with `i`. Schedule1F1B counts with fwd_mb_index / bwd_mb_index,
+    each bumped right after the chunk's compute: a recv is for the current index, a forward send
+    in a batch with a backward recv for the one before; a backward send is always for the chunk
+    whose backward ran last, the one before the oldest forward still cached (`fwd_cache`: added by
+    forward_one_chunk, popped by backward_one_chunk, stage.py)."""
+    halves = desc.split("_send_")
+    if "i" in schedule:
+        return [schedule["i"]] * len(halves)
+    fwd, bwd = schedule.get("fwd_mb_index"), schedule.get("bwd_mb_index")
+    if fwd is None or bwd is None:
+        return [None] * len(halves)
+    stage = schedule["self"]._stage
+    last_backward = min(stage.fwd_cache, default=fwd) - 1
+    by_desc = {"fwd_recv": [fwd], "bwd_recv": [bwd], "fwd_send": [fwd], "bwd_send": [last_backward],
+               "fwd_send_bwd_recv": [fwd - 1, bwd], "bwd_send_fwd_recv": [bwd - 1, fwd]}
+    return by_desc.get(desc, [None] * len(halves))
+
+
+def _direction(frame) -> str | None:
+    """'forward send (activation) of microbatch 2 + backward recv (gradient) of microbatch 0': each
+    half of the batch `_batch_p2p` issues, with its microbatch where the schedule's frame (the
+    caller, or the caller of `_sorted_batch_p2p`) says."""
+    desc = frame.f_locals.get("desc")
+    text = _DIRECTIONS.get(desc)
+    if text is None:
+        return None
+    caller = frame.f_back
+    if caller is not None and caller.f_code.co_name == "_sorted_batch_p2p":
+        caller = caller.f_back
+    if caller is None or caller.f_code.co_name != "_step_microbatches":
+        return text
+    numbers = _microbatches(desc, caller.f_locals)
+    return " + ".join(half if mb is None else f"{half} of microbatch {mb}"
+                      for half, mb in zip(text.split(" + "), numbers, strict=False))
 
 
 def _step(local: dict) -> str:
@@ -47,8 +82,8 @@ def _fixed(text: str):
     return lambda local: text
 
 
+FRAME_DETAILS = {(_SCHEDULES, "_batch_p2p"): _direction}
 DETAILS = {
-    (_SCHEDULES, "_batch_p2p"): _direction,
     (_SCHEDULES, "_perform_action"): _action,
     (_STAGE, "_send_meta"): _fixed("set-up: shape metadata"),
     (_STAGE, "_recv_meta"): _fixed("set-up: shape metadata"),
