@@ -25,6 +25,10 @@ def _arm(c10d) -> None:
         from collcheck.capture import session
 
         session.enable(c10d=c10d)
+        from collcheck.capture import use_simnccl
+
+        if use_simnccl.wanted():
+            use_simnccl.install(c10d)
     except Exception as exc:  # never break the training job
         sys.stderr.write(f"collcheck: recording disabled: {exc!r}\n")
 

@@ -91,7 +91,7 @@ def cmd_demo(args) -> int:
     """Record a scenario under torchrun, then diff it."""
     from .demo import run_demo
 
-    return run_demo(args.name, args.dir, keep=args.keep)
+    return run_demo(args.name, args.dir, keep=args.keep, backend=args.backend)
 
 
 def cmd_build_fastpath(args) -> int:
@@ -141,6 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("name", nargs="?", default=DEFAULT_DEMO, help=f"scenario name (default {DEFAULT_DEMO})")
     m.add_argument("--dir", default=None, help="where to keep the logs (default: a temporary directory)")
     m.add_argument("--keep", action="store_true", help="keep the logs")
+    m.add_argument("--backend", choices=("gloo", "simnccl"), default="gloo",
+                   help="simnccl: run it on the simulated NCCL backend (calls return at once, nothing is checked)")
     m.set_defaults(func=cmd_demo)
     b = sub.add_parser("build-fastpath", help=cmd_build_fastpath.__doc__)
     b.add_argument("--status", action="store_true", help="only say whether it is built and in use, or why not (exit 1 if not built)")

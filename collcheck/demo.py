@@ -52,8 +52,12 @@ def record_scenario(name: str, log_dir: str, timeout: float = 120, extra_env: di
     return rc, os.path.join(log_dir, run_id), output
 
 
-def run_demo(name: str, directory: str | None, keep: bool = False) -> int:
-    """Record the scenario, print its README and `collcheck diff` of the logs; 0 once diagnosed."""
+BACKENDS = ("gloo", "simnccl")
+
+
+def run_demo(name: str, directory: str | None, keep: bool = False, backend: str = "gloo") -> int:
+    """Record the scenario, print its README and `collcheck diff` of the logs; 0 once diagnosed.
+    `backend` simnccl: the scenario's groups are made on the simulated NCCL backend."""
     from .analysis.diff import analyse
     from .model import load_run
     from .report import render
@@ -63,8 +67,9 @@ def run_demo(name: str, directory: str | None, keep: bool = False) -> int:
         tmp = directory = tempfile.mkdtemp(prefix="collcheck-demo-")
     try:
         readme = os.path.join(SCENARIOS_DIR, name, "README.md")
-        print(f"collcheck demo: recording scenario {name!r} under COLLCHECK=1 torchrun ...", flush=True)
-        rc, run_dir, _ = record_scenario(name, directory)
+        print(f"collcheck demo: recording scenario {name!r} under COLLCHECK=1 torchrun on {backend} ...", flush=True)
+        rc, run_dir, _ = record_scenario(name, directory,
+                                         extra_env={"COLLCHECK_SIMNCCL": "1"} if backend == "simnccl" else None)
         print(f"torchrun exited with {rc}; logs in {run_dir}\n", flush=True)
         if os.path.exists(readme):
             with open(readme) as f:

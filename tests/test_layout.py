@@ -19,7 +19,8 @@ TOPS = ("collcheck", "tui")
 # Earliest first: a module may import modules of its own layer and of earlier ones. The data flow
 # is capture -> log -> model -> analysis -> report -> views (TUI, replay) -> command line.
 LAYERS = [
-    ("capture", ["collcheck", "collcheck._startup", "collcheck.capture", "collcheck.logformat", "collcheck.errors"]),
+    ("capture", ["collcheck", "collcheck._startup", "collcheck.capture", "collcheck.logformat", "collcheck.errors",
+                 "collcheck.simnccl"]),
     ("log", ["collcheck.frames", "collcheck.reader", "collcheck.scan", "collcheck.synth"]),
     ("model", ["collcheck.model"]),
     ("analysis", ["collcheck.analysis"]),
@@ -28,7 +29,7 @@ LAYERS = [
     ("cli", ["collcheck.cli", "collcheck.demo", "collcheck.__main__"]),
 ]
 # what runs inside the training job: the standard library, msgpack and torch, nothing else
-IN_JOB = ["collcheck", "collcheck._startup", "collcheck.capture", "collcheck.logformat"]
+IN_JOB = ["collcheck", "collcheck._startup", "collcheck.capture", "collcheck.logformat", "collcheck.simnccl"]
 IN_JOB_THIRD_PARTY = {"torch", "msgpack", "typing_extensions"}  # the last: torch's own, for its frames
 
 

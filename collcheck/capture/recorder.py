@@ -244,18 +244,10 @@ class Recorder(Completions, fastpath.RecorderHooks):
         """Write the record of a wire op before it is issued; return its event id (Python kernels).
         `async_at`: where the op's schema has its async_op argument (None: it has none)."""
         spec = WIRE_OPS[opname]
-        w = self.writer
         api: ApiCall | None = self.tls._api  # (the property's value, without its call)
         pg = _unbox_pg(args[spec.pg])
         is_async = None if async_at is None else (bool(args[async_at]) if async_at < len(args) else True)
-        if spec.tensors is not None and spec.tensors < len(args):
-            ts = args[spec.tensors]
-            dt = self._dtype
-            key = ((dt(ts.dtype), tuple(ts.shape)),) if isinstance(ts, torch.Tensor) else tuple(
-                (dt(t.dtype), tuple(t.shape)) for t in ts
-            )
-        else:
-            key = None
+        ts = args[spec.tensors] if spec.tensors is not None and spec.tensors < len(args) else None
         reduce_op = None
         if spec.reduce_op is not None:
             if api is not None and api.reduce_op is not None:
@@ -268,6 +260,30 @@ class Recorder(Completions, fastpath.RecorderHooks):
         sp = None
         if opname == "alltoall_base_":
             sp = [list(args[4]), list(args[3])] if len(args) > 4 else []
+        return self._issue(opname, pg, ts, reduce_op, p, tag, sp, is_async, frame)
+
+    def on_backend_issue(self, opname: str, pg, tensors, reduce_op: int | None = None, peer: int | None = None,
+                         tag: int = 0, splits=None, frame=None) -> int:
+        """A wire op of a backend written in Python (collcheck.simnccl): torch calls its methods
+        instead of c10d's ops, so no kernel sees them and the backend reports each one here, then
+        its completion with `finish` when its stream has run it. `peer`: the root or P2P peer."""
+        api: ApiCall | None = self.tls._api
+        if api is not None and api.reduce_op is not None:
+            reduce_op = api.reduce_op
+        is_async = True if api is None else api.async_op
+        sp = None if opname != "alltoall_base_" else (splits or [])
+        return self._issue(opname, pg, tensors, reduce_op, peer, tag, sp, is_async, frame)
+
+    def _issue(self, opname, pg, ts, reduce_op, p, tag, sp, is_async, frame) -> int:
+        w = self.writer
+        api: ApiCall | None = self.tls._api
+        if ts is not None:
+            dt = self._dtype
+            key = ((dt(ts.dtype), tuple(ts.shape)),) if isinstance(ts, torch.Tensor) else tuple(
+                (dt(t.dtype), tuple(t.shape)) for t in ts
+            )
+        else:
+            key = None
         with w.lock:
             chain, names, stack, chain_key = callsite.walk(frame, self.config.full_stack)
             code, line = (chain[0].f_code, chain[0].f_lineno) if chain else (None, 0)

@@ -1,0 +1,37 @@
+"""COLLCHECK_SIMNCCL=1: an unchanged program's groups are made on the simulated NCCL backend.
+
+For demos, replays and tests that run a plain program (one that names "gloo") under NCCL's
+semantics. Installed on c10d right after it executes (_startup.py), before torch.distributed
+re-exports its functions; collcheck.simnccl itself is imported at the first init_process_group.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+NAME = "simnccl"
+_BACKEND_AT = {"init_process_group": 0, "new_group": 2}  # the `backend` argument's position
+
+
+def wanted() -> bool:
+    return os.environ.get("COLLCHECK_SIMNCCL", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def install(c10d) -> None:
+    for name, at in _BACKEND_AT.items():
+        original = getattr(c10d, name)
+        if getattr(original, "_simnccl", False):
+            continue
+
+        @functools.wraps(original)
+        def on_simnccl(*args, _original=original, _at=at, _name=name, **kwargs):
+            import collcheck.simnccl  # noqa: F401 - registers the backend
+
+            if len(args) > _at:
+                args = (*args[:_at], NAME, *args[_at + 1:])
+            elif _name == "init_process_group" or kwargs.get("backend") is not None:
+                kwargs["backend"] = NAME
+            return _original(*args, **kwargs)
+        on_simnccl._simnccl = True
+        setattr(c10d, name, on_simnccl)
