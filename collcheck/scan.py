@@ -53,6 +53,9 @@ class Scan:
     unconfirmed: list = field(default_factory=list)
     # calls torch skipped because this rank is not in the group: (api, site or None, ts)
     non_member: list = field(default_factory=list)
+    # where the CPU thread waited for the stream (a backend with NCCL's semantics): (ts, site or
+    # None, event id waited for or None, what: "item()", "barrier()", ...)
+    syncs: list = field(default_factory=list)
     # format 2: each event's `j` (its position among the group's collectives, or its P2P
     # channel's messages, as the recorder counted them); kept only when collectives were lost or
     # dropped (scan_bytes' second pass), else empty: positions are then what they were
@@ -333,6 +336,8 @@ class _Scanner:
             scan.non_member.append((strings.get(rec["x"], "?"), sites.get(rec.get("s")), rec.get("ts", 0)))
         elif kind == lf.DISABLED:
             scan.disabled = rec.get("m", "")
+        elif kind == lf.SYNC:
+            scan.syncs.append((rec.get("ts", 0), sites.get(rec.get("s")), rec.get("i"), str(rec.get("w", ""))))
 
 
 def _tspec(rec: dict, strings: dict) -> tuple | None:

@@ -5,14 +5,16 @@ groups simnccl ones."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
 
 import pytest
-from conftest import program, torchrun
+from conftest import diff_json, marker_lines, program, torchrun
 
+from collcheck.demo import record_scenario, scenario_names
 from collcheck.model import load_run
 
 SEED_OUTCOMES = {  # case: (ranks that finish, ranks stuck until the watchdog aborts them)
@@ -27,11 +29,25 @@ SIM = {"COLLCHECK_SIMNCCL": "1"}
 SCENARIOS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scenarios")
 
 
+def expected_on_simnccl(name: str) -> list:
+    """The scenario's first findings as (kind, group, position, ranks): its `simnccl` entry where
+    NCCL's semantics make a difference (with the reason), else the same as on gloo."""
+    with open(os.path.join(SCENARIOS, name, "expected.json")) as f:
+        expected = json.load(f)
+    findings = expected.get("simnccl", expected)["findings"]
+    return [(f["kind"], f["group"], f["position"], f["ranks"]) for f in findings[:1]]
+
+
+def first_findings(run_dir: str) -> list:
+    _, report = diff_json(run_dir)
+    return [(f["kind"], f["group"], f["position"], f["ranks"]) for f in report["findings"][:1]]
+
+
 def outcome(case: int, tmp_path, env=None):
     rc, out, err, run_dir = torchrun(os.path.join(SCENARIOS, f"seed004_case{case}", "main.py"), 2, tmp_path,
                                      timeout=90, env=dict(SIM, **(env or {})))
     finished = {int(r) for r in re.findall(r"Rank (\d) has exhausted", out)}
-    stuck = {int(r) for r in re.findall(r"\[rank (\d)\] simnccl watchdog caught collective operation timeout", err)}
+    stuck = {int(r) for r in re.findall(r"\[rank (\d)\] simnccl: Watchdog caught collective operation timeout", err)}
     return finished, stuck, rc, run_dir
 
 
@@ -43,6 +59,9 @@ def test_seed004_cases_end_as_they_did_under_nccl(case, tmp_path):
     assert (rc == 0) == (not stuck)
     states = {r: log.state for r, log in load_run(run_dir).ranks.items()}
     assert all(states[r] == "finished" for r in finished), states
+    # the diff names the pair the seed's explanation names: case 2 and 3 rank 1's 6th bucket
+    # all-reduce that rank 0 never issued, case 5 rank 0's barrier paired with it (silently)
+    assert first_findings(run_dir) == expected_on_simnccl(f"seed004_case{case}")
 
 
 @pytest.mark.timeout(150)
@@ -56,8 +75,12 @@ def test_seed004_case4_depends_on_what_a_barrier_contributes(tmp_path):
     simulator reproduces both, with the barrier's value as each torch had it."""
     finished, stuck, _, _ = outcome(4, tmp_path / "old", env={"SIMNCCL_BARRIER_VALUE": "1"})
     assert (finished, stuck) == SEED_OUTCOMES[4], (finished, stuck)
-    finished, stuck, _, _ = outcome(4, tmp_path / "new")
+    finished, stuck, _, run_dir = outcome(4, tmp_path / "new")
     assert (finished, stuck) == ({0}, {1}), (finished, stuck)
+    # rank 1's barrier paired with join()'s not-joined count all-reduce, silently
+    assert first_findings(run_dir) == expected_on_simnccl("seed004_case4")
+    _, report = diff_json(run_dir)
+    assert report["findings"][0]["details"].get("silent"), report["findings"][0]
 
 
 @pytest.mark.timeout(120)
@@ -71,6 +94,15 @@ def test_nccl_pairs_by_position_and_checks_nothing(tmp_path):
     assert "rank 1 result 5.0" in out, out
     run = load_run(run_dir)
     assert all(log.state == "finished" and not log.pending for log in run.ranks.values())
+    # the diff names both slots as NCCL ran them, each pair completed together: silent corruption
+    code, report = diff_json(run_dir)
+    assert code == 1 and report["verdict"] == "mismatch", report["verdict"]
+    got = [(f["kind"], f["group"], f["position"], f["details"].get("silent")) for f in report["findings"]]
+    assert got == [("op_mismatch", "0", 0, True), ("dtype_mismatch", "0", 1, True)], got
+    first = report["findings"][0]
+    assert "under NCCL these completed together, unchecked (silent corruption, no error)" in first["message"], \
+        first["message"]
+    assert "the barrier is a 1-element all-reduce of zeros" in first["message"], first["message"]
 
 
 @pytest.mark.timeout(120)
@@ -81,11 +113,25 @@ def test_a_rank_runs_ahead_until_a_sync_point(tmp_path):
     rc, out, err, run_dir = torchrun(program("simnccl_semantics.py"), 2, tmp_path, timeout=90, env=SIM,
                                      args=("ahead",))
     assert rc != 0 and "issued 60" in out, out + err[-2000:]
-    assert "[rank 0] simnccl watchdog caught collective operation timeout" in err, err[-2000:]
+    assert "[rank 0] simnccl: Watchdog caught collective operation timeout" in err, err[-2000:]
     log = load_run(run_dir).ranks[0]
     ahead = [i for i in range(len(log)) if log.event(i).sig.op == "allreduce_"]
     assert len(ahead) == 60
     assert [i for i in ahead if i in log.pending or log.event(i).error] == ahead, log.pending
+    # the diff: rank 0 is stuck at its first all-reduce (the stream's), 59 queued behind it, and its
+    # CPU waited at the line that read a result; rank 1, which never came, is the root cause
+    code, report = diff_json(run_dir)
+    assert code == 1 and report["verdict"] == "hang", report["verdict"]
+    marks = marker_lines(program("simnccl_semantics.py"))
+    r0 = report["ranks"]["0"]
+    assert r0["state"] == "timed-out" and [e["position"] for e in r0["blocked_in"]] == [0], r0
+    assert r0["queued_behind"] == 59, r0
+    assert "its stream waits in #0 of group 0 (all_reduce), 59 more enqueued behind it" in r0["detail"], r0["detail"]
+    assert f"then waited at simnccl_semantics.py:{marks['sync']} in <module>() (Tensor.tolist())" in r0["detail"], \
+        r0["detail"]
+    hang = next(f for f in report["findings"] if f["kind"] == "hang")
+    assert hang["ranks"] == [1] and hang["details"]["queued"] == {"0": 59}, hang
+    assert f"rank 0's CPU thread waited at simnccl_semantics.py:{marks['sync']}" in hang["message"], hang["message"]
 
 
 @pytest.mark.timeout(120)
@@ -94,3 +140,44 @@ def test_demo_runs_a_scenario_on_the_simulated_backend():
                           capture_output=True, text=True, timeout=110, check=False)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "torchrun on simnccl" in proc.stdout and "collcheck diff:" in proc.stdout, proc.stdout[-2000:]
+
+
+@pytest.mark.timeout(120)
+def test_point_to_point_does_not_shift_the_groups_collectives(tmp_path):
+    """Rank 0 sends rank 1 a 7 before all three all-reduce their value: the sends and receives run
+    on their own per-pair streams, so the all-reduce still pairs slot by slot on every rank."""
+    rc, out, err, _ = torchrun(program("simnccl_semantics.py"), 3, tmp_path, timeout=90, env=SIM, args=("p2p",))
+    assert rc == 0, err[-3000:]
+    assert sorted(re.findall(r"rank \d sum ([\d.]+)", out)) == ["9.0"] * 3, out  # 0 + 7 + 2
+
+
+# recorded on every run; the rest with -m slow (each scenario is a torchrun of 3-10 s)
+QUICK = ("extra_allreduce", "cross_group_deadlock", "dtype_mismatch", "p2p_pipeline")
+MATRIX = [n for n in scenario_names() if os.path.exists(os.path.join(SCENARIOS, n, "expected.json"))
+          and not n.startswith("seed004_case")]  # (the seed cases: above)
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("name", [n if n in QUICK else pytest.param(n, marks=pytest.mark.slow) for n in MATRIX])
+def test_every_scenario_on_simnccl_gives_its_first_finding(name, tmp_path):
+    """Each scenario, unchanged, on the simulated NCCL backend: the same first finding (kind,
+    group, position, culprits) as on gloo, or the one its expected.json lists for simnccl with why
+    NCCL's semantics make the difference; a valid scenario stays clean."""
+    rc, run_dir, output = record_scenario(name, str(tmp_path), timeout=150, extra_env=SIM)
+    assert rc != -1, output[-2000:]
+    assert first_findings(run_dir) == expected_on_simnccl(name), output[-2000:]
+
+
+@pytest.mark.timeout(240)
+def test_replay_on_simnccl_reproduces_what_nccl_did(tmp_path):
+    """Seed 004 case 5 recorded on the simulated backend: rank 0's barrier ran as one collective
+    with rank 1's extra bucket all-reduce. `replay --backend simnccl` re-issues the recorded calls
+    with NCCL's semantics and gets that first finding again."""
+    rc, run_dir, output = record_scenario("seed004_case5", str(tmp_path / "rec"), timeout=150, extra_env=SIM)
+    assert rc != -1, output[-2000:]
+    proc = subprocess.run([sys.executable, "-m", "collcheck", "replay", run_dir, "--backend", "simnccl",
+                           "--timeout", "4", "--format", "json"], capture_output=True, text=True, timeout=200,
+                          check=False)
+    doc = json.loads(proc.stdout)
+    assert doc["recorded"] == {"kind": "op_mismatch", "group": "0", "position": 10, "ranks": [0]}, doc
+    assert doc["matches"] is True and doc["replayed"] == doc["recorded"], doc

@@ -64,6 +64,7 @@ class _Aligner:
         self.open = [r for r in members if r in seqs.open]  # unknown after their last slot (lost)
         self.findings: list[Finding] = []
         self.tie = False
+        self.streams = run.on_streams  # NCCL: completed collectives were paired by position
 
     # -- helpers ---------------------------------------------------------------------
     def sig(self, r: int, offset: int = 0) -> int | None:
@@ -217,6 +218,10 @@ class _Aligner:
         mine, theirs = self.sig(r), self.sig(ref_rank)
         if mine is None:
             return ("missing", ())
+        # under NCCL calls that completed together ran as one collective, whatever each rank
+        # called them (a barrier with an all-reduce, an int64 with a float64): not a skipped call
+        paired = self.streams and self._paired(r, ref_rank)
+        silent = (("silent", True),) if paired else ()
         # Each reading of the slot (skipped call, extra call, permuted window, changed call) is
         # judged by how far the sequences agree after it: in a loop, a skipped call also looks
         # like a permutation of one loop body, and a changed call in a run of equal calls also
@@ -234,7 +239,9 @@ class _Aligner:
                 if k + self.agreement(r, k, ref_rank, k) <= max(missing, extra):
                     break
                 perm = _permutation(b, a)
-                return ("order_mismatch", (("window", k), ("permutation", tuple(perm))))
+                return ("order_mismatch", (("window", k), ("permutation", tuple(perm)), *silent))
+        if paired:
+            return (field_mismatch(self.run.signatures[mine], self.run.signatures[theirs]), silent)
         ahead_missing = missing >= LOOKAHEAD
         ahead_extra = extra >= LOOKAHEAD
         if ahead_missing and missing > extra and missing >= same:
@@ -256,6 +263,11 @@ class _Aligner:
             if mine_known and not theirs_known:
                 return ("missing", ())
         return (kind, ())
+
+    def _paired(self, r: int, ref_rank: int) -> bool:
+        """Both ranks' collectives in this slot completed without an error."""
+        return all(e is not None and e.t_done is not None and not e.error
+                   for e in (self.event(r), self.event(ref_rank)))
 
     def _representatives(self, culprits, ref_rank) -> list[int]:
         seen: dict = {}

@@ -9,7 +9,7 @@ import os
 
 from ..model import Run, rank_ranges
 from .findings import Finding
-from .hang import where_killed
+from .hang import sync_text, where_killed
 from .pipeline import microbatch_text
 
 
@@ -152,7 +152,8 @@ def _order_mismatch(run: Run, f: Finding) -> str:
     return (f"{_ranks(f.ranks)} issued collectives #{f.number}..#{f.number + f.details['window'] - 1} of "
             f"group {f.group} in a different order (permutation {list(f.details['permutation'])} of the "
             f"majority's order); first: {_ev(f.events.get(f.ranks[0]))} vs {_ev(f.expected)}"
-            + (f"; threads: {', '.join(sorted(threads))}" if len(threads) > 1 else ""))
+            + (f"; threads: {', '.join(sorted(threads))}" if len(threads) > 1 else "")
+            + ("; " + _silent_text(f) if f.details.get("silent") else ""))
 
 
 def _non_member_call(run: Run, f: Finding) -> str:
@@ -209,11 +210,37 @@ def _field_text(run: Run, f: Finding) -> str:
                 by_call.setdefault(_ev(f.events[r]), []).append(r)
         mine = "; ".join(f"{_ranks(rs)} issued {call}" for call, rs in by_call.items()) or f"{_ranks(f.ranks)} issued nothing"
         text = f"{mine} where {_ranks(_others(f))} issued {_ev(f.expected)} (collective #{f.number} of group {f.group})"
-    if d.get("nccl_note"):
+    if d.get("silent"):
+        text += "; " + _silent_text(f)
+    elif d.get("nccl_note"):
         text += "; " + d["nccl_note"]
     if d.get("microbatches"):
         text += "; " + microbatch_text(d)
     return text
+
+
+# what NCCL made of a slot whose different calls completed together (they ran as one collective)
+_SILENT = {
+    "op_mismatch": "each rank ran its own kernel on the others' bytes",
+    "order_mismatch": "each slot paired two different collectives: data swapped between them, or garbage where "
+                      "sizes differ",
+    "shape_mismatch": "the bytes that fit were moved, the rest of the larger buffer kept stale values",
+    "dtype_mismatch": "each rank read the others' bytes as its own dtype: garbage values, no error",
+    "reduce_op_mismatch": "each rank applied its own reduce op: the ranks hold different results",
+    "root_mismatch": "each rank took the data of the root it named: the ranks hold different tensors",
+    "semantic_mismatch": "data that does not belong together was combined",
+}
+
+
+def _silent_text(f: Finding) -> str:
+    """The slot completed on every rank under NCCL: what that did to the data, not a hang."""
+    ops = {e.sig.op for e in f.events.values() if e is not None}
+    if f.kind == "op_mismatch" and "barrier" in ops and "allreduce_" in ops:
+        effect = ("the barrier is a 1-element all-reduce of zeros: it added nothing to the all-reduce's "
+                  "first element, left the rest of it unreduced, and synchronized nothing")
+    else:
+        effect = _SILENT.get(f.kind, "the data is silently wrong")
+    return f"under NCCL these completed together, unchecked (silent corruption, no error): {effect}"
 
 
 def _chain_text(f: Finding) -> str:
@@ -273,6 +300,10 @@ def _hang(run: Run, f: Finding) -> str:
     if queued:
         text += ("; " + ", ".join(f"rank {r} had enqueued {n} more behind it" for r, n in queued.items())
                  + " (it ran ahead, as under NCCL, until something waited: those wait for it, not for a peer)")
+        waited = [f"rank {r}'s CPU thread waited{sync_text(run.ranks[r])}" for r in queued
+                  if r in run.ranks and run.ranks[r].syncs]
+        if waited:
+            text += "; " + ", ".join(waited)
     victims = f.details.get("victims_of")
     if victims:
         text += (f", which failed inside the collective because of the first divergence ({victims['kind']} by "

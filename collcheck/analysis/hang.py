@@ -9,12 +9,12 @@ a cycle (across groups, or through point-to-point waits) is a deadlock.
 from __future__ import annotations
 
 import os
-from bisect import bisect_left
 from dataclasses import dataclass, field, replace
 
 import networkx as nx
 
 from ..model import P2P_OPS, Run, Sequences, rank_ranges
+from .channels import Channels
 from .findings import Finding
 
 TIMEOUT_WORDS = ("timed out", "timeout", "Timed out")
@@ -95,6 +95,9 @@ def final_states(run: Run) -> dict[int, RankState]:
                 detail = f"{detail[:160]} (raised at {os.path.basename(site[0])}:{site[1]})"
         elif log.crash is not None:
             detail = log.crash
+            if any(e.error and any(w in e.error for w in TIMEOUT_WORDS) for e in blocked):
+                # NCCL's watchdog: the collective timed out, then it took the process down
+                state, detail = "timed-out", f"the watchdog aborted the process after the timeout ({detail})"
         elif log.watchdog:
             w = log.watchdog[-1]
             detail = f"stuck {w.get('waited_s')} s in {w.get('op')} (watchdog stacks recorded)"
@@ -120,23 +123,36 @@ def split_queued(events: list) -> tuple[list, list]:
     return blocked, queued
 
 
-def _at_dump(log, blocked: list, queued: list, channels: _Channels) -> str:
-    """A Flight Recorder rank: where its stream waited at the dump and how far its CPU thread had
-    gone on enqueueing (where that thread then waited is not in a dump)."""
+def _on_stream(log, blocked: list, queued: list, channels: Channels) -> str:
+    """A rank whose collectives run on a stream (NCCL; a Flight Recorder dump): where its stream
+    waited, and how far its CPU thread had gone on enqueueing, then where it waited (a sync point,
+    when the log has it: a dump does not)."""
     n = len(log.sig)
     last = log.event(n - 1) if n else None
     if last is None:
-        cpu = "its dump holds no collective"
+        cpu = "its log holds no collective"
     else:
         at = "" if last.sig.op in P2P_OPS else f" (#{channels.collective_position(log.rank, last)} of group {last.group})"
         cpu = f"its CPU thread last enqueued {last.describe()}{at} at {last.where()}"
+    if log.syncs:
+        cpu += f", then waited{sync_text(log)}"
     if not blocked:
-        return f"every collective in its dump completed; {cpu}"
+        return f"every collective it issued completed; {cpu}"
     first = blocked[0]
     text = f"its stream waits in #{first.position} of group {first.group} ({first.sig.api or first.sig.op})"
     if queued:
         text += f", {len(queued)} more enqueued behind it"
     return f"{text}; {cpu}"
+
+
+def sync_text(log) -> str:
+    """' at train.py:40 in main() (Tensor.item())': where the rank's CPU thread last waited for its
+    stream (a sync point; "" when the log has none)."""
+    if not log.syncs:
+        return ""
+    _, site, _, what = log.syncs[-1]
+    where = f" at {os.path.basename(site[0])}:{site[1]} in {site[2]}()" if site else ""
+    return f"{where} ({what})"
 
 
 def where_killed(log) -> str:
@@ -190,7 +206,7 @@ def analyse_hang(run: Run, sequences: Sequences | None = None) -> HangAnalysis:
     states = final_states(run)
     g = nx.DiGraph()
     g.add_nodes_from(states)
-    channels = _Channels(run, sequences or Sequences(run))
+    channels = Channels(run, sequences or Sequences(run))
     for rank, st in states.items():  # (gloo's sends have no completion of their own: the recv's tells)
         st.blocked = [ev for ev in st.blocked if not channels.delivered(rank, ev)]
     inside = _inside(states)
@@ -200,8 +216,9 @@ def analyse_hang(run: Run, sequences: Sequences | None = None) -> HangAnalysis:
         st.blocked, st.queued = ([ev if ev.sig.op in P2P_OPS else replace(ev, position=channels.collective_position(rank, ev))
                                   for ev in evs] for evs in (st.blocked, st.queued))
     for rank, st in states.items():
-        if st.state in ("dumped", "waiting-at-dump"):
-            st.detail = _at_dump(run.ranks[rank], st.blocked, st.queued, channels)
+        log = run.ranks.get(rank)
+        if st.state in ("dumped", "waiting-at-dump") or (log is not None and log.syncs and st.blocked):
+            st.detail = _on_stream(log, st.blocked, st.queued, channels)
     for rank in sorted(waiting):
         for ev in states[rank].blocked:
             if ev.sig.op in P2P_OPS:
@@ -212,6 +229,8 @@ def analyse_hang(run: Run, sequences: Sequences | None = None) -> HangAnalysis:
             for other in run.group_members(ev.group):
                 if other != rank and channels.collectives(other, ev.group) <= ev.position:
                     g.add_edge(rank, other, group=ev.group, event=ev)
+    if run.on_streams and run.source != "flight-recorder":
+        _stream_order_edges(run, states, waiting, g)
     cycles = []
     for cyc in nx.simple_cycles(g):
         # (within one group, collectives alone cannot form a cycle: positions only grow; P2P can)
@@ -223,6 +242,27 @@ def analyse_hang(run: Run, sequences: Sequences | None = None) -> HangAnalysis:
     if inside and not roots:  # all inside one collective: the ones whose collective itself failed
         roots = sorted(r for r, s in states.items() if s.state in ("collective-failed", "crashed"))
     return HangAnalysis(states, g, cycles, roots, waiting)
+
+
+def _stream_order_edges(run: Run, states: dict, waiting: set, g: nx.DiGraph) -> None:
+    """Under NCCL a rank may have issued a collective that still cannot start: a blocking call
+    made its stream wait for an earlier collective of another group, stuck itself. A rank whose
+    collective waits for a member that issued its part but is stuck in an earlier one waits on
+    that member (a cycle of these is a deadlock across groups, as under gloo). The issue order is
+    taken as the stream order (a Flight Recorder dump says which collectives started instead)."""
+    first = {r: min(st.blocked, key=lambda e: e.t_issue) for r, st in states.items() if st.blocked}
+    for rank in sorted(waiting):
+        for ev in states[rank].blocked:
+            if ev.sig.op in P2P_OPS:
+                continue
+            for other in run.group_members(ev.group):
+                busy = first.get(other)
+                if other == rank or busy is None or (busy.group, busy.position) == (ev.group, ev.position):
+                    continue
+                mine = [e for e in states[other].blocked + states[other].queued
+                        if (e.group, e.position) == (ev.group, ev.position)]
+                if mine and busy.t_issue < mine[0].t_issue and not g.has_edge(rank, other):
+                    g.add_edge(rank, other, group=ev.group, event=ev)
 
 
 def hang_findings(run: Run, hang: HangAnalysis) -> list[Finding]:
@@ -313,70 +353,6 @@ def _how_they_ended(states: dict[int, str]) -> str:
     return "; ".join(f"rank{'s' if len(rs) != 1 else ''} {rank_ranges(rs)} {_ENDED.get(st, st)}"
                      for st, rs in by_state.items())
 
-
-
-class _Channels:
-    """Counts behind the wait-for arcs, in the model's slots (P2P left out of a group's
-    collectives). A P2P op waits on its peer only while the peer has not posted the matching
-    op: the k-th of that (group, src, dst, tag)."""
-
-    def __init__(self, run: Run, sequences: Sequences):
-        self.run = run
-        self.seqs = sequences
-
-    def collectives(self, rank: int, group: str) -> int:
-        return self.seqs.collectives(rank, group)
-
-    def collective_position(self, rank: int, ev) -> int:
-        """Its slot in the model (a capped log's kept part starts at the group's `start`)."""
-        slot = self.seqs.group(ev.group).slot(rank, ev.index)
-        if slot is not None:
-            return slot
-        return ev.position - bisect_left(self.seqs.p2p_indices(rank, ev.group), ev.index)
-
-    def _messages(self, rank: int, group: str, op: str, peer: int, tag: int, before: int | None = None) -> int:
-        log = self.run.ranks.get(rank)
-        if log is None:
-            return 0
-        n = 0
-        for i in self.seqs.p2p_indices(rank, group):
-            if before is not None and i >= before:
-                break
-            s = self.run.signatures[log.sig[i]]
-            if s.op == op and s.tag == tag and self.run.global_rank(group, s.root) == peer:
-                n += 1
-        return n
-
-    def delivered(self, rank: int, ev) -> bool:
-        """A send whose matching recv completed on the peer: it is not where the rank waits, whatever
-        its own completion says (gloo's send work has none to report) or the error the rank raised
-        later in the same batch (a `batch_isend_irecv` waits in all its ops)."""
-        if ev.sig.op != "send" or ev.peer_global is None:
-            return False
-        ch = self.seqs.channels.get((ev.group, rank, ev.peer_global))
-        if ch is None or ch.send_from is None or ch.recv_from is None or ev.index not in ch.sends:
-            return False
-        j = ch.sends.index(ev.index) + ch.send_from - ch.recv_from
-        peer = self.run.ranks.get(ev.peer_global)
-        if peer is None or not 0 <= j < len(ch.recvs) or not peer.completed(ch.recvs[j]):
-            return False
-        # gloo's recv reports no completion either ("returned, completion unknown"): only a peer that
-        # went on to finish its program had its waits return
-        return ch.recvs[j] not in peer.unconfirmed_set or peer.state == "finished"
-
-    def partner_posted(self, rank: int, ev) -> bool:
-        """Whether the peer issued the send (or recv) that pairs with this recv (or send)."""
-        op, theirs = (ev.sig.op, "recv_") if ev.sig.op == "send" else ("recv_", "send")
-        k = self._messages(rank, ev.group, op, ev.peer_global, ev.sig.tag, before=ev.index)
-        posted = self._messages(ev.peer_global, ev.group, theirs, rank, ev.sig.tag)
-        src, dst = (rank, ev.peer_global) if op == "send" else (ev.peer_global, rank)
-        ch = self.seqs.channels.get((ev.group, src, dst))
-        if ch is not None:  # capped logs count from where each side goes on
-            mine, peers = (ch.send_from, ch.recv_from) if op == "send" else (ch.recv_from, ch.send_from)
-            if mine is None or peers is None:
-                return True  # not known (a wrapped Flight Recorder buffer): no wait is claimed
-            k, posted = k + mine, posted + peers
-        return posted > k
 
 
 def _wait_text(ev) -> str:

@@ -274,6 +274,21 @@ class Recorder(Completions, fastpath.RecorderHooks):
         sp = None if opname != "alltoall_base_" else (splits or [])
         return self._issue(opname, pg, tensors, reduce_op, peer, tag, sp, is_async, frame)
 
+    def on_sync(self, frame, eid: int | None, what: str) -> None:
+        """The CPU thread is about to wait at a sync point for collective `eid` (a backend whose
+        calls return at once, collcheck.simnccl): where it waits is not where its last collective
+        was issued. Written at once: the watchdog may abort the process while it waits."""
+        w = self.writer
+        with w.lock:
+            chain = callsite.walk(frame, False)[0]
+            rec = {"k": lf.SYNC, "ts": self.now_us(), "w": what}
+            if chain:
+                code = chain[0].f_code
+                rec["s"] = w.site_id(code.co_filename, chain[0].f_lineno, code.co_name)
+            if eid is not None:
+                rec["i"] = eid
+            w.write(rec)
+
     def _issue(self, opname, pg, ts, reduce_op, p, tag, sp, is_async, frame) -> int:
         w = self.writer
         api: ApiCall | None = self.tls._api

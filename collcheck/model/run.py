@@ -188,6 +188,7 @@ class RankLog:
         self.trailer = scan.trailer
         self.disabled = scan.disabled
         self.watchdog = scan.watchdog
+        self.syncs = scan.syncs  # [(ts, site, event id, what)] where the CPU waited for its stream
         self.torn = scan.torn
         self.junk = scan.junk
         self.partial = scan.partial  # only the first collectives were read (a preview)
@@ -400,6 +401,13 @@ class Run:
         self.source = "collcheck"  # what wrote the logs: "collcheck", or "flight-recorder" (converted dumps)
         self._group_table: dict | None = None  # group name -> (members, desc): groups.py
         self._files: OrderedDict[str, dict] = OrderedDict()
+
+    @property
+    def on_streams(self) -> bool:
+        """The collectives ran on streams, as under NCCL (a Flight Recorder dump, the simulated
+        NCCL backend): a call returned at once, and collectives that completed were paired by
+        their position in the group, whatever their ops and sizes (NCCL checks nothing)."""
+        return any("nccl" in str(log.header.get("backend", "")).lower() for log in self.ranks.values())
 
     def sig_id(self, sig: Signature) -> int:
         i = self._sig_ids.get(sig)

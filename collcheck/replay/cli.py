@@ -28,6 +28,9 @@ def add_parser(subparsers):
     p.add_argument("--shrink", nargs="?", type=int, const=64, default=None, metavar="N",
                    help="cap tensors at about N elements (default 64), keeping every size relation across ranks")
     p.add_argument("--timeout", type=float, default=5.0, help="process-group timeout of the replay, seconds (5)")
+    p.add_argument("--backend", choices=("gloo", "simnccl"), default="gloo",
+                   help="simnccl: replay with NCCL's semantics (calls return at once, ops pair by position "
+                        "unchecked, the watchdog aborts), to reproduce what NCCL did rather than gloo")
     p.add_argument("--drop", action="append", default=[], metavar="RANK:I",
                    help="what-if: rank RANK does not issue its collective #I (`collcheck show` numbering)")
     p.add_argument("--insert", action="append", default=[], metavar="RANK:I=SRC:J",
@@ -110,6 +113,7 @@ def cmd_replay(args) -> int:
         raise UsageError(f"replaying {len(ranks)} ranks needs {len(ranks)} local processes (limit {MAX_PROCESSES}); "
                          + (scale_note + "; " if scale_note else "") + "select fewer with --ranks")
     plan = build_plan(run, ranks, shrink=args.shrink, timeout_s=args.timeout, edits=edits, follow=not args.no_follow)
+    plan.backend = args.backend
 
     work = args.keep or tempfile.mkdtemp(prefix="collcheck-replay-")
     try:
@@ -134,7 +138,7 @@ def _replay(args, run, original, plan, edits, scale_note, work, out, finding_key
         out.line(f"what-if: {e.describe()}")
     for n in plan.notes:
         out.line(f"note: {n}")
-    out.line(f"replaying {plan.n_ops()} collective(s) on {plan.world} gloo process(es), timeout {plan.timeout_s:g} s ...")
+    out.line(f"replaying {plan.n_ops()} collective(s) on {plan.world} {plan.backend} process(es), timeout {plan.timeout_s:g} s ...")
     o = run_plan(plan, os.path.join(work, "replay"), verbose=args.verbose)
     got = o.first_key()
     status = o.status

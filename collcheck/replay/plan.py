@@ -30,10 +30,11 @@ class Plan:
     timeout_s: float = 5.0
     notes: list = field(default_factory=list)
     source: str = ""
+    backend: str = "gloo"  # or "simnccl": NCCL's semantics (calls return at once, nothing checked)
 
     def to_json(self) -> dict:
         return {"version": 1, "world": self.world, "timeout_s": self.timeout_s, "rank_map": self.rank_map,
-                "source": self.source, "notes": self.notes,
+                "source": self.source, "notes": self.notes, "backend": self.backend,
                 "ranks": [[_public(a) for a in acts] for acts in self.ranks]}
 
     def ops(self, rank: int) -> list:

@@ -101,6 +101,8 @@ def run_plan(plan: Plan, directory: str, deadline_s: float | None = None, env: d
                 PYTHONUNBUFFERED="1", COLLCHECK_HANG_SECONDS=str(max(plan.timeout_s * 0.8, 1.0)))
     if verbose:
         base["REPLAY_VERBOSE"] = "1"
+    if plan.backend == "simnccl":  # the workers' gloo groups become simnccl ones (capture/use_simnccl.py)
+        base["COLLCHECK_SIMNCCL"] = "1"
     base.update(env or {})
     procs, errs = [], []
     t0 = time.monotonic()

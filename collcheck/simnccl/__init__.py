@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import datetime
 import functools
+import sys
 
 import torch
 import torch.distributed as dist
 
+from . import order
 from .backend import SimNcclGroup, sync_point
 
 NAME = "simnccl"
@@ -29,6 +31,7 @@ _patched = False
 def _create(opts, backend_options=None) -> SimNcclGroup:
     timeout = opts.timeout if isinstance(opts.timeout, datetime.timedelta) else datetime.timedelta(minutes=10)
     _patch_sync_points()
+    order.install()
     return SimNcclGroup(opts.store, opts.group_rank, opts.group_size, timeout, opts.group_id)
 
 
@@ -43,8 +46,8 @@ def _patch_sync_points() -> None:
         original = getattr(torch.Tensor, name)
 
         @functools.wraps(original)
-        def synced(self, *args, _original=original, **kwargs):
-            sync_point()
+        def synced(self, *args, _original=original, _what=f"Tensor.{name}()", **kwargs):
+            sync_point(_what, sys._getframe(1))
             return _original(self, *args, **kwargs)
         setattr(torch.Tensor, name, synced)
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import datetime
 import os
-import queue
 import sys
 import threading
 import time
@@ -26,117 +25,10 @@ import torch.distributed as dist
 
 from ..capture import session
 from . import exchange as ex
+from . import streams
+from .streams import Aborted, Batch, SimWork, Stream, Timeout, sync_point
 
-_live: set = set()  # every issued, not yet finished Work of this process
-_live_lock = threading.Lock()
-
-
-class SimWork(dist._Work):
-    """A collective on a simulated stream. `wait()` returns at once (NCCL: it orders streams, the
-    CPU does not wait); the future is complete at once too (NCCL's is a CUDA future, marked
-    complete at enqueue); `is_completed()` says whether the stream has run it."""
-
-    def __init__(self, outputs: list, op: str, seq: int, eid: int | None):
-        super().__init__()
-        self.op, self.seq, self.eid = op, seq, eid
-        self.outputs = outputs
-        self.t_issue = time.monotonic()
-        self.t_returned = None
-        self.error: BaseException | None = None
-        self._done = threading.Event()
-        self._future = torch.futures.Future()
-        self._future.set_result(outputs)
-        with _live_lock:
-            _live.add(self)
-
-    def wait(self, timeout=None) -> bool:
-        """Python callers (the dist.* API, the user) go on at once, as under NCCL. A wait reached
-        from torch's C++ code (DDP's parameter check and broadcasts, which read the result on the
-        CPU next, where NCCL's device-to-host copy waits) blocks: the caller's Python frame is
-        then the one that entered C++, which never names `wait` itself."""
-        caller = sys._getframe(1)
-        if "wait" not in caller.f_code.co_names:
-            self.block(None)
-        return True
-
-    def is_completed(self) -> bool:
-        return self._done.is_set()
-
-    def is_success(self) -> bool:
-        return self._done.is_set() and self.error is None
-
-    def exception(self):
-        return self.error
-
-    def get_future(self):
-        return self._future
-
-    def result(self):
-        return self.outputs
-
-    def finish(self, error: BaseException | None) -> None:
-        """Recorded first, then the CPU waiting in it (if any) released."""
-        self.error = error
-        rec = session.recorder()
-        if self.eid is not None and rec is not None:
-            rec.finish(self.eid, self.t_returned or 0, error)
-        self._done.set()
-        with _live_lock:
-            _live.discard(self)
-
-    def block(self, deadline: float | None) -> bool:
-        """The CPU waits for this collective (a sync point); False: the deadline passed."""
-        return self._done.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
-
-
-def sync_point() -> None:
-    """What a device synchronization does under NCCL: the CPU waits until every collective this
-    process issued so far has run (the watchdog aborts the process if one never does)."""
-    if not _live or isinstance(threading.current_thread(), Stream):
-        return  # a stream reading its own buffers is not a CPU sync
-    with _live_lock:
-        pending = list(_live)
-    for work in pending:
-        work.block(None)
-
-
-class Stream(threading.Thread):
-    """One CUDA stream: runs its jobs one after the other, in issue order."""
-
-    def __init__(self, name: str, group: SimNcclGroup):
-        super().__init__(name=name, daemon=True)
-        self.group = group
-        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
-        self.start()
-
-    def run(self) -> None:
-        while True:
-            job = self.jobs.get()
-            if job is None:
-                return
-            work, run = job
-            try:
-                run(work)
-                work.finish(None)
-            except _Aborted as exc:
-                work.finish(exc)
-            except _Timeout as exc:
-                self.group.watchdog_abort(work, exc)
-            except Exception:  # noqa: BLE001 - the store went away: under NCCL the kernel just waits
-                try:
-                    self.group._wait_keys(["never"], work)
-                except _Aborted as exc:
-                    work.finish(exc)
-                except _Timeout as exc:
-                    self.group.watchdog_abort(work, exc)
-
-
-class _Timeout(dist.DistBackendError):
-    pass
-
-
-class _Aborted(dist.DistBackendError):
-    pass
+SHUTDOWN_GRACE_S = 1.0
 
 
 class SimNcclGroup(dist.ProcessGroup):
@@ -147,7 +39,8 @@ class SimNcclGroup(dist.ProcessGroup):
         self._name = name
         self.store, self.timeout_s = store, timeout.total_seconds()
         self._rank, self._size = rank, size
-        self._seq = 0
+        self._seq = 0  # every op, as NCCL's SeqNum
+        self._collectives = 0
         self._p2p_counts: dict = {}
         self._streams: dict = {}
         self._aborted = False
@@ -180,9 +73,9 @@ class SimNcclGroup(dist.ProcessGroup):
         with self._lock:
             seq = self._seq
             self._seq += 1
-        work = SimWork(outputs, opname, seq, eid)
+        work = SimWork(outputs, opname, seq, eid, record.get("tensors") or ())
         if self._aborted:
-            work.finish(_Aborted(f"simnccl: process group {self.group_name} was shut down"))
+            work.finish(Aborted(f"simnccl: process group {self.group_name} was shut down"))
             return work
         work.t_returned = rec.now_us() if eid is not None else None
         self._stream(stream_key).jobs.put((work, run))
@@ -200,10 +93,11 @@ class SimNcclGroup(dist.ProcessGroup):
         pause = 0.0002
         while not self._present(keys):
             if self._aborted:
-                raise _Aborted(f"simnccl: process group {self.group_name} was shut down")
+                raise Aborted(f"simnccl: process group {self.group_name} was shut down")
             if time.monotonic() >= deadline:
-                raise _Timeout(f"simnccl: WorkNCCL(SeqNum={work.seq}, OpType={work.op}) ran for "
-                               f"{int(self.timeout_s * 1000)} milliseconds before timing out")
+                raise Timeout(f"Watchdog caught collective operation timeout: WorkNCCL(SeqNum={work.seq}, "
+                              f"OpType={work.op}, Timeout(ms)={int(self.timeout_s * 1000)}) ran for "
+                              f"{int((time.monotonic() - work.t_issue) * 1000)} milliseconds before timing out")
             time.sleep(pause)
             pause = min(pause * 2, 0.02)
 
@@ -218,9 +112,13 @@ class SimNcclGroup(dist.ProcessGroup):
 
     def _collective(self, opname: str, record: dict, outputs: list, chunks: Callable[[], list[bytes]],
                     apply: Callable[[list[list[bytes]]], None]) -> SimWork:
-        """Slot k of the group: publish this rank's chunks, wait for every rank's, apply."""
+        """Slot k of the group (its k-th collective; P2P is counted per channel): publish this
+        rank's chunks, wait for every rank's, apply."""
+        with self._lock:
+            k = self._collectives
+            self._collectives += 1
+
         def run(work: SimWork) -> None:
-            k = work.seq
             keys = [f"c/{k}/{r}" for r in range(self._size)]
             self.store.set(keys[self._rank], ex.pack(chunks()))
             self._wait_keys(keys, work)
@@ -238,19 +136,26 @@ class SimNcclGroup(dist.ProcessGroup):
         if work.eid is not None and rec is not None:
             rec.finish(work.eid, work.t_returned or 0, exc)
             work.eid = None
-        print(f"[rank {dist.get_rank()}] simnccl watchdog caught collective operation timeout: {exc}. "
-              "To avoid data inconsistency, we are taking the entire process down.", file=sys.stderr, flush=True)
+        try:
+            print(f"[rank {dist.get_rank()}] simnccl: {exc}. "
+                  "To avoid data inconsistency, we are taking the entire process down.", file=sys.stderr, flush=True)
+        except Exception:  # noqa: BLE001, S110 - stderr closed, the group gone: the abort goes on
+            pass
         if os.environ.get("SIMNCCL_ABORT", "1") != "0":
-            if rec is not None:
-                try:
-                    session.disable()  # the log's trailer, as NCCL's flight recorder dumps at abort
-                except Exception:  # noqa: BLE001
+            if rec is not None and rec.writer is not None:
+                try:  # what is queued goes out first: nothing runs after the abort
+                    with rec.writer.lock:
+                        rec.drain_completions()
+                        rec.writer.write()
+                except Exception:  # noqa: BLE001, S110 - the abort goes on regardless
                     pass
             os.abort()
         work.finish(exc)
 
     def shutdown(self) -> None:
-        """destroy_process_group(): pending collectives fail (NCCL: comms aborted)."""
+        """destroy_process_group(): collectives whose peers are there finish (a second at most:
+        the stream may just not have run them yet), the others fail (NCCL: comms aborted)."""
+        streams.settle(SHUTDOWN_GRACE_S)
         self._aborted = True
         for s in self._streams.values():
             s.jobs.put(None)
@@ -279,7 +184,7 @@ class SimNcclGroup(dist.ProcessGroup):
         scratch = torch.full((1,), float(os.environ.get("SIMNCCL_BARRIER_VALUE", "0") or 0))
         work = self._collective("barrier", {"tensors": None}, [scratch], lambda: [ex.to_bytes(scratch)],
                                 lambda by_rank: ex.reduce_into([scratch], dist.ReduceOp.SUM, by_rank, self._size))
-        sync_point()
+        sync_point("barrier()", sys._getframe(1))
         return work
 
     def broadcast(self, tensors, opts=None):
@@ -333,14 +238,8 @@ class SimNcclGroup(dist.ProcessGroup):
             return [b"".join(ex.to_bytes(ins[d]) for ins in input_lists) for d in range(self._size)]
 
         def apply(by_rank):
-            mine = [[c[self._rank] if self._rank < len(c) else b""] for c in by_rank]
-            flat = torch.cat([o.detach().reshape(-1) for o in outputs]) if len(outputs) > 1 else outputs[0]
-            ex.reduce_into([flat], op, mine, self._size)
-            if len(outputs) > 1:
-                at = 0
-                for o in outputs:
-                    ex.put(o, ex.to_bytes(flat[at:at + o.numel()]))
-                    at += o.numel()
+            ex.reduce_scatter_into(outputs, op, [c[self._rank] if self._rank < len(c) else b"" for c in by_rank],
+                                   self._size)
         return self._collective("reduce_scatter_", {"tensors": outputs, "reduce_op": _op_int(op)}, outputs,
                                 chunks, apply)
 
@@ -358,14 +257,8 @@ class SimNcclGroup(dist.ProcessGroup):
             return [b"".join(p[d] for p in pieces) for d in range(self._size)]
 
         def apply(by_rank):
-            mine = [[c[self._rank] if self._rank < len(c) else b""] for c in by_rank]
-            flat = torch.cat([o.detach().reshape(-1) for o in outputs]) if len(outputs) > 1 else outputs[0]
-            ex.reduce_into([flat], op, mine, self._size)
-            if len(outputs) > 1:
-                at = 0
-                for o in outputs:
-                    ex.put(o, ex.to_bytes(flat[at:at + o.numel()]))
-                    at += o.numel()
+            ex.reduce_scatter_into(outputs, op, [c[self._rank] if self._rank < len(c) else b"" for c in by_rank],
+                                   self._size)
         return self._collective(opname, {"tensors": outputs, "reduce_op": _op_int(op)}, outputs, chunks, apply)
 
     reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
@@ -461,30 +354,12 @@ class SimNcclGroup(dist.ProcessGroup):
 
     def _end_coalescing(self, device=None):
         works, self._coalescing = self._coalescing or [], None
-        return _Batch(works)
-
-
-class _Batch(dist._Work):
-    """The Work of a coalesced batch: complete when all of its ops are."""
-
-    def __init__(self, works: list):
-        super().__init__()
-        self.works = works
-        self._future = torch.futures.Future()
-        self._future.set_result([])
-
-    def wait(self, timeout=None) -> bool:
-        return True
-
-    def is_completed(self) -> bool:
-        return all(w.is_completed() for w in self.works)
-
-    def get_future(self):
-        return self._future
+        return Batch(works)
 
 
 def _op_int(op) -> int | None:
+    """The RedOpType value of a ReduceOp (options hold the object, whose `op` is the value)."""
     try:
-        return int(op)
+        return int(getattr(op, "op", op))
     except Exception:  # noqa: BLE001 - premul-sum: no plain value
         return None

@@ -102,6 +102,17 @@ def reduce_into(outs: list[torch.Tensor], op, chunks_by_rank: list[list[bytes]],
             out.detach().copy_(reduce(op, parts, size))
 
 
+def reduce_scatter_into(outputs: list[torch.Tensor], op, mine: list[bytes], size: int) -> None:
+    """This rank's share of a reduce-scatter: `mine[r]` is what rank r sent it (every output's
+    piece in a row), reduced as the outputs laid end to end."""
+    flat = torch.cat([o.detach().reshape(-1) for o in outputs]) if len(outputs) > 1 else outputs[0]
+    reduce_into([flat], op, [[m] for m in mine], size)
+    at = 0
+    for o in outputs if len(outputs) > 1 else ():
+        put(o, to_bytes(flat[at:at + o.numel()]))
+        at += o.numel()
+
+
 def gather_into(out: torch.Tensor, pieces: list[bytes]) -> None:
     """A flat output made of each rank's piece in rank order, each piece the output's share."""
     share = (out.numel() * out.element_size()) // max(len(pieces), 1)

@@ -3,7 +3,9 @@ COLLCHECK_SIMNCCL=1; the program names gloo like any scenario):
   silent   rank 0 calls barrier() where rank 1 all-reduces a float32[1], then both all-reduce an
            int64[1] where rank 1 all-reduces a float64[1] (same bytes): everything completes
   ahead    rank 1 never reaches the collectives (it sleeps past the timeout); rank 0 issues 60
-           all-reduces, returning at once from each, then reads a result: its CPU waits there"""
+           all-reduces, returning at once from each, then reads a result: its CPU waits there
+  p2p      (3 ranks) rank 0 sends to rank 1, then every rank all-reduces: P2P has its own
+           streams and counts, the all-reduce pairs across all three"""
 import datetime
 import sys
 import time
@@ -31,5 +33,13 @@ elif mode == "ahead":
         for _ in range(60):
             dist.all_reduce(x)  # @ahead
         print("issued 60", flush=True)
-        print(x.sum().item(), flush=True)  # @sync
+        print(x.tolist(), flush=True)  # @sync
+elif mode == "p2p":
+    x = torch.tensor([float(rank)])
+    if rank == 0:
+        dist.send(torch.tensor([7.0]), 1)
+    elif rank == 1:
+        dist.recv(x, 0)
+    dist.all_reduce(x)
+    print(f"rank {rank} sum {x.item()}", flush=True)
 dist.destroy_process_group()

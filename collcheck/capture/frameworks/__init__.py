@@ -82,6 +82,7 @@ PLUMBING_FILES = frozenset((
     "distributed/_functional_collectives_impl.py", "utils/_contextlib.py", "_compile.py", "_dynamo/eval_frame.py",
     "nn/modules/module.py", "utils/hooks.py", "autograd/function.py", "_tensor.py", "autograd/__init__.py",
     "_ops.py", "_library/autograd.py", "_library/custom_ops.py",  # the dispatcher (functional collectives)
+    "overrides.py",  # __torch_function__ handling (a TorchFunctionMode is active: collcheck.simnccl)
 ))
 
 # the C++ issuers reached with nothing of Python in between (see ddp.py)
