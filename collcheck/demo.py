@@ -31,13 +31,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def record_scenario(name: str, log_dir: str, timeout: float = 120, extra_env: dict | None = None):
-    """Run scenarios/NAME under COLLCHECK=1 torchrun; return (torchrun exit code, run directory, output)."""
+def scenario_meta(name: str) -> dict:
+    """scenarios/NAME/scenario.json (nproc, valid, the backends it runs on, what to expect)."""
     folder = os.path.join(SCENARIOS_DIR, name)
     if not os.path.isfile(os.path.join(folder, "main.py")):
         raise UsageError(f"no scenario {name!r}; available: {', '.join(scenario_names()) or 'none'}")
     with open(os.path.join(folder, "scenario.json")) as f:
-        meta = json.load(f)
+        return json.load(f)
+
+
+def record_scenario(name: str, log_dir: str, timeout: float = 120, extra_env: dict | None = None):
+    """Run scenarios/NAME under COLLCHECK=1 torchrun; return (torchrun exit code, run directory, output)."""
+    folder = os.path.join(SCENARIOS_DIR, name)
+    meta = scenario_meta(name)
     run_id = f"{name}-{os.getpid()}-{free_port()}"
     env = dict(os.environ, COLLCHECK="1", COLLCHECK_DIR=log_dir, COLLCHECK_RUN_ID=run_id,
                OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", **(extra_env or {}))
@@ -62,6 +68,8 @@ def run_demo(name: str, directory: str | None, keep: bool = False, backend: str 
     from .model import load_run
     from .report import render
 
+    if backend not in scenario_meta(name).get("backends", ["gloo"]):
+        raise UsageError(f"scenario {name!r} does not run on {backend}")
     tmp = None
     if directory is None:
         tmp = directory = tempfile.mkdtemp(prefix="collcheck-demo-")

@@ -26,12 +26,13 @@ import torch.distributed as dist
 from ..capture import session
 from . import exchange as ex
 from . import streams
-from .streams import Aborted, Batch, SimWork, Stream, Timeout, sync_point
+from .p2p import PointToPoint
+from .streams import Aborted, SimWork, Stream, Timeout, sync_point
 
 SHUTDOWN_GRACE_S = 1.0
 
 
-class SimNcclGroup(dist.ProcessGroup):
+class SimNcclGroup(PointToPoint, dist.ProcessGroup):
     """init_process_group("simnccl"): see the module's docstring and docs/simnccl.md."""
 
     def __init__(self, store, rank: int, size: int, timeout: datetime.timedelta, name: str):
@@ -79,7 +80,7 @@ class SimNcclGroup(dist.ProcessGroup):
             return work
         work.t_returned = rec.now_us() if eid is not None else None
         self._stream(stream_key).jobs.put((work, run))
-        if self._coalescing is not None:
+        if self._coalescing is not None:  # inside torch's _coalescing_manager: part of its Work
             self._coalescing.append(work)
         return work
 
@@ -312,49 +313,6 @@ class SimNcclGroup(dist.ProcessGroup):
             mine = by_rank[root] if root < len(by_rank) else []
             ex.put(outputs[0], mine[self._rank] if self._rank < len(mine) else b"")
         return self._collective("scatter_", {"tensors": outputs, "peer": root}, outputs, chunks, apply)
-
-    # -- point to point ------------------------------------------------------------------------
-    def _p2p_slot(self, src: int, dst: int) -> int:
-        with self._lock:
-            n = self._p2p_counts.get((src, dst), 0)
-            self._p2p_counts[(src, dst)] = n + 1
-            return n
-
-    def send(self, tensors, dst: int, tag: int = 0):
-        n = self._p2p_slot(self._rank, dst)
-        key = f"p/{self._rank}-{dst}/{n}"
-
-        def run(work):  # NCCL's send completes when the receiver has taken it
-            self.store.set(key, ex.pack([ex.to_bytes(t) for t in tensors]))
-            self._wait_keys([key + "/ack"], work)
-            self.store.delete_key(key + "/ack")
-        return self._enqueue(("p2p", min(self._rank, dst), max(self._rank, dst)), "send",
-                             {"tensors": tensors, "peer": dst, "tag": tag}, tensors, run)
-
-    def recv(self, tensors, src: int, tag: int = 0):
-        n = self._p2p_slot(src, self._rank)
-        key = f"p/{src}-{self._rank}/{n}"
-
-        def run(work):
-            self._wait_keys([key], work)
-            chunks = ex.unpack(bytes(self.store.get(key)))
-            self.store.delete_key(key)
-            self.store.set(key + "/ack", b"1")
-            for j, t in enumerate(tensors):
-                ex.put(t, chunks[j] if j < len(chunks) else b"")
-        return self._enqueue(("p2p", min(self._rank, src), max(self._rank, src)), "recv_",
-                             {"tensors": tensors, "peer": src, "tag": tag}, tensors, run)
-
-    def recv_anysource(self, tensors, tag: int = 0):
-        raise RuntimeError("simnccl: recv from any source is not supported (NCCL has none)")
-
-    # batch_isend_irecv: the ops of a batch go out together; the batch's Work is the last one's
-    def _start_coalescing(self, device=None):
-        self._coalescing = []
-
-    def _end_coalescing(self, device=None):
-        works, self._coalescing = self._coalescing or [], None
-        return Batch(works)
 
 
 def _op_int(op) -> int | None:
