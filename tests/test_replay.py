@@ -76,8 +76,13 @@ def check_replay(name, run_dir, tmp_path):
     return out
 
 
+# hanging replays whose mechanics others of the default run already cover (a barrier or op mismatch
+# that waits out the replay's timeout: seed004_case4/5; P2P: unmatched_p2p): with -m slow
+SLOW_REPLAYS = frozenset(("rank0_only_barrier", "op_mismatch", "root_mismatch", "p2p_tag_mismatch"))
+
+
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_REPLAYS else n for n in NAMES])
 def test_scenario_replays(name, tmp_path, recorded):
     check_replay(name, recorded(name), tmp_path)
 
