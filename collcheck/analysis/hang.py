@@ -73,6 +73,7 @@ def blocked_events(run: Run, rank: int) -> list:
 
 def final_states(run: Run) -> dict[int, RankState]:
     states = {}
+    streams = run.on_streams  # NCCL's watchdog aborts a rank whose collective timed out
     for rank in range(run.world):
         log = run.ranks.get(rank)
         if log is None:
@@ -95,7 +96,7 @@ def final_states(run: Run) -> dict[int, RankState]:
                 detail = f"{detail[:160]} (raised at {os.path.basename(site[0])}:{site[1]})"
         elif log.crash is not None:
             detail = log.crash
-            if any(e.error and any(w in e.error for w in TIMEOUT_WORDS) for e in blocked):
+            if streams and any(e.error and any(w in e.error for w in TIMEOUT_WORDS) for e in blocked):
                 # NCCL's watchdog: the collective timed out, then it took the process down
                 state, detail = "timed-out", f"the watchdog aborted the process after the timeout ({detail})"
         elif log.watchdog:
