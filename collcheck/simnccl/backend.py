@@ -166,17 +166,14 @@ class SimNcclGroup(PointToPoint, dist.ProcessGroup):
     abort = shutdown
 
     # -- collectives (names and arguments as torch's ProcessGroup calls them) ----------------
-    def allreduce(self, tensors, opts=None):
+    def allreduce(self, tensors, opts=None, opname="allreduce_"):
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
-        return self._collective("allreduce_", {"tensors": tensors, "reduce_op": _op_int(op)}, tensors,
+        return self._collective(opname, {"tensors": tensors, "reduce_op": _op_int(op)}, tensors,
                                 lambda: [ex.to_bytes(t) for t in tensors],
                                 lambda by_rank: ex.reduce_into(tensors, op, by_rank, self._size))
 
     def allreduce_coalesced(self, tensors, opts=None):
-        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
-        return self._collective("allreduce_coalesced_", {"tensors": tensors, "reduce_op": _op_int(op)}, tensors,
-                                lambda: [ex.to_bytes(t) for t in tensors],
-                                lambda by_rank: ex.reduce_into(tensors, op, by_rank, self._size))
+        return self.allreduce(tensors, opts, opname="allreduce_coalesced_")
 
     def barrier(self, opts=None):
         """NCCL's barrier: a 1-element float all-reduce of zeros (ProcessGroupNCCL::barrier,
