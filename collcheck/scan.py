@@ -14,10 +14,9 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 
 from . import logformat as lf
-from .capture.wire import WIRE_OPS
+from .capture.wire import SHAPE_FREE_OPS, WIRE_OPS
 from .reader import LogError, LogStream, parse_header, read_bytes
 
-SHAPE_FREE_OPS = frozenset(("alltoall_", "alltoall_base_"))
 
 
 @dataclass
@@ -37,7 +36,7 @@ class Scan:
     groups: list  # slot -> (name, ranks or None, desc)
     pending: set  # events with no completion record
     errors: dict  # event -> error text
-    creations: list  # (op, name, ranks, site tuple or None, member, desc)
+    creations: list  # (op, name, ranks, site tuple or None, member, desc, ts)
     sites: list  # every call site defined in the file: (file, line, function)
     threads: list
     exception: tuple | None = None  # (type, message, raise site (file, line, function) or None)
@@ -391,7 +390,7 @@ def _group(rec: dict, slot_of, sites: dict, creations: list) -> None:
         slot_of(rec["gid"], rec.get("g"), ranks, rec.get("d", ""))
     if op != "seen":
         creations.append((op, rec.get("g"), tuple(ranks) if ranks is not None else None, sites.get(rec.get("s")),
-                          rec.get("m", True), rec.get("d") or ""))
+                          rec.get("m", True), rec.get("d") or "", rec.get("ts") or 0))
 
 
 def decode_event(path: str, offset: int, eid: int, cache: dict) -> tuple[dict, dict | None, dict]:

@@ -25,7 +25,7 @@ LAYERS = [
     ("model", ["collcheck.model"]),
     ("analysis", ["collcheck.analysis"]),
     ("report", ["collcheck.report", "collcheck.show"]),
-    ("views", ["tui", "collcheck.replay"]),
+    ("views", ["tui", "collcheck.replay", "collcheck.live"]),
     ("cli", ["collcheck.cli", "collcheck.demo", "collcheck.__main__"]),
 ]
 # what runs inside the training job: the standard library, msgpack and torch, nothing else

@@ -14,7 +14,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import ContentSwitcher, Footer, Label, LoadingIndicator, Static
 
-from collcheck.model import group_label
+from collcheck.model import group_label, rank_ranges
 
 from . import navigation
 from .messages import CursorMoved, Loaded, LoadFailed, LoadProgress, Previewed
@@ -233,6 +233,8 @@ class CollcheckApp(App):
             verdict, f = "(analysing ...)", f"preview: first {self.preview} collectives per rank"
         else:
             verdict = r.verdict.upper()
+        if run.running:  # the logs of processes still running: what they do next is not known
+            verdict += f" (SNAPSHOT: rank{'s' if len(run.running) > 1 else ''} {rank_ranges(run.running)} still running)"
         self.query_one("#summary-line", Static).update(
             f"collcheck  {os.path.basename(os.path.normpath(run.directory))}  {len(run.ranks)} ranks  "
             f"verdict {verdict}  |  {self.view}  |  {g}  |  {f}  |  ? help")

@@ -54,12 +54,14 @@ def analyse(run: Run) -> Report:
     findings: list[Finding] = []
     counts = {}
     cut_short = frozenset(r for r, s in hang.states.items() if s.state in ("crashed", "killed", "dumped"))
+    # a rank still running may yet issue what the others did: its sequence has not ended
+    unended = hang.inside | {r for r, s in hang.states.items() if s.state == "running"}
     findings += group_creation_findings(run)
     for name in run.group_names():
         seqs = sequences.group(name)
         lengths = Counter(len(s) for s in seqs.seq.values())
         counts[name] = lengths.most_common(1)[0][0] if lengths else 0
-        aligned = align_group(run, seqs, hang.inside, cut_short)
+        aligned = align_group(run, seqs, unended, cut_short)
         first = min((f.position for f in aligned), default=None)
         aligned = chain_findings(run, seqs, group_members(run, seqs), first) + aligned
         _note_cut(run, seqs)
@@ -113,7 +115,8 @@ def _note_in_flight(run: Run, hang: HangAnalysis) -> None:
     slots = sorted({(e.group, e.position) for r in hang.inside for e in hang.states[r].blocked})
     where = ", ".join(f"#{p} of group {g}" for g, p in slots[:4])
     run.warnings.append(
-        f"at the dump, rank(s) {rank_ranges(sorted(hang.inside))} were inside {where}, which every member had "
+        f"at the {'snapshot' if run.running else 'dump'}, rank(s) {rank_ranges(sorted(hang.inside))} were inside "
+        f"{where}, which every member had "
         "enqueued: no rank is missing from it. A snapshot of a running job, or a hang below the calls (network, "
         "the communication library, a device) that the sequences cannot show")
 
@@ -139,7 +142,10 @@ def group_creation_findings(run: Run) -> list[Finding]:
         return []
     n = max(len(s) for s in seqs.values())
     for i in range(n):
-        at = {r: (key(s[i]) if i < len(s) else None) for r, s in seqs.items()}
+        # (a rank still running has not created it yet: nothing to compare)
+        at = {r: (key(s[i]) if i < len(s) else None) for r, s in seqs.items() if i < len(s) or not run.ranks[r].running}
+        if len(at) < 2:
+            continue
         counts = Counter(at.values())
         if len(counts) == 1:
             continue
@@ -149,6 +155,9 @@ def group_creation_findings(run: Run) -> list[Finding]:
         details = {"creations": {r: ({"ranks": list(v[0]) if v[0] else None, "desc": v[1]} if v is not None else None)
                                  for r, v in at.items()},
                    "sites": {r: s[i].site for r, s in seqs.items() if i < len(s)}, "index": i}
+        # (sorted first, at time 0: what follows on that group is its consequence; `issued`: when
+        # the last rank created it)
+        details["issued_us"] = max((run.ranks[r].base_us + s[i].ts for r, s in seqs.items() if i < len(s)), default=0)
         return [Finding("group_mismatch", name, i, culprits, "", {}, None, details, 0)]
     return []
 

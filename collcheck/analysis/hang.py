@@ -21,8 +21,10 @@ TIMEOUT_WORDS = ("timed out", "timeout", "Timed out")
 PEER_LOST_WORDS = ("closed by peer", "reset by peer", "Broken pipe", "Connection refused")
 # at the end, these ranks were waiting on others (blocked until a timeout or a kill, or failed
 # because a peer went away: under NCCL they would have kept waiting)
-# ('waiting-at-dump': a Flight Recorder dump shows a collective enqueued and never completed)
-WAITING_STATES = frozenset(("stuck", "timed-out", "killed-in-collective", "peer-lost", "waiting-at-dump"))
+# ('waiting-at-dump': a Flight Recorder dump shows a collective enqueued and never completed;
+# 'running-in-collective': the log of a process still running, inside a collective)
+SNAPSHOT_WAITING = frozenset(("waiting-at-dump", "running-in-collective"))
+WAITING_STATES = frozenset(("stuck", "timed-out", "killed-in-collective", "peer-lost")) | SNAPSHOT_WAITING
 HUNG_STATES = WAITING_STATES - {"peer-lost"}
 
 
@@ -30,7 +32,7 @@ HUNG_STATES = WAITING_STATES - {"peer-lost"}
 class RankState:
     rank: int
     # finished | raised | crashed | stuck | killed-in-collective | killed | timed-out | peer-lost |
-    # collective-failed | missing-log | dumped | waiting-at-dump
+    # collective-failed | missing-log | dumped | waiting-at-dump | running | running-in-collective
     state: str
     blocked: list = field(default_factory=list)  # events it was waiting in at the end
     detail: str = ""
@@ -49,11 +51,12 @@ class HangAnalysis:
 
     @property
     def in_flight_only(self) -> bool:
-        """A Flight Recorder snapshot where the ranks still inside collectives wait on no one: every
-        member had enqueued them (a running job, or a hang below collcheck's view)."""
+        """A snapshot (a Flight Recorder dump, the logs of a running job) where the ranks still inside
+        collectives wait on no one: every member had issued them (a running job, or a hang below
+        collcheck's view)."""
         inside = self.inside
         return bool(inside) and not self.graph.number_of_edges() and all(
-            self.states[r].state == "waiting-at-dump" for r in inside)
+            self.states[r].state in SNAPSHOT_WAITING for r in inside)
 
     @property
     def inside(self) -> set[int]:

@@ -1,7 +1,7 @@
 """all_to_all_single split sizes, checked pairwise.
 
 An all-to-all's tensors may differ in size from rank to rank, so its signature leaves sizes
-out (scan.SHAPE_FREE_OPS) and the aligner cannot see a size mismatch there. What must agree is
+out (capture.wire.SHAPE_FREE_OPS) and the aligner cannot see a size mismatch there. What must agree is
 pairwise: what rank i sends to rank j (its input split j) is what rank j expects from rank i
 (its output split i). Empty split lists mean even splits of dim 0; with both lists empty the
 output has the input's size (gloo and NCCL check this locally). Pairs whose sizes cannot be

@@ -135,10 +135,20 @@ def _record_non_member(rec: Recorder, name: str, frame) -> None:
         w.write(r)
 
 
+BLOCKING_LIFECYCLE = frozenset(("new_group", "split_group"))  # wait for every rank: live mode sees a rank in them
+
+
 def _wrap_lifecycle(rec: Recorder, name: str, fn, on_init):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        result = fn(*args, **kwargs)
+        if name in BLOCKING_LIFECYCLE:
+            rec.in_call = (name, time.monotonic_ns())
+            try:
+                result = fn(*args, **kwargs)
+            finally:
+                rec.in_call = None
+        else:
+            result = fn(*args, **kwargs)
         try:
             _after_lifecycle(rec, name, args, kwargs, result, sys._getframe(1), on_init)
         except Exception as exc:

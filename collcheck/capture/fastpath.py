@@ -233,7 +233,7 @@ class RecorderHooks:
         elif t.label is not None:  # a torch internal no table knows: a label alone, a fixed field
             mid["l"] = w.string_id(t.label)
         self._fast.cache(tid, _pairs(head), _pairs(mid), len(head) + len(mid), t.g, t.op, labels, bucket,
-                         bucket is not None and bucket.startswith("DDP backward"), t.seq)
+                         bucket is not None and bucket.startswith("DDP backward"), t.seq, t.sig)
 
     def _label_sid(self, label: str, index: int) -> int:
         """C++ met a new bucket index: intern its label (writer lock held by C++)."""

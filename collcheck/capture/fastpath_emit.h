@@ -14,6 +14,8 @@ struct Packed {  // one template of the attached recorder
   int pairs = 0;                      // pairs in head + mid
   int64_t gid = 0;
   int64_t seq = 0;                    // logformat.seq_key: the counter of its `j`
+  bool live = false;                  // a collective whose signature goes into the group's live hash
+  uint64_t sig = 0;                   // live.signature
   int op = 0;                         // index in ops
   std::string labels;                 // "u" + "l" pairs of a fixed label, or "u" alone for a bucket
   PyObject* bucket = nullptr;         // gradient bucket: the label that gets " <index>"
@@ -31,6 +33,13 @@ struct Inflight {
   int op;
 };
 
+constexpr size_t kRing = 64;  // live.RING
+constexpr uint64_t kMult = 0x100000001B3ull;  // live.MULT
+struct Live {  // live.mix: a group's rolling hash and its last signatures
+  uint64_t h = 0;
+  std::array<uint64_t, kRing> ring{};
+};
+
 struct Shared {  // everything below is touched with the GIL held
   PyObject *rec = nullptr, *pending = nullptr;  // the recorder, its writer's queued records (list of bytes)
   PyObject* writer = nullptr;                   // the LogWriter (next_segment)
@@ -42,6 +51,7 @@ struct Shared {  // everything below is touched with the GIL held
   std::unordered_map<int64_t, Bucket> buckets;
   std::unordered_map<int64_t, int64_t> seqs;  // seq_key -> its last `j`
   std::unordered_map<int64_t, Inflight> inflight;
+  std::unordered_map<int64_t, Live> live;  // seq_key -> its live hash
   void clear() {
     Py_CLEAR(rec);
     Py_CLEAR(pending);
@@ -53,6 +63,7 @@ struct Shared {  // everything below is touched with the GIL held
     buckets.clear();
     seqs.clear();
     inflight.clear();
+    live.clear();
     next_eid = epoch = 0;
   }
 };
@@ -89,6 +100,12 @@ int64_t next_seq(int64_t key) {  // the `j` of a group's (or P2P channel's) next
     return 0;
   }
   return ++it->second;
+}
+
+void mix(int64_t key, int64_t j, uint64_t sig) {  // live.mix
+  Live& l = shared.live[key];
+  l.h = l.h * kMult + sig;
+  l.ring[static_cast<uint64_t>(j) % kRing] = sig;
 }
 
 void pack_uvarint(std::string& out, uint64_t v) {  // logformat.uvarint
@@ -257,7 +274,9 @@ Emit emit_cached(long tid, int64_t* eid_out) {
   pack_key(buf, 't', 's');
   pack_uint(buf, ts_us);
   pack_key(buf, 'j');
-  pack_uint(buf, next_seq(t.seq));
+  const int64_t j = next_seq(t.seq);
+  pack_uint(buf, j);
+  if (t.live) mix(t.seq, j, t.sig);
   if (!dones.empty()) pack_completions(buf, dones, eid, ts_us);
   buf += t.mid;
   buf += t.labels;
@@ -293,10 +312,12 @@ void attach_shared(PyObject* rec) {  // GIL held
 }
 
 void cache_template(long tid, py::bytes head, py::bytes mid, int pairs, int64_t gid, const std::string& opname,
-                    py::bytes labels, py::object bucket, bool backward, int64_t seq) {
+                    py::bytes labels, py::object bucket, bool backward, int64_t seq, py::object sig) {
   if (tid < 0) return;
   auto p = std::make_unique<Packed>();
   p->seq = seq;
+  p->live = !sig.is_none();
+  if (p->live) p->sig = sig.cast<uint64_t>();
   p->head = head;
   p->mid = mid;
   p->pairs = pairs;
@@ -344,6 +365,16 @@ void define_emit(py::module_& m) {
     return out;
   });
   m.def("label_state", &label_state);
+  m.def("mix", &mix);
+  m.def("live", []() {  // [(seq_key, rolling hash, [signatures by position % ring])], for live.summary
+    py::list out;
+    for (const auto& [key, l] : shared.live) {
+      py::list ring;
+      for (uint64_t s : l.ring) ring.append(s);
+      out.append(py::make_tuple(key, l.h, ring));
+    }
+    return out;
+  });
   m.def("set_api", [](bool on) { in_api = on; });
   m.def("set_epoch", [](int64_t e) { shared.epoch = e; });
   m.def("track", [](int64_t eid, int64_t t_ns, unsigned long ident, const std::string& opname) {

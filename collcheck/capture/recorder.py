@@ -22,7 +22,7 @@ from collections.abc import Callable
 import torch
 
 from .. import __version__, logformat as lf
-from . import callsite, fastpath
+from . import callsite, fastpath, live_hash
 from .completion import Completions
 from .config import Config
 from .wire import ALWAYS_ASYNC, WIRE_OPS
@@ -30,6 +30,9 @@ from .writer import LogWriter, open_exclusive
 
 _C = torch._C._distributed_c10d
 _unbox_pg = _C.ProcessGroup.unbox
+
+
+RING_BALANCES = live_hash.RING  # all-to-all balances kept per group
 
 
 class ApiCall:
@@ -70,7 +73,9 @@ class Template:
 
     # context: what the API call adds when no Python wrapper runs (the usual case): async (`a`), the
     # public function when it is not the op's usual one (`x`), or issued below the Python API (`n`)
-    __slots__ = ("op", "api", "o", "g", "seq", "fields", "context", "role", "label")
+    # sig: live_hash.signature of the op (None: live mode off)
+    # balance: live_hash.a2a_balance of an all_to_all_single's split sizes (None: none)
+    __slots__ = ("op", "api", "o", "g", "seq", "fields", "context", "role", "label", "sig", "balance")
 
 
 class Recorder(Completions, fastpath.RecorderHooks):
@@ -97,6 +102,10 @@ class Recorder(Completions, fastpath.RecorderHooks):
         self._templates: dict[int, Template] = {}  # fast path template id -> template
         self._py_templates: dict[tuple, Template] = {}  # Python kernels: what fixes a template -> it
         self.no_future: set[tuple] = set()  # (op, group name) whose Work has no future (completion.py)
+        self._live: dict[int, list] = {}  # seq_key -> [rolling hash, ring of signatures] (live_hash.py)
+        self._balances: dict[int, dict] = {}  # gid -> {position: all-to-all balance} (live_hash.a2a_balance)
+        self._group_members: dict[int, list] = {}  # gid -> its members' global ranks, by group rank
+        self.in_call: tuple | None = None  # (API, t_ns) of a group creation it waits in (api.py; live.py)
         self.rank = None
 
     @property
@@ -153,7 +162,7 @@ class Recorder(Completions, fastpath.RecorderHooks):
             "host": socket.gethostname(),
             "pid": os.getpid(),
             "argv": list(sys.argv),
-            "wall_ns": time.time_ns(),
+            "wall_ns": time.time_ns() - (time.monotonic_ns() - self.t0),  # both clocks at the origin of `ts`
             "mono_ns": self.t0,
             "stack": "full" if cfg.full_stack else "site",
             "hang_s": cfg.hang_seconds,
@@ -191,6 +200,9 @@ class Recorder(Completions, fastpath.RecorderHooks):
         self._templates = {}
         self._py_templates = {}
         self._seqs = {}
+        self._live = {}
+        self._balances = {}
+        self._group_members = {}
 
     def now_us(self) -> int:
         return (time.monotonic_ns() - self.t0) // 1000
@@ -218,8 +230,33 @@ class Recorder(Completions, fastpath.RecorderHooks):
             ranks = _group_ranks(pg)
             if ranks is not None:
                 rec["r"] = ranks
+                self._group_members[gid] = ranks
             w.keep(rec)
         return gid
+
+    def live_state(self) -> dict:
+        """What live.summary publishes (writer lock held): "g": group name -> [collectives issued,
+        rolling hash, the last signatures, members, {position: all-to-all balance}]; "c": P2P channel
+        ("<group>><peer>" sends, "<group><<peer>" recvs, peers as global ranks) -> [ops, hash, signatures]."""
+        names = {gid: name for name, gid in self._group_names.items()}
+        seqs = dict(self._fast.seqs()) if self._fast is not None else self._seqs
+        table = {k: (h, ring) for k, h, ring in self._fast.live()} if self._fast is not None else self._live
+        groups, channels = {}, {}
+        for key, (h, ring) in table.items():
+            n = seqs.get(key, -1) + 1
+            gid, kind, peer = key >> 34, (key >> 32) & 3, key & 0xFFFFFFFF
+            name = names.get(gid, str(gid))
+            members = self._group_members.get(gid) or ()
+            entry = [n, h, live_hash.ring_bytes(ring, n)]
+            if kind == 0:
+                groups[name] = entry + [len(members), dict(self._balances.get(gid, {}))]
+            elif kind in (1, 2):  # (a recv from any source pairs with no channel)
+                channels[f"{name}{'>' if kind == 1 else '<'}{members[peer] if peer < len(members) else peer}"] = entry
+        return {"g": groups, "c": channels}
+
+    def events_issued(self) -> int:
+        """Collectives recorded so far (their event ids go from 0)."""
+        return self._fast.peek_eid() if self._fast is not None else self._eid
 
     def _counters(self) -> list[dict]:
         """J record for a new segment: the last `j` of every group and channel (writer lock held)."""
@@ -346,6 +383,11 @@ class Recorder(Completions, fastpath.RecorderHooks):
         if sp is not None:
             f["sp"] = sp
         t.role, t.label = callsite.purpose(names, opname)
+        t.sig = t.balance = None
+        if self.config.live:
+            t.sig = live_hash.signature(opname, key, reduce_op, p, tag)
+            if sp is not None and pg is not None:
+                t.balance = live_hash.a2a_balance(sp, pg.rank(), pg.size())
         api = callsite.api_of(names)
         if is_async is None:  # P2P ops have no async_op argument: isend / irecv are async
             is_async = api is None or api in ALWAYS_ASYNC
@@ -381,12 +423,20 @@ class Recorder(Completions, fastpath.RecorderHooks):
             rec.update(t.context)
         if self._fast is not None:  # one set of counters for both paths (writer lock held)
             eid = self._fast.next_eid()
-            rec["j"] = self._fast.next_seq(t.seq)
+            rec["j"] = j = self._fast.next_seq(t.seq)
+            if t.sig is not None:
+                self._fast.mix(t.seq, j, t.sig)
         else:
             eid = self._eid
             self._eid = eid + 1
             rec["j"] = j = self._seqs.get(t.seq, -1) + 1
             self._seqs[t.seq] = j
+            if t.sig is not None:
+                live_hash.mix(self._live, t.seq, j, t.sig)
+        if t.balance is not None:  # (never a compiled template: all_to_all_single's splits vary)
+            b = self._balances.setdefault(t.g, {})
+            b[j] = t.balance
+            b.pop(j - RING_BALANCES, None)
         self._label(w, rec, t.role, t.label, eid)
         if self._done_q:
             self.drain_completions()

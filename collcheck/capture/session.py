@@ -13,6 +13,8 @@ from .recorder import Recorder
 _lock = threading.Lock()
 _recorder: Recorder | None = None
 _watchdog = None
+_publisher = None  # live.Publisher of this rank (live mode)
+_checker = None  # live_check.Checker (rank 0)
 _hooks_installed = False
 
 
@@ -56,6 +58,47 @@ def start_log(rec: Recorder) -> None:
     if _watchdog is None or not _watchdog.is_alive():
         _watchdog = watchdog.Watchdog(lambda: _recorder)
         _watchdog.start()
+    if rec.config.live:
+        _start_live(rec)
+
+
+def _start_live(rec: Recorder) -> None:
+    """Publish this rank's summaries; on rank 0, also check everyone's (live.py, live_check.py)."""
+    global _publisher
+    import os
+    import warnings
+
+    from torch.distributed import distributed_c10d as c10d
+
+    from . import live, live_check
+
+    def start_checker(rec: Recorder) -> None:
+        global _checker
+        if _checker is None or not _checker.is_alive():
+            _checker = live_check.Checker(live.live_store(), c10d.get_world_size(), os.path.dirname(rec.writer.path),
+                                          rec.rank, rec.config)
+            _checker.start()
+
+    try:
+        if _publisher is None or not _publisher.is_alive():
+            store = live.live_store()
+            if store is None:
+                return
+            _publisher = live.Publisher(lambda: _recorder, store, rec.rank, rec.config.live_interval, start_checker)
+            _publisher.start()
+            if rec.rank == 0:
+                start_checker(rec)
+    except Exception as exc:  # a store that cannot be cloned (a custom one): record without live mode
+        warnings.warn(f"collcheck: live mode off: {type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=2)
+
+
+def _live_final(rec: Recorder, state: str) -> None:
+    """Tell the checker this rank is done ("end": exiting, "err": raised); on rank 0, let the checker
+    look at every rank's final summary."""
+    if _publisher is not None and rec.active:
+        _publisher.final(rec, state)
+    if _checker is not None and _checker.is_alive():
+        _checker.last_look()
 
 
 def disable() -> str | None:
@@ -69,6 +112,7 @@ def disable() -> str | None:
 
         from . import api, kernels, watchdog
 
+        _live_final(rec, "end")
         rec.active = False
         path = rec.writer.path if rec.writer else None
         if rec.writer is not None:
@@ -97,6 +141,7 @@ def _install_process_hooks() -> None:
             from . import api
 
             api.record_exit(rec, clean=False, exc=value)
+            _live_final(rec, "err")
         previous(tp, value, tb)
 
     sys.excepthook = excepthook
@@ -112,6 +157,7 @@ def _at_exit() -> None:
 
     from . import watchdog
 
+    _live_final(rec, "end")
     rec.active = False
     try:
         with rec.writer.lock:
@@ -127,11 +173,11 @@ def _at_exit() -> None:
 
 
 def _after_fork_in_child() -> None:
-    global _watchdog
+    global _watchdog, _publisher, _checker
     rec = _recorder
     if rec is not None:
         rec.after_fork_in_child()
-    _watchdog = None
+    _watchdog = _publisher = _checker = None  # (threads do not survive fork)
     from . import watchdog
 
     watchdog.forget_dump_in_child()

@@ -52,20 +52,27 @@ class Watchdog(threading.Thread):
         stuck = [(eid, v) for eid, v in rec.inflight_items() if (now - v[0]) / 1e9 > limit and eid not in self.dumped]
         if not stuck:
             return
-        eid, (t_issue, ident, op) = min(stuck)
         self.dumped.update(e for e, _ in stuck)
-        threads = {t.ident: t.name for t in threading.enumerate()}
-        stacks = []
-        for tid, frame in sys._current_frames().items():
-            if tid == threading.get_ident():
-                continue
-            frames = []
-            while frame is not None:
-                frames.append([frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name])
-                frame = frame.f_back
-            stacks.append({"id": tid, "n": threads.get(tid, "?"), "f": frames[::-1]})
-        rec.record({"k": lf.STACKS, "i": eid, "op": op, "waited_s": round((now - t_issue) / 1e9, 3),
-                    "ts": rec.now_us(), "threads": stacks})
+        rec.record(stacks_record(rec, min(stuck)))
+
+
+def stacks_record(rec: Recorder, inflight: tuple) -> dict:
+    """The W record of a rank stuck in a collective: every other thread's Python stack.
+    `inflight`: (eid, (t_issue_ns, thread ident, op)) of the collective it waits in."""
+    eid, (t_issue, _, op) = inflight
+    now = time.monotonic_ns()
+    threads = {t.ident: t.name for t in threading.enumerate()}
+    stacks = []
+    for tid, frame in sys._current_frames().items():
+        if tid == threading.get_ident():
+            continue
+        frames = []
+        while frame is not None:
+            frames.append([frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name])
+            frame = frame.f_back
+        stacks.append({"id": tid, "n": threads.get(tid, "?"), "f": frames[::-1]})
+    return {"k": lf.STACKS, "i": eid, "op": op, "waited_s": round((now - t_issue) / 1e9, 3), "ts": rec.now_us(),
+            "threads": stacks}
 
 
 _sigterm_file = None

@@ -53,4 +53,6 @@ PUBLIC_APIS = frozenset(
     "send recv isend irecv batch_isend_irecv send_object_list recv_object_list "
     "all_gather_single reduce_scatter_single".split()  # the last two: torch 2.13, FSDP2 calls them
 )
+# sizes that may differ per rank by design (all_to_all's splits): only their dtypes must agree
+SHAPE_FREE_OPS = frozenset(("alltoall_", "alltoall_base_"))
 ALWAYS_ASYNC = frozenset(("isend", "irecv", "batch_isend_irecv"))  # P2P ops have no async_op argument

@@ -18,8 +18,10 @@ from functools import cached_property
 
 from .. import logformat as lf
 from ..reader import LogError, find_logs, read_header
-from ..scan import SHAPE_FREE_OPS, Scan, decode_event, scan_many
+from ..capture.wire import SHAPE_FREE_OPS
+from ..scan import Scan, decode_event, scan_many
 from . import fr_convert as flight_recorder
+from .liveness import process_alive
 from .ranks import rank_ranges
 
 P2P_OPS = frozenset(("send", "recv_", "recv_any_source_"))
@@ -103,6 +105,7 @@ class GroupCreation:
     site: tuple | None
     member: bool = True
     desc: str = ""  # group_desc: the user's name for the group
+    ts: int = 0  # µs since the log's origin
 
 
 @dataclass
@@ -192,6 +195,7 @@ class RankLog:
         self.torn = scan.torn
         self.junk = scan.junk
         self.partial = scan.partial  # only the first collectives were read (a preview)
+        self.running = False  # its process was still running when the log was read (load_run)
         self.a2a = scan.a2a  # event -> all_to_all_single sizes (scan.Scan.a2a)
         self.seq = scan.seq  # each event's `j` (format 2; kept only where collectives were lost or dropped)
         self.eid_of = scan.eid_of  # event index -> event id (they differ after lost records)
@@ -357,8 +361,9 @@ class RankLog:
 
     @property
     def state(self) -> str:
-        """finished | raised | crashed | stuck | killed-in-collective | killed | damaged, and for a
-        Flight Recorder dump dumped | waiting-at-dump (a collective enqueued, never completed).
+        """finished | raised | crashed | stuck | killed-in-collective | killed | damaged, for a
+        Flight Recorder dump dumped | waiting-at-dump (a collective enqueued, never completed), and
+        for the log of a process still running running | running-in-collective.
 
         A partial (preview) log's end is not known yet: it reads as finished. `crashed`: a
         fatal signal (SIGABRT from a gloo check, SIGSEGV) dumped its stacks beside the log."""
@@ -370,6 +375,8 @@ class RankLog:
             return "finished"
         if self.header.get("source") == "flight-recorder":  # a snapshot of a rank still running
             return "waiting-at-dump" if self.pending else "dumped"
+        if self.running:
+            return "running-in-collective" if self.pending else "running"
         if self.crash is not None:
             return "crashed"
         if self.watchdog:
@@ -401,6 +408,11 @@ class Run:
         self.source = "collcheck"  # what wrote the logs: "collcheck", or "flight-recorder" (converted dumps)
         self._group_table: dict | None = None  # group name -> (members, desc): groups.py
         self._files: OrderedDict[str, dict] = OrderedDict()
+
+    @property
+    def running(self) -> list[int]:
+        """Ranks whose processes were still running when their logs were read: the run is a snapshot."""
+        return sorted(r for r, log in self.ranks.items() if log.running)
 
     @property
     def on_streams(self) -> bool:
@@ -461,11 +473,14 @@ class Run:
         return list(seen)
 
 
-def load_run(target: str | list[str], workers: int | None = None, preview: int | None = None) -> Run:
+def load_run(target: str | list[str], workers: int | None = None, preview: int | None = None,
+             running=None) -> Run:
     """Load a run directory (or a list of log files) and check that they belong together.
 
     `preview`: read only each rank's first `preview` collectives (fast first screen of a
-    huge run in the TUI); the logs' ends are then unknown (`RankLog.partial`)."""
+    huge run in the TUI); the logs' ends are then unknown (`RankLog.partial`). `running`: the
+    ranks whose processes still run (the live checker knows); by default, those of this host
+    whose process is alive (liveness.py)."""
     source = flight_recorder.resolve(target)  # Flight Recorder dumps: converted to logs once
     paths = source if isinstance(source, list) else find_logs(source)
     run = Run(target if isinstance(target, str) else os.path.commonpath(paths))
@@ -480,6 +495,8 @@ def load_run(target: str | list[str], workers: int | None = None, preview: int |
     for scan in scan_many(paths, workers, preview):
         sig_map = [run.sig_id(Signature(*t)) for t in scan.signatures]
         log = RankLog(run, scan, sig_map)
+        if not log.trailer and run.source == "collcheck":
+            log.running = log.rank in running if running is not None else process_alive(log.header)
         run.ranks[log.rank] = log
         run.warnings += log.damage_notes()
     run.world = headers[0]["world"]

@@ -122,13 +122,42 @@ def _finding_panel(report, f, index: int) -> Panel:
     return Panel(body, title=title, title_align="left", border_style="red" if f.severity == "error" else "yellow")
 
 
+def _console(out) -> Console:
+    return Console(file=out, width=int(os.environ.get("COLUMNS", "120")), highlight=False,
+                   force_terminal=False, color_system=None if not getattr(out, "isatty", lambda: False)() else "auto")
+
+
+def snapshot_text(run) -> str:
+    """'' for a run that ended; else which ranks were still running when their logs were read."""
+    running = run.running
+    if not running:
+        return ""
+    return (f"SNAPSHOT of a running job: rank{'s' if len(running) > 1 else ''} {rank_ranges(running)} still running "
+            "when the logs were read (what they do next is not known)")
+
+
+def render_first(report, out, headline: str, context: int = 4) -> None:
+    """The first finding alone, as `render` shows it (live mode's report), under `headline`; for a
+    hang, the final states and the wait-for graph too."""
+    console = _console(out)
+    console.print(headline, markup=False)
+    f = report.findings[0]
+    console.print(_finding_panel(report, f, 0))
+    table = side_by_side(report, f, context)
+    if table is not None:
+        console.print(table)
+    if f.kind in ("hang", "deadlock"):
+        _hang_summary(console, report)
+
+
 def render(report, out, context: int = 4) -> None:
-    console = Console(file=out, width=int(os.environ.get("COLUMNS", "120")), highlight=False,
-                      force_terminal=False, color_system=None if not getattr(out, "isatty", lambda: False)() else "auto")
+    console = _console(out)
     run = report.run
     console.print(f"collcheck diff: {run.directory}  ({len(run.ranks)}/{run.world} ranks, "
                   f"{sum(len(l) for l in run.ranks.values())} collectives)  verdict: [bold]{report.verdict.upper()}[/bold]"
                   + (f" ({escape(report.aborted)})" if report.aborted else ""))
+    if run.running:
+        console.print(snapshot_text(run), style="bold", markup=False)
     for w in run.warnings:
         console.print(f"warning: {w}", markup=False)
     if not report.findings:

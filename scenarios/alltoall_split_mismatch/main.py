@@ -8,7 +8,7 @@ instead. Step 0 routes evenly, so it works; at step 1 routing is skewed, rank 0 
 rank 2, which expects 2.
 """
 import datetime
-
+import os
 import torch
 import torch.distributed as dist
 
@@ -20,7 +20,7 @@ ROUTING = [  # step -> rank -> tokens sent to ranks 0, 1, 2
 
 
 def main():
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=6))
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(os.environ.get("SCENARIO_TIMEOUT_S", "6"))))
     rank, world = dist.get_rank(), dist.get_world_size()
     static_capacity = 2 if rank == 2 else None  # the rank-dependent config
     for step, routing in enumerate(ROUTING):

@@ -7,7 +7,7 @@ thread issues them, as in the multi-threaded backward discussed in pytorch/pytor
 """
 import datetime
 from concurrent.futures import ThreadPoolExecutor
-
+import os
 import torch
 import torch.distributed as dist
 
@@ -28,7 +28,7 @@ def sync_gradients(groups):
 
 
 def main():
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=6))
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(os.environ.get("SCENARIO_TIMEOUT_S", "6"))))
     rank = dist.get_rank()
     torch.manual_seed(0)
     encoder = torch.nn.Linear(16, 8)   # 136 parameters

@@ -7,15 +7,15 @@ is well formed (right group, members only); only the order across groups is wron
 The fix is a globally consistent order, e.g. always the group with the lower index first.
 """
 import datetime
-
+import os
 import torch
 import torch.distributed as dist
 
 
 def main():
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=6))
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(os.environ.get("SCENARIO_TIMEOUT_S", "6"))))
     rank, world = dist.get_rank(), dist.get_world_size()
-    timeout = datetime.timedelta(seconds=6)
+    timeout = datetime.timedelta(seconds=float(os.environ.get("SCENARIO_TIMEOUT_S", "6")))
     pairs = [[i, (i + 1) % world] for i in range(world)]
     groups = [dist.new_group(sorted(p), timeout=timeout) for p in pairs]  # every rank creates every group
     right = groups[rank]                  # {rank, rank + 1}

@@ -5,7 +5,7 @@ average the loss across ranks before printing) pairs rank 0's metric all-reduce 
 other rank's next DDP gradient all-reduce.
 """
 import datetime
-
+import os
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -14,7 +14,7 @@ LOG_EVERY = 2
 
 
 def main():
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=6))
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(os.environ.get("SCENARIO_TIMEOUT_S", "6"))))
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
     model = DDP(torch.nn.Linear(8, 4))

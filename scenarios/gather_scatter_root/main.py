@@ -5,7 +5,7 @@ gather (gather_list only on dst), scatter (scatter_list only on src), gather_obj
 rank-dependent, the collectives still match.
 """
 import datetime
-
+import os
 import torch
 import torch.distributed as dist
 
@@ -13,7 +13,7 @@ ROOT = 0
 
 
 def main():
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=6))
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(os.environ.get("SCENARIO_TIMEOUT_S", "6"))))
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(rank)
     # scatter work items from the root

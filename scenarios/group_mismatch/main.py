@@ -7,7 +7,7 @@ logger), the other rank creates it on first use, after the "grads" group.  So gr
 is "metrics" on rank 0 but "grads" on rank 1.
 """
 import datetime
-
+import os
 import torch
 import torch.distributed as dist
 
@@ -16,7 +16,7 @@ _groups = {}
 
 def get_group(name):
     if name not in _groups:  # created on first use
-        _groups[name] = dist.new_group(timeout=datetime.timedelta(seconds=6), group_desc=name)  # collcheck: culprit
+        _groups[name] = dist.new_group(timeout=datetime.timedelta(seconds=float(os.environ.get("SCENARIO_TIMEOUT_S", "6"))), group_desc=name)  # collcheck: culprit
     return _groups[name]
 
 
@@ -32,7 +32,7 @@ class MetricsLogger:
 
 
 def main():
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=6))
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(os.environ.get("SCENARIO_TIMEOUT_S", "6"))))
     rank = dist.get_rank()
     torch.manual_seed(0)
     model = torch.nn.Linear(8, 2)

@@ -5,7 +5,7 @@ many small buffers (here 50 running-statistics buffers plus its parameters) cost
 broadcast per tensor.  Correct, just slow at scale.
 """
 import datetime
-
+import os
 import torch
 import torch.distributed as dist
 
@@ -25,7 +25,7 @@ def sync_module_state(module, src=0):
 
 
 def main():
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=6))
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(os.environ.get("SCENARIO_TIMEOUT_S", "6"))))
     rank = dist.get_rank()
     torch.manual_seed(rank)  # every rank initialises differently ...
     model = Net()

@@ -7,7 +7,7 @@ target after epoch 1, it breaks out of the loop and shuts down cleanly, while ra
 waits in the epoch-1 barrier that rank 1 never reaches.
 """
 import datetime
-
+import os
 import torch
 import torch.distributed as dist
 
@@ -23,7 +23,7 @@ def shard(rank, n):
 
 
 def main():
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=6))
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(os.environ.get("SCENARIO_TIMEOUT_S", "6"))))
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)  # same initial weights on every rank
     model = torch.nn.Linear(4, 1)

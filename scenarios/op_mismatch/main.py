@@ -5,7 +5,7 @@ reads the config) averages them with all_reduce, the other rank takes rank 0's c
 with broadcast.  Same tensor, same shape, different collective.
 """
 import datetime
-
+import os
 import torch
 import torch.distributed as dist
 
@@ -16,7 +16,7 @@ def load_config(rank):
 
 
 def main():
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=6))
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(os.environ.get("SCENARIO_TIMEOUT_S", "6"))))
     rank = dist.get_rank()
     cfg = load_config(rank)
     torch.manual_seed(rank)

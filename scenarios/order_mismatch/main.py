@@ -6,13 +6,13 @@ The fix is to iterate in a fixed order (sorted keys) or to pack everything into 
 """
 import datetime
 import time
-
+import os
 import torch
 import torch.distributed as dist
 
 
 def main():
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=6))
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(os.environ.get("SCENARIO_TIMEOUT_S", "6"))))
     rank = dist.get_rank()
     torch.manual_seed(rank)
     metrics = {}

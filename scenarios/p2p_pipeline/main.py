@@ -5,7 +5,7 @@ batch_isend_irecv (the P2POp API used by pipeline schedules).  Every send has a 
 receive on the next stage; the first stage never receives, the last never sends.
 """
 import datetime
-
+import os
 import torch
 import torch.distributed as dist
 
@@ -13,7 +13,7 @@ HIDDEN = 8
 
 
 def main():
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=6))
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(os.environ.get("SCENARIO_TIMEOUT_S", "6"))))
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(rank)
     stage = torch.nn.Linear(HIDDEN, HIDDEN)

@@ -7,13 +7,13 @@ of the same tag: both stages wait in their isend/irecv until the timeout (NCCL i
 would pair them in order). The fix: one tag per kind of message (activation, gradient).
 """
 import datetime
-
+import os
 import torch
 import torch.distributed as dist
 
 
 def main():
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=6))
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(os.environ.get("SCENARIO_TIMEOUT_S", "6"))))
     rank = dist.get_rank()
     torch.manual_seed(rank)
     stage = torch.nn.Linear(8, 8)

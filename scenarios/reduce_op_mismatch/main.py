@@ -4,13 +4,13 @@ A helper picks the reduction from a rank-local setting ("report the worst case" 
 logging rank, "total" elsewhere), so the ranks silently compute different results.
 """
 import datetime
-
+import os
 import torch
 import torch.distributed as dist
 
 
 def main():
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=6))
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(os.environ.get("SCENARIO_TIMEOUT_S", "6"))))
     rank = dist.get_rank()
     torch.manual_seed(rank)
     step_time = torch.rand(1) + rank

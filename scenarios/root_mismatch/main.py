@@ -6,13 +6,13 @@ src=0 while rank 1 broadcasts with src=1.  The fix is to agree on src first (all
 MIN of the losses, or all_gather them).
 """
 import datetime
-
+import os
 import torch
 import torch.distributed as dist
 
 
 def main():
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=6))
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(os.environ.get("SCENARIO_TIMEOUT_S", "6"))))
     rank = dist.get_rank()
     torch.manual_seed(rank)
     weights = torch.randn(32)

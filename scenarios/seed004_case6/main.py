@@ -1,6 +1,6 @@
 """Seed 004, case 6: DDP with uneven inputs inside model.join(), one barrier after the join block."""
 import datetime
-
+import os
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -9,7 +9,7 @@ NUM_INPUTS = 5
 
 
 def main():
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=6))
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(os.environ.get("SCENARIO_TIMEOUT_S", "6"))))
     rank = dist.get_rank()
     torch.manual_seed(0)
     model = DDP(torch.nn.Linear(1, 1))

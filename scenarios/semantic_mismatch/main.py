@@ -9,7 +9,7 @@ reads as "no rank is still training".  Fix: implement the flag as a Joinable, or
 agree on the number of steps before the loop.
 """
 import datetime
-
+import os
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -18,7 +18,7 @@ NUM_INPUTS = 3
 
 
 def main():
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=6))
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(os.environ.get("SCENARIO_TIMEOUT_S", "6"))))
     rank = dist.get_rank()
     torch.manual_seed(0)
     model = DDP(torch.nn.Linear(1, 1))

@@ -5,7 +5,7 @@ rank 0 and 1 on rank 1, and all_gather needs the same shape on every rank (the c
 is to pad to the max size, or use all_gather_object / DistributedSampler with padding).
 """
 import datetime
-
+import os
 import torch
 import torch.distributed as dist
 
@@ -13,7 +13,7 @@ BATCH = 4
 
 
 def main():
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=6))
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(os.environ.get("SCENARIO_TIMEOUT_S", "6"))))
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
     model = torch.nn.Linear(3, 1)

@@ -5,15 +5,15 @@ the same order; collectives on a group are issued by its members only.  Non-memb
 GroupMember.NON_GROUP_MEMBER back and simply skip the group.
 """
 import datetime
-
+import os
 import torch
 import torch.distributed as dist
 
 
 def main():
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=6))
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(os.environ.get("SCENARIO_TIMEOUT_S", "6"))))
     rank, world = dist.get_rank(), dist.get_world_size()
-    timeout = datetime.timedelta(seconds=6)
+    timeout = datetime.timedelta(seconds=float(os.environ.get("SCENARIO_TIMEOUT_S", "6")))
     halves = [list(range(0, world // 2)), list(range(world // 2, world))]
     groups = [dist.new_group(ranks, timeout=timeout) for ranks in halves]  # all ranks, same order
     mine = groups[0] if rank in halves[0] else groups[1]

@@ -6,7 +6,7 @@ per step); the mismatch is the last one. This is the long recording that `collch
 --emit-script` must shrink to a few collectives.
 """
 import datetime
-
+import os
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -42,7 +42,7 @@ def evaluate(model, rank, world):
 
 
 def main():
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=6))
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(os.environ.get("SCENARIO_TIMEOUT_S", "6"))))
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
     model = DDP(torch.nn.Linear(3, 1))

@@ -5,13 +5,13 @@ rank 2, which never sends; the send and both receives are left unmatched.  The t
 off-by-one in hand-written pipeline/ring code (prev = rank - 1, next = rank + 1).
 """
 import datetime
-
+import os
 import torch
 import torch.distributed as dist
 
 
 def main():
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=6))
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(os.environ.get("SCENARIO_TIMEOUT_S", "6"))))
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(rank)
     stage = torch.nn.Linear(8, 8)

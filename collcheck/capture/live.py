@@ -1,0 +1,138 @@
+"""Live mode, the rank's side: what each rank publishes through the job's store while it runs.
+
+Per group, the recorder keeps the count of collectives issued, a rolling hash of their
+signatures and the signatures of the last RING positions (Recorder._emit, fastpath_emit.h: a
+multiply, an add and a store per collective). Every `live_interval` seconds a thread of its own
+publishes them with the rank's progress (events issued, the oldest collective in flight) under
+KEY_PREFIX + rank, through a clone of the default group's store (the job's TCPStore: across
+nodes, no new service; a clone is its own connection, so a slow store never holds the job's
+client, and its short timeout is ours alone). Rank 0 compares them (live_check.py).
+
+The thread also ends the rank when the checker asks (COLLCHECK_LIVE_ACTION=abort): it writes
+the watchdog's stacks record for the collective the rank is stuck in, then exits, so that the
+post-mortem reads the rank as stuck there, not as crashed. A store that fails turns live mode
+off with one warning; nothing is published while recording is paused.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import sys
+import threading
+import time
+import warnings
+
+import msgpack
+
+from .live_hash import ring_bytes
+from .watchdog import stacks_record, unregister_sigterm_dump
+
+KEY_PREFIX = "collcheck/live/"
+ABORT_KEY = KEY_PREFIX + "abort"  # set by the checker: its value is the reason
+CHECKER_KEY = KEY_PREFIX + "checker"  # the rank that checks next, set by a checker whose rank exits
+STORE_TIMEOUT_S = 10.0
+ABORT_EXIT_CODE = 1
+VERSION = 1
+
+
+def summary(rec, seq: int) -> dict:
+    """The rank's summary now (writer lock taken here): per group and P2P channel what it issued
+    (Recorder.live_state); events issued; the oldest collective in flight [eid, age s, op, count]."""
+    w = rec.writer
+    with w.lock:
+        state = rec.live_state()
+        issued = rec.events_issued()
+        inflight = rec.inflight_items()
+    now = time.monotonic_ns()
+    out = {"v": VERSION, "r": rec.rank, "q": seq, "e": issued, "pid": os.getpid(), "log": w.path, **state}
+    if inflight:
+        eid, (t_ns, _, op) = min(inflight)
+        out["f"] = [eid, round((now - t_ns) / 1e9, 3), op, len(inflight)]
+    call = rec.in_call
+    if call is not None:  # waiting for every rank in a group creation
+        out["w"] = [call[0], round((now - call[1]) / 1e9, 3)]
+    return out
+
+
+def live_store():
+    """A clone of the default group's store with our own timeout, or None (no default group)."""
+    from torch.distributed import distributed_c10d as c10d
+
+    if not c10d.is_initialized():
+        return None
+    store = c10d._get_default_store().clone()
+    store.set_timeout(datetime.timedelta(seconds=STORE_TIMEOUT_S))
+    return store
+
+
+class Publisher(threading.Thread):
+    """Publishes this rank's summary every `interval` s and ends the rank when the checker asks."""
+
+    def __init__(self, current, store, rank: int, interval: float, take_over=None):
+        super().__init__(name="collcheck-live", daemon=True)
+        self.current = current  # () -> the live Recorder or None
+        self.store = store
+        self.rank = rank
+        self.key = f"{KEY_PREFIX}{rank}"
+        self.take_over = take_over  # (rec) -> None: start checking here (the checking rank exited)
+        self.interval = interval
+        self.seq = 0
+        self.progress = None  # (events issued, oldest in flight, in flight) at the last change
+        self.changed = time.monotonic()
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(self.interval):
+            rec = self.current()
+            if rec is None or rec.writer is None or not rec.active:
+                continue  # paused or not recording: nothing is published
+            try:
+                self.publish(rec)
+                if self.store.check([ABORT_KEY]):
+                    abort_rank(rec, self.store.get(ABORT_KEY).decode(errors="replace"))
+                if self.take_over is not None and self.store.check([CHECKER_KEY]) and \
+                        self.store.get(CHECKER_KEY) == str(self.rank).encode():
+                    self.take_over(rec)
+                    self.take_over = None
+            except Exception as exc:  # noqa: BLE001 - the store went away or refused: live mode off
+                warnings.warn(f"collcheck: live mode off for this rank: {type(exc).__name__}: {exc}",
+                              RuntimeWarning, stacklevel=1)
+                return
+
+    def publish(self, rec, state: str | None = None) -> None:
+        self.seq += 1
+        s = summary(rec, self.seq)
+        f = s.get("f") or [None, 0, None, 0]
+        progress = (s["e"], f[0], f[3], (s.get("w") or [None])[0])
+        now = time.monotonic()
+        if progress != self.progress:
+            self.progress, self.changed = progress, now
+        s["m"] = round(now - self.changed, 3)  # seconds since this rank last issued or completed anything
+        if state is not None:
+            s["s"] = state
+        self.store.set(self.key, msgpack.packb(s))
+
+    def final(self, rec, state: str) -> None:
+        """The rank exits ("end") or raised ("err"): the checker stops waiting for it."""
+        self.stop.set()
+        try:
+            self.publish(rec, state)
+        except Exception:
+            pass
+
+
+def abort_rank(rec, reason: str) -> None:
+    """COLLCHECK_LIVE_ACTION=abort: say why on stderr, record where the rank waits (the watchdog's
+    stacks record: the post-mortem reads the rank as stuck there), flush the log and exit."""
+    print(f"collcheck live: ending rank {rec.rank}: {reason}", file=sys.stderr, flush=True)
+    try:
+        inflight = rec.inflight_items()
+        if inflight:
+            rec.record(stacks_record(rec, min(inflight)))
+        with rec.writer.lock:
+            rec.drain_completions()
+            rec.writer.write()
+        unregister_sigterm_dump()
+    finally:
+        os._exit(ABORT_EXIT_CODE)
