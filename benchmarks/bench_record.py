@@ -1,12 +1,15 @@
 """`python benchmarks/bench_record.py`: what recording costs per collective, measured side by side in one run.
 
-1. A world-size-1 gloo all_reduce loop of a small tensor in three persistent child processes,
-   driven in interleaved rounds (plain, recorded, TORCH_DISTRIBUTED_DEBUG=DETAIL, then again ...)
+1. A world-size-1 gloo all_reduce loop of a small tensor in four persistent child processes,
+   driven in interleaved rounds (plain, recorded, recorded with live mode off (COLLCHECK_LIVE=0),
+   TORCH_DISTRIBUTED_DEBUG=DETAIL, then again ...)
    so that machine noise hits every variant alike; `--launches` fresh sets of children, since
    every process sits a few us above or below any other on a shared machine. The recorded child
    also runs rounds with its recorder paused (`active` off: the compiled kernels unregister
    themselves, the Python kernels stay and return at once) and rounds with collcheck disabled
-   (`collcheck.disable()`, enabled again after the round: nothing of collcheck in the call path).
+   (`collcheck.disable()`, enabled again after the round: nothing of collcheck in the call path);
+   the live-off child runs the same paused and disabled rounds (not reported), so that the two
+   recording children differ in live mode alone.
    Reports the median microseconds per call, the added microseconds per collective and the ratios;
    and, inside the recorded process, where no process-to-process difference enters, the median
    over rounds of (recorded round - paused round) and of (paused round - disabled round).
@@ -74,7 +77,7 @@ def _micro_worker(variant: str, log_dir: str, cpu: int, depth: int = 1) -> None:
 
     torch.set_num_threads(1)
     rec = None
-    if variant in ("record", "previous"):
+    if variant in ("record", "nolive", "previous"):
         import collcheck
 
         def enable():
@@ -135,7 +138,8 @@ def _path() -> str:
 
 class _Child:
     def __init__(self, variant: str, log_dir: str, cpu: int = -1, depth: int = 1, against: str | None = None):
-        env = _clean_env(**({"TORCH_DISTRIBUTED_DEBUG": "DETAIL"} if variant == "detail" else {}))
+        env = _clean_env(**({"TORCH_DISTRIBUTED_DEBUG": "DETAIL"} if variant == "detail" else
+                            {"COLLCHECK_LIVE": "0"} if variant == "nolive" else {}))
         if variant == "previous":  # that tree's collcheck comes first on the path
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [against, env.get("PYTHONPATH")]))
         self.variant = variant
@@ -184,21 +188,26 @@ def bench_micro(rounds: int, calls: int, work: str, launches: int = 1, cpu: int 
                 against: str | None = None) -> dict:
     """`launches` fresh sets of children, `rounds` interleaved rounds each: every process sits a
     few us above or below any other on a shared machine, more launches average that out."""
-    variants = ("plain", "record", "detail") + (("previous",) if against else ())
-    samples = {k: [] for k in ("plain", "paused", "record", "detail", "off") + variants[3:]}
+    variants = ("plain", "record", "nolive", "detail") + (("previous",) if against else ())
+    samples = {k: [] for k in ("plain", "paused", "record", "detail", "off") + variants[2:]}
     round_medians = {k: [] for k in samples}
     for launch in range(launches):
         children = {v: _Child(v, os.path.join(work, f"micro-{launch}" if v != "previous" else f"prev-{launch}"),
                               cpu, depth, against) for v in variants}
         try:
             for i in range(rounds):
-                order = [("plain", ""), ("record", ""), ("detail", ""), ("record", "paused"), ("record", "off")]
+                # the live-off child pauses and disables as the recording child does (and its times
+                # there are dropped): a re-enabled recorder starts a new log, so both carry that
+                order = [("plain", ""), ("record", ""), ("nolive", ""), ("detail", ""), ("record", "paused"),
+                         ("nolive", "paused"), ("record", "off"), ("nolive", "off")]
                 if against:
                     order.insert(2, ("previous", ""))
                 if i % 2:
                     order.reverse()
                 for variant, state in order:
                     times = children[variant].round(calls, state)
+                    if variant == "nolive" and state:
+                        continue
                     key = state or variant
                     samples[key] += times
                     round_medians[key].append(statistics.median(times))
@@ -219,6 +228,11 @@ def bench_micro(rounds: int, calls: int, work: str, launches: int = 1, cpu: int 
             "log_bytes": size, "log_colls": colls, "calls": sum(len(v) for v in samples.values())}
 
 
+def _range(micro: dict, key: str) -> str:
+    v = micro["round_medians_us"][key]
+    return f"{min(v):.1f}-{max(v):.1f} us"
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python benchmarks/bench_record.py", description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=10, help="interleaved rounds per variant and launch")
@@ -231,7 +245,7 @@ def main(argv=None) -> int:
     p.add_argument("--against", metavar="DIR", help="another collcheck source tree (a checkout of the previous "
                    "release): a child recording with it runs in the same rounds")
     p.add_argument("--json", action="store_true", help="print the figures as JSON too")
-    p.add_argument("--micro-worker", choices=("plain", "record", "detail", "previous"), help=argparse.SUPPRESS)
+    p.add_argument("--micro-worker", choices=("plain", "record", "nolive", "detail", "previous"), help=argparse.SUPPRESS)
     p.add_argument("--log-dir", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.micro_worker:
@@ -255,7 +269,7 @@ def main(argv=None) -> int:
           f"the call {args.depth} user frames deep")
     rows = [("plain", "plain"), ("collcheck disabled (recorded pr.)", "off"),
             ("collcheck installed, paused", "paused"), ("collcheck recording", "record"),
-            ("TORCH_DISTRIBUTED_DEBUG=DETAIL", "detail")]
+            ("recording, live mode off", "nolive"), ("TORCH_DISTRIBUTED_DEBUG=DETAIL", "detail")]
     if args.against:
         rows.insert(4, ("--against's collcheck recording", "previous"))
     print(f"   {'variant':32} {'median us/call':>15} {'p90 us':>9} {'added us':>9} {'ratio':>7}")
@@ -267,6 +281,10 @@ def main(argv=None) -> int:
     print(f"   inside the recorded process (median of per-round differences): recording adds "
           f"{micro['in_process_added_us']:.1f} us per call to its paused rounds, paused adds "
           f"{micro['in_process_paused_us']:.1f} us to its rounds with collcheck disabled")
+    print(f"   live mode (on by default): recording adds {m['record'] - m['plain']:.1f} us per call with it, "
+          f"{m['nolive'] - m['plain']:.1f} us with COLLCHECK_LIVE=0: {m['record'] - m['nolive']:+.1f} us "
+          f"({m['record'] / m['nolive']:.3f}x); round medians with it {_range(micro, 'record')}, without "
+          f"{_range(micro, 'nolive')}")
     print(f"   recording vs DETAIL: {m['record'] - m['plain']:.1f} vs {m['detail'] - m['plain']:.1f} us added; "
           f"recording costs {(m['record'] - m['plain']) / max(m['detail'] - m['plain'], 1e-9):.2f}x what DETAIL adds")
     if args.against:

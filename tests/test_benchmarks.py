@@ -53,8 +53,8 @@ def test_bench_record_measures_every_variant(fastpath_env, monkeypatch):
     micro = _report_json(subprocess.run([sys.executable, bench("bench_record"), "--rounds", "2", "--calls", "100",
                                          "--launches", "2", "--json"], capture_output=True, text=True, timeout=240))["micro"]
     assert micro["path"] == "compiled" and micro["log_colls"] > 0 and micro["log_bytes"] > 0
-    assert all(micro["median_us"][v] > 0 for v in ("plain", "off", "paused", "record", "detail"))
-    assert micro["calls"] == 2 * 2 * 5 * 100 and isinstance(micro["in_process_added_us"], float)
+    assert all(micro["median_us"][v] > 0 for v in ("plain", "off", "paused", "record", "nolive", "detail"))
+    assert micro["calls"] == 2 * 2 * 6 * 100 and isinstance(micro["in_process_added_us"], float)
     assert isinstance(micro["in_process_paused_us"], float)
     assert micro["log_colls"] >= 2 * 2 * 100  # every recorded round, over the logs of each enable
 
@@ -89,7 +89,7 @@ def test_paired_ratio_compares_recorded_blocks_with_their_neighbours():
     assert paired_ratio([10, 9]) is None
 
 
-@pytest.mark.parametrize("name", ["bench_record", "bench_steps", "bench_diff", "bench_tui", "bench_cpu"])
+@pytest.mark.parametrize("name", ["bench_record", "bench_steps", "bench_diff", "bench_tui", "bench_cpu", "bench_live"])
 def test_benchmark_scripts_run_from_a_clone(name):
     """Each benchmark is a script with --help, outside the installed package."""
     proc = subprocess.run([sys.executable, bench(name), "--help"], capture_output=True, text=True, timeout=60,

@@ -8,6 +8,7 @@ fields, purpose labels, call sites, thread) and which collectives completed.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -105,6 +106,12 @@ def test_every_op_same_records(built, tmp_path):
     functional collectives, DTensor, subgroups."""
     fast, python = record_both(program("every_op.py"), tmp_path)
     assert assert_same_logs(fast, python) > 60
+    for rank in (0, 1):  # live mode's hashes: the same signatures mixed on both paths
+        states = []
+        for run_dir in (fast, python):
+            with open(os.path.join(run_dir, f"live-state-{rank}.json")) as f:
+                states.append(json.load(f))
+        assert states[0] == states[1] and len(states[0]["g"]) >= 3 and states[0]["c"], states
 
 
 @pytest.mark.timeout(BUILD_TIMEOUT + 240)

@@ -269,3 +269,78 @@ def test_two_torchrun_nodes_are_checked_across_both(tmp_path):
     assert sorted(report["ranks"]) == ["0", "1", "2", "3"]
     assert report["live"]["reported_wall"] - report["live"]["divergence_wall"] <= 5.0
     assert all(p.returncode != 0 for p in nodes)  # ended by the abort, long before the 60 s timeout
+
+
+TORCH_TESTS = ["test_all_reduce_sum", "test_all_reduce_sum_async", "test_broadcast", "test_barrier", "test_send_recv",
+               "test_send_recv_any_source", "test_send_recv_with_tag", "test_isend", "test_batch_isend_irecv_gloo",
+               "test_all_gather_object_default_pg", "test_all_gather_object_subgroup", "test_scatter_object_list",
+               "test_DistributedDataParallelCPU", "test_DistributedDataParallelCPU_grad_is_view",
+               "test_ddp_logging_data_cpu", "test_static_graph_api_cpu"]
+# (these run on CPU with two ranks; the others of the file, DDP's join tests among them, need GPUs
+# or four ranks, or are skipped upstream: join runs in scenarios/join_uneven_inputs and seed 004)
+TORCH_TESTS_DEFAULT = ["test_send_recv_with_tag", "test_all_gather_object_subgroup", "test_DistributedDataParallelCPU"]
+
+
+def run_torch_tests(names: list[str], tmp_path) -> None:
+    """PyTorch's distributed tests under COLLCHECK=1: they pass, every rank is recorded, and live
+    mode reports nothing (DDP's join, P2P, object collectives, subgroups are all valid)."""
+    env = base_env(tmp_path)
+    proc = subprocess.run([sys.executable, program("torch_distributed_tests.py"), *names], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    output = proc.stdout + proc.stderr
+    assert "collcheck live" not in output and "live mode off" not in output, proc.stderr[-4000:]  # on, silent
+    for name in names:
+        run_dir = os.path.join(str(tmp_path), name)
+        logs = sorted(f for f in os.listdir(run_dir) if f.endswith(".msgpack"))
+        assert len(logs) == 2 and "live-report.json" not in os.listdir(run_dir), (name, os.listdir(run_dir))
+
+
+@pytest.mark.timeout(300)
+def test_pytorchs_own_distributed_tests_raise_no_live_report(tmp_path):
+    run_torch_tests(TORCH_TESTS_DEFAULT, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_more_of_pytorchs_distributed_tests_raise_no_live_report(tmp_path):
+    run_torch_tests([n for n in TORCH_TESTS if n not in TORCH_TESTS_DEFAULT], tmp_path)
+
+
+def serve_store():
+    """A TCPStore served by a process of its own (killed to make the job's store fail)."""
+    port = free_port()
+    code = (f"import torch.distributed as d, time; s = d.TCPStore('127.0.0.1', {port}, 1, True, "
+            "wait_for_workers=False); print('up', flush=True); time.sleep(120)")
+    server = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert server.stdout.readline().strip() == "up"
+    return server, port
+
+
+@pytest.mark.timeout(120)
+def test_a_store_that_fails_turns_live_mode_off_with_one_warning(tmp_path):
+    server, port = serve_store()
+    try:
+        job = subprocess.Popen([sys.executable, program("live_store.py"), "fail", str(port)], env=base_env(tmp_path),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert job.stdout.readline().strip() == "running"
+        time.sleep(1.0)  # a few summaries published
+        server.kill()
+        out, err = job.communicate(timeout=60)
+    finally:
+        server.kill()
+    assert job.returncode == 0 and out.strip() == "done", err[-3000:]
+    assert err.count("collcheck: live mode off") == 1, err[-3000:]
+
+
+@pytest.mark.timeout(120)
+def test_nothing_is_published_once_recording_stops(tmp_path):
+    server, port = serve_store()
+    try:
+        proc = subprocess.run([sys.executable, program("live_store.py"), "pause", str(port)], env=base_env(tmp_path),
+                              capture_output=True, text=True, timeout=60)
+    finally:
+        server.kill()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _, before, after, state = proc.stdout.split()
+    assert int(before) > 1 and before == after and state == "end", proc.stdout  # published, then its last word

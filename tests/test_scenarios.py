@@ -41,6 +41,7 @@ def test_scenario(name, scenario_run):
     got = [summarize(f) for f in report["findings"]]
     if expected["verdict"] == "clean":
         assert got == [] and code == 0 and rc == 0, output[-2000:]
+        assert not os.path.exists(os.path.join(run_dir, "live-report.json")), output[-2000:]  # live mode: silent
         return
     assert code == 1
     want = expected["findings"]

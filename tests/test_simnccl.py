@@ -176,6 +176,8 @@ def test_every_scenario_on_simnccl_gives_its_first_finding(name, tmp_path):
     rc, run_dir, output = record_scenario(name, str(tmp_path), timeout=150, extra_env=SIM)
     assert rc != -1, output[-2000:]
     assert first_findings(run_dir) == expected_on_simnccl(name), output[-2000:]
+    if scenario_meta(name)["valid"]:  # live mode (on by default) reported nothing either
+        assert not os.path.exists(os.path.join(run_dir, "live-report.json")), output[-2000:]
 
 
 @pytest.mark.slow

@@ -138,9 +138,11 @@ def _record_non_member(rec: Recorder, name: str, frame) -> None:
 BLOCKING_LIFECYCLE = frozenset(("new_group", "split_group"))  # wait for every rank: live mode sees a rank in them
 
 
-def _wrap_lifecycle(rec: Recorder, name: str, fn, on_init):
+def _wrap_lifecycle(rec: Recorder, name: str, fn, on_init, on_end=None):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        if name == "destroy_process_group" and not args and kwargs.get("group") is None and on_end is not None:
+            on_end(rec)  # the default group (and maybe its store) goes: live mode ends first
         if name in BLOCKING_LIFECYCLE:
             rec.in_call = (name, time.monotonic_ns())
             try:
@@ -184,9 +186,10 @@ def _after_lifecycle(rec: Recorder, name, args, kwargs, result, frame, on_init):
         rec.record_group("destroy", None, None, None, frame, {"all": not args and "group" not in kwargs})
 
 
-def install(rec: Recorder, c10d, on_init) -> None:
+def install(rec: Recorder, c10d, on_init, on_end=None) -> None:
     """Patch the public functions (idempotent). `c10d` is torch.distributed.distributed_c10d;
-    `on_init(rec)` opens the log once init_process_group knows the rank (session.start_log)."""
+    `on_init(rec)` opens the log once init_process_group knows the rank (session.start_log);
+    `on_end(rec)` runs before the default group is destroyed (session.end_live)."""
     import torch.distributed as dist
 
     for name in [*sorted(PUBLIC_APIS), *LIFECYCLE, "_warn_not_in_group"]:
@@ -194,7 +197,7 @@ def install(rec: Recorder, c10d, on_init) -> None:
         if current is None or hasattr(current, "__collcheck_original__"):
             continue
         if name in LIFECYCLE:
-            wrapped = _wrap_lifecycle(rec, name, current, on_init)
+            wrapped = _wrap_lifecycle(rec, name, current, on_init, on_end)
         elif name == "_warn_not_in_group":
             wrapped = _wrap_not_in_group(rec, current)
         else:

@@ -41,6 +41,7 @@ def summary(rec, seq: int) -> dict:
     (Recorder.live_state); events issued; the oldest collective in flight [eid, age s, op, count]."""
     w = rec.writer
     with w.lock:
+        rec.drain_completions()  # (completions the watchdog has not taken yet: not in flight)
         state = rec.live_state()
         issued = rec.events_issued()
         inflight = rec.inflight_items()
@@ -83,11 +84,18 @@ class Publisher(threading.Thread):
         self.stop = threading.Event()
 
     def run(self) -> None:
-        while not self.stop.wait(self.interval):
+        paused = False
+        while not self.stop.wait(self.interval) and not OFF.is_set():
             rec = self.current()
-            if rec is None or rec.writer is None or not rec.active:
-                continue  # paused or not recording: nothing is published
+            if rec is None or rec.writer is None or rec.failed:
+                continue
             try:
+                if not rec.active:  # paused: one summary saying so (a pause is no hang), then nothing
+                    if not paused:
+                        self.publish(rec, "p")
+                    paused = True
+                    continue
+                paused = False
                 self.publish(rec)
                 if self.store.check([ABORT_KEY]):
                     abort_rank(rec, self.store.get(ABORT_KEY).decode(errors="replace"))
@@ -96,8 +104,7 @@ class Publisher(threading.Thread):
                     self.take_over(rec)
                     self.take_over = None
             except Exception as exc:  # noqa: BLE001 - the store went away or refused: live mode off
-                warnings.warn(f"collcheck: live mode off for this rank: {type(exc).__name__}: {exc}",
-                              RuntimeWarning, stacklevel=1)
+                turn_off(exc)
                 return
 
     def publish(self, rec, state: str | None = None) -> None:
@@ -114,12 +121,25 @@ class Publisher(threading.Thread):
         self.store.set(self.key, msgpack.packb(s))
 
     def final(self, rec, state: str) -> None:
-        """The rank exits ("end") or raised ("err"): the checker stops waiting for it."""
+        """The rank is done ("end") or raised ("err"): the checker stops waiting for it."""
         self.stop.set()
+        if self.is_alive() and self is not threading.current_thread():
+            self.join(2 * self.interval + STORE_TIMEOUT_S)
         try:
             self.publish(rec, state)
         except Exception:
             pass
+
+
+OFF = threading.Event()  # live mode was turned off in this process (the store failed, or a bug of ours)
+
+
+def turn_off(exc: BaseException) -> None:
+    """Stop publishing and checking in this process; say so once."""
+    if not OFF.is_set():
+        OFF.set()
+        warnings.warn(f"collcheck: live mode off ({type(exc).__name__}: {exc}); recording goes on",
+                      RuntimeWarning, stacklevel=2)
 
 
 def abort_rank(rec, reason: str) -> None:

@@ -18,11 +18,10 @@ import subprocess
 import sys
 import threading
 import time
-import warnings
 
 import msgpack
 
-from .live import ABORT_KEY, CHECKER_KEY, KEY_PREFIX
+from .live import ABORT_KEY, CHECKER_KEY, KEY_PREFIX, OFF, turn_off
 from .live_detect import Detector, Suspicion
 
 ANALYSIS_TIMEOUT_S = 120.0
@@ -50,7 +49,7 @@ class Checker(threading.Thread):
     def run(self) -> None:
         deadline = None
         try:
-            while True:
+            while not OFF.is_set():
                 if deadline is not None:
                     time.sleep(0.05)
                 elif self.closing.wait(self.interval):
@@ -72,7 +71,7 @@ class Checker(threading.Thread):
                     self.hand_over()
                     return
         except Exception as exc:  # noqa: BLE001 - never let the checker harm the job
-            warnings.warn(f"collcheck: live checker stopped: {type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=1)
+            turn_off(exc)
         finally:
             self.close()
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from .live_hash import RING
 
 MASK32 = 0xFFFFFFFF
+ENDED = ("end", "err")  # a summary's state `s`: the rank is done (exited, destroyed its group, raised); "p": paused
 
 
 @dataclass
@@ -74,11 +75,11 @@ class Detector:
 
     def waiting_since(self, now: float) -> float:
         """How long the longest-waiting running rank has waited in a collective (0: none waits)."""
-        return max((w[1] + now - x.seen for x in self.ranks.values() if not x.summary.get("s")
+        return max((w[1] + now - x.seen for x in self.ranks.values() if x.summary.get("s") not in ENDED
                     for w in (x.summary.get("f"), x.summary.get("w")) if w), default=0.0)
 
     def running(self) -> list[int]:
-        return sorted(r for r, x in self.ranks.items() if not x.summary.get("s"))
+        return sorted(r for r, x in self.ranks.items() if x.summary.get("s") not in ENDED)
 
     def _all_ended(self) -> bool:
         return len(self.ranks) == self.world and not self.running()
@@ -148,8 +149,10 @@ class Detector:
             return None
         waiting, busy, creating = [], [], []
         for r, x in self.ranks.items():
-            if x.summary.get("s"):
+            if x.summary.get("s") in ENDED:
                 continue  # exited or raised: it will issue nothing more
+            if x.summary.get("s") == "p":
+                return None  # recording paused there: what it does is not known
             if now - x.moved < self.hang_s:
                 return None  # something moved
             stale = now - x.seen > self.stale_s  # no longer publishing: killed, or frozen whole

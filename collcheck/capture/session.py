@@ -35,7 +35,7 @@ def enable(config: Config | None = None, c10d=None) -> Recorder:
         from . import api
 
         rec = _recorder = Recorder(config or Config.from_env())
-        api.install(rec, c10d, start_log)
+        api.install(rec, c10d, start_log, end_live)
         _install_process_hooks()
         if getattr(c10d, "_world", None) is not None and c10d.is_initialized():
             start_log(rec)
@@ -92,13 +92,17 @@ def _start_live(rec: Recorder) -> None:
         warnings.warn(f"collcheck: live mode off: {type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=2)
 
 
-def _live_final(rec: Recorder, state: str) -> None:
-    """Tell the checker this rank is done ("end": exiting, "err": raised); on rank 0, let the checker
-    look at every rank's final summary."""
-    if _publisher is not None and rec.active:
-        _publisher.final(rec, state)
-    if _checker is not None and _checker.is_alive():
-        _checker.last_look()
+def end_live(rec: Recorder, state: str = "end") -> None:
+    """This rank is done ("end": its default group is destroyed, recording stops or the process
+    exits; "err": it raised): say so to the checker, let a checker here look at every rank's final
+    summary, and stop live mode's threads (a later log starts them again)."""
+    global _publisher, _checker
+    publisher, checker = _publisher, _checker
+    _publisher = _checker = None
+    if publisher is not None and rec.writer is not None:
+        publisher.final(rec, state)
+    if checker is not None and checker.is_alive():
+        checker.last_look()
 
 
 def disable() -> str | None:
@@ -112,7 +116,7 @@ def disable() -> str | None:
 
         from . import api, kernels, watchdog
 
-        _live_final(rec, "end")
+        end_live(rec)
         rec.active = False
         path = rec.writer.path if rec.writer else None
         if rec.writer is not None:
@@ -141,7 +145,7 @@ def _install_process_hooks() -> None:
             from . import api
 
             api.record_exit(rec, clean=False, exc=value)
-            _live_final(rec, "err")
+            end_live(rec, "err")
         previous(tp, value, tb)
 
     sys.excepthook = excepthook
@@ -157,7 +161,7 @@ def _at_exit() -> None:
 
     from . import watchdog
 
-    _live_final(rec, "end")
+    end_live(rec)
     rec.active = False
     try:
         with rec.writer.lock:

@@ -12,11 +12,15 @@ from . import judge
 
 def main(argv: list[str]) -> int:
     run_dir = argv[0]
+    said = set()
     for line in sys.stdin:
         try:
             finding = judge(run_dir, json.loads(line))
         except Exception as exc:  # noqa: BLE001 - a log mid-write, a damaged file: no finding this time
-            sys.stderr.write(f"collcheck live: could not analyse {run_dir}: {type(exc).__name__}: {exc}\n")
+            message = f"collcheck live: could not analyse {run_dir}: {type(exc).__name__}: {exc}"
+            if message not in said:  # (once: the checker may ask again)
+                said.add(message)
+                sys.stderr.write(message + "\n")
             finding = None
         sys.stdout.write(json.dumps({"finding": finding}) + "\n")
         sys.stdout.flush()

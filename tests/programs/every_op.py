@@ -148,7 +148,27 @@ def main():
     rep = dt.redistribute(mesh, [Replicate()])  # @redistribute
     out("redistribute", rep.to_local().tolist())
     dist.barrier()  # @final_barrier
+    save_live_state(rank)
     dist.destroy_process_group()
+
+
+def save_live_state(rank: int) -> None:
+    """What live mode would publish now (every group's hash and signatures, P2P channels), beside
+    the log: the compiled and the Python path must agree (tests/test_fastpath.py)."""
+    import json
+    import os
+
+    from collcheck.capture import session
+
+    rec = session.recorder()
+    if rec is None or rec.writer is None:
+        return
+    with rec.writer.lock:
+        state = rec.live_state()
+    plain = {kind: {name: [e[0], e[1], e[2].hex(), *e[3:4], {str(k): v for k, v in (e[4] if len(e) > 4 else {}).items()}]
+                    for name, e in table.items()} for kind, table in state.items()}
+    with open(os.path.join(os.path.dirname(rec.writer.path), f"live-state-{rank}.json"), "w") as f:
+        json.dump(plain, f, sort_keys=True)
 
 
 if __name__ == "__main__":
