@@ -76,7 +76,7 @@ def main(argv=None) -> int:
                 print(f"{name:26} {str(r['live']):44} {'yes' if same else 'NO':>5} {r['report_s']:9.1f} "
                       f"{r['end_s']:8.1f}", flush=True)
             else:
-                print(f"{name:26} {'no report (job over in ' + format(r['job_s'], '.1f') + ' s)':44}", flush=True)
+                print(f"{name:26} no report (the job was over in {r['job_s']:.1f} s)", flush=True)
     reported = [r for r in rows if "live" in r]
     if reported:
         rep, end = [r["report_s"] for r in reported], [r["end_s"] for r in reported]

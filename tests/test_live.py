@@ -201,8 +201,12 @@ def test_live_report_names_the_first_finding_while_the_job_runs(name, tmp_path):
     check_live_run(name, "simnccl", tmp_path)
 
 
-GLOO_HANGS = [n for n in NOT_VALID if json.load(open(os.path.join(SCENARIOS_DIR, n, "expected.json")))["verdict"]
-              in ("hang", "deadlock")]
+def _gloo_verdict(name: str) -> str:
+    with open(os.path.join(SCENARIOS_DIR, name, "expected.json")) as f:
+        return json.load(f)["verdict"]
+
+
+GLOO_HANGS = [n for n in NOT_VALID if _gloo_verdict(n) in ("hang", "deadlock")]  # (the others fail at once)
 
 
 @pytest.mark.slow
@@ -210,6 +214,29 @@ GLOO_HANGS = [n for n in NOT_VALID if json.load(open(os.path.join(SCENARIOS_DIR,
 @pytest.mark.parametrize("name", GLOO_HANGS)
 def test_live_report_on_gloo_hangs(name, tmp_path):
     check_live_run(name, "gloo", tmp_path)
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL a process and every descendant (torchrun, its ranks, their helpers), from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    todo, found = [pid], []
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        todo += children.get(p, [])
+    for p in found:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 @pytest.mark.timeout(150)
@@ -221,8 +248,7 @@ def test_diff_of_a_running_job_is_a_snapshot(tmp_path):
     script = os.path.join(SCENARIOS_DIR, "missing_barrier", "main.py")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
            "--master-port", str(free_port()), script]
-    job = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           start_new_session=True)  # (killed whole below: torchrun and its ranks)
+    job = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     run_dir = os.path.join(str(tmp_path), "snap")
     try:
         deadline = time.time() + 60
@@ -245,7 +271,7 @@ def test_diff_of_a_running_job_is_a_snapshot(tmp_path):
 
         drive(run_dir, script)
     finally:
-        os.killpg(job.pid, signal.SIGKILL)
+        kill_tree(job.pid)
         _, err = job.communicate(timeout=60)
     assert "collcheck live: " in err  # the report on the job's stderr
 

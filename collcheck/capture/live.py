@@ -25,7 +25,6 @@ import warnings
 
 import msgpack
 
-from .live_hash import ring_bytes
 from .watchdog import stacks_record, unregister_sigterm_dump
 
 KEY_PREFIX = "collcheck/live/"

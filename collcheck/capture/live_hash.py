@@ -1,7 +1,7 @@
 """Live mode's per-collective state: a group's rolling hash of signatures and its last RING
-signatures (the recorder's, kept in C++ on the compiled path: fastpath_emit.h). The training
-job's hot path: a multiply, an add and a store per collective; the hash of a signature is
-computed once per template."""
+signatures (the recorder's, kept in C++ on the compiled path: fastpath_emit.h), P2P channels
+alike, all-to-all balances. The training job's hot path: a multiply, an add and a store per
+collective; the hash of a signature is computed once per template."""
 
 from __future__ import annotations
 
@@ -63,3 +63,43 @@ def a2a_balance(splits, rank: int, size: int) -> int | None:
         return None
     total = sum(n * _weight(rank, j) for j, n in enumerate(ins)) - sum(n * _weight(j, rank) for j, n in enumerate(outs))
     return total & 0xFFFFFFFF
+
+
+class LiveTables:
+    """The recorder's live-mode tables and what live.summary publishes of them (a mixin of Recorder)."""
+
+    def _live_init(self) -> None:
+        self._live: dict[int, list] = {}  # seq_key -> [rolling hash, ring of signatures] (Python path)
+        self._balances: dict[int, dict] = {}  # gid -> {position: all-to-all balance}
+        self._group_members: dict[int, list] = {}  # gid -> its members' global ranks, by group rank
+
+    def _live_mix(self, t, j: int) -> None:
+        """Collective `j` of template `t`'s group (or channel) was issued (writer lock held)."""
+        if self._fast is not None:
+            self._fast.mix(t.seq, j, t.sig)
+        else:
+            mix(self._live, t.seq, j, t.sig)
+        if t.balance is not None:  # (never a compiled template: all_to_all_single's splits vary)
+            b = self._balances.setdefault(t.g, {})
+            b[j] = t.balance
+            b.pop(j - RING, None)
+
+    def live_state(self) -> dict:
+        """What live.summary publishes (writer lock held): "g": group name -> [collectives issued,
+        rolling hash, the last signatures, members, {position: all-to-all balance}]; "c": P2P channel
+        ("<group>><peer>" sends, "<group><<peer>" recvs, peers as global ranks) -> [ops, hash, signatures]."""
+        names = {gid: name for name, gid in self._group_names.items()}
+        seqs = dict(self._fast.seqs()) if self._fast is not None else self._seqs
+        table = {k: (h, ring) for k, h, ring in self._fast.live()} if self._fast is not None else self._live
+        groups, channels = {}, {}
+        for key, (h, ring) in table.items():
+            n = seqs.get(key, -1) + 1
+            gid, kind, peer = key >> 34, (key >> 32) & 3, key & 0xFFFFFFFF
+            name = names.get(gid, str(gid))
+            members = self._group_members.get(gid) or ()
+            entry = [n, h, ring_bytes(ring, n)]
+            if kind == 0:
+                groups[name] = entry + [len(members), dict(self._balances.get(gid, {}))]
+            elif kind in (1, 2):  # (a recv from any source pairs with no channel)
+                channels[f"{name}{'>' if kind == 1 else '<'}{members[peer] if peer < len(members) else peer}"] = entry
+        return {"g": groups, "c": channels}

@@ -32,9 +32,6 @@ _C = torch._C._distributed_c10d
 _unbox_pg = _C.ProcessGroup.unbox
 
 
-RING_BALANCES = live_hash.RING  # all-to-all balances kept per group
-
-
 class ApiCall:
     """What the outermost `dist.*` call on this thread knows that the wire op does not."""
 
@@ -78,7 +75,7 @@ class Template:
     __slots__ = ("op", "api", "o", "g", "seq", "fields", "context", "role", "label", "sig", "balance")
 
 
-class Recorder(Completions, fastpath.RecorderHooks):
+class Recorder(Completions, live_hash.LiveTables, fastpath.RecorderHooks):
     def __init__(self, config: Config):
         self.config = config
         self.writer: LogWriter | None = None
@@ -102,9 +99,7 @@ class Recorder(Completions, fastpath.RecorderHooks):
         self._templates: dict[int, Template] = {}  # fast path template id -> template
         self._py_templates: dict[tuple, Template] = {}  # Python kernels: what fixes a template -> it
         self.no_future: set[tuple] = set()  # (op, group name) whose Work has no future (completion.py)
-        self._live: dict[int, list] = {}  # seq_key -> [rolling hash, ring of signatures] (live_hash.py)
-        self._balances: dict[int, dict] = {}  # gid -> {position: all-to-all balance} (live_hash.a2a_balance)
-        self._group_members: dict[int, list] = {}  # gid -> its members' global ranks, by group rank
+        self._live_init()
         self.in_call: tuple | None = None  # (API, t_ns) of a group creation it waits in (api.py; live.py)
         self.rank = None
 
@@ -200,9 +195,7 @@ class Recorder(Completions, fastpath.RecorderHooks):
         self._templates = {}
         self._py_templates = {}
         self._seqs = {}
-        self._live = {}
-        self._balances = {}
-        self._group_members = {}
+        self._live_init()
 
     def now_us(self) -> int:
         return (time.monotonic_ns() - self.t0) // 1000
@@ -233,26 +226,6 @@ class Recorder(Completions, fastpath.RecorderHooks):
                 self._group_members[gid] = ranks
             w.keep(rec)
         return gid
-
-    def live_state(self) -> dict:
-        """What live.summary publishes (writer lock held): "g": group name -> [collectives issued,
-        rolling hash, the last signatures, members, {position: all-to-all balance}]; "c": P2P channel
-        ("<group>><peer>" sends, "<group><<peer>" recvs, peers as global ranks) -> [ops, hash, signatures]."""
-        names = {gid: name for name, gid in self._group_names.items()}
-        seqs = dict(self._fast.seqs()) if self._fast is not None else self._seqs
-        table = {k: (h, ring) for k, h, ring in self._fast.live()} if self._fast is not None else self._live
-        groups, channels = {}, {}
-        for key, (h, ring) in table.items():
-            n = seqs.get(key, -1) + 1
-            gid, kind, peer = key >> 34, (key >> 32) & 3, key & 0xFFFFFFFF
-            name = names.get(gid, str(gid))
-            members = self._group_members.get(gid) or ()
-            entry = [n, h, live_hash.ring_bytes(ring, n)]
-            if kind == 0:
-                groups[name] = entry + [len(members), dict(self._balances.get(gid, {}))]
-            elif kind in (1, 2):  # (a recv from any source pairs with no channel)
-                channels[f"{name}{'>' if kind == 1 else '<'}{members[peer] if peer < len(members) else peer}"] = entry
-        return {"g": groups, "c": channels}
 
     def events_issued(self) -> int:
         """Collectives recorded so far (their event ids go from 0)."""
@@ -424,19 +397,13 @@ class Recorder(Completions, fastpath.RecorderHooks):
         if self._fast is not None:  # one set of counters for both paths (writer lock held)
             eid = self._fast.next_eid()
             rec["j"] = j = self._fast.next_seq(t.seq)
-            if t.sig is not None:
-                self._fast.mix(t.seq, j, t.sig)
         else:
             eid = self._eid
             self._eid = eid + 1
             rec["j"] = j = self._seqs.get(t.seq, -1) + 1
             self._seqs[t.seq] = j
-            if t.sig is not None:
-                live_hash.mix(self._live, t.seq, j, t.sig)
-        if t.balance is not None:  # (never a compiled template: all_to_all_single's splits vary)
-            b = self._balances.setdefault(t.g, {})
-            b[j] = t.balance
-            b.pop(j - RING_BALANCES, None)
+        if t.sig is not None:
+            self._live_mix(t, j)
         self._label(w, rec, t.role, t.label, eid)
         if self._done_q:
             self.drain_completions()

@@ -148,8 +148,8 @@ def main():
     rep = dt.redistribute(mesh, [Replicate()])  # @redistribute
     out("redistribute", rep.to_local().tolist())
     dist.barrier()  # @final_barrier
-    save_live_state(rank)
     dist.destroy_process_group()
+    save_live_state(rank)
 
 
 def save_live_state(rank: int) -> None:
