@@ -59,6 +59,7 @@ def test_bench_record_measures_every_variant(fastpath_env, monkeypatch):
     assert micro["log_colls"] >= 2 * 2 * 100  # every recorded round, over the logs of each enable
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(420)
 def test_bench_steps_measures_ddp_fsdp_and_both_paths(fastpath_env, monkeypatch):
     """All three sections at toy sizes: DDP and FSDP2 on 2 ranks (plain and recorded launches),

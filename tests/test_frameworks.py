@@ -42,6 +42,7 @@ def test_fsdp2_expert_skipped_on_one_rank_is_reported_in_fsdp_terms(tmp_path):
     assert assert_labels_speak_their_framework(load_run(run_dir)) > 20
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(150)
 def test_rank_only_full_tensor_on_a_2d_mesh_blames_that_rank_at_its_slot(tmp_path):
     """Rank 0 all-gathers on its tp group while ranks 1-3 wait in a world barrier: a wait-for
@@ -117,6 +118,7 @@ def test_a_correct_fsdp2_and_tensor_parallel_program_is_clean(tmp_path):
     assert assert_labels_speak_their_framework(run) > 100
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(200)
 def test_fsdp2_and_tensor_parallel_rank_only_full_tensor_blames_that_rank(tmp_path):
     """The same program with the bug: only rank 0 all-gathers an FSDP2 + TP weight (its dp group

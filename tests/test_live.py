@@ -148,6 +148,9 @@ def test_ranks_that_ended_with_unequal_counts_are_suspected_at_the_end():
     assert found is not None and found.kind == "end"
     det.clear(found)
     assert det.finished()
+    det = Detector(2, HANG_S, 5.0)  # rank 1's recording stopped after an internal error: fewer in its log
+    stopped = dict(summary(1, short, state="end"), x=1)
+    assert det.update(0.0, {0: summary(1, long, state="end"), 1: stopped}) is None and det.finished()
 
 
 # -- running jobs -----------------------------------------------------------------------------------

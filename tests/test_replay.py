@@ -77,9 +77,10 @@ def check_replay(name, run_dir, tmp_path):
 
 
 # hanging replays whose mechanics others of the default run already cover (a barrier or op mismatch
-# that waits out the replay's timeout: seed004_case5; P2P: unmatched_p2p): with -m slow
+# that waits out the replay's timeout: seed004_case5; P2P: unmatched_p2p), and the 4-rank
+# cross-group deadlock (a hang waited out like seed004_case5's, on 4 processes): with -m slow
 SLOW_REPLAYS = frozenset(("rank0_only_barrier", "op_mismatch", "root_mismatch", "p2p_tag_mismatch", "seed004_case4",
-                          "group_mismatch"))
+                          "group_mismatch", "cross_group_deadlock"))
 
 
 @pytest.mark.timeout(240)
@@ -190,6 +191,7 @@ def torchrun_recorded(script, nproc, log_dir, timeout=120):
     return proc, os.path.join(str(log_dir), run_id)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_minimized_script_reproduces_with_torchrun(tmp_path):
     run_dir = synthetic_long(tmp_path)

@@ -40,7 +40,8 @@ def summary(rec, seq: int) -> dict:
     (Recorder.live_state); events issued; the oldest collective in flight [eid, age s, op, count]."""
     w = rec.writer
     with w.lock:
-        rec.drain_completions()  # (completions the watchdog has not taken yet: not in flight)
+        if rec.active:
+            rec.drain_completions()  # (completions the watchdog has not taken yet: not in flight)
         state = rec.live_state()
         issued = rec.events_issued()
         inflight = rec.inflight_items()
@@ -52,6 +53,8 @@ def summary(rec, seq: int) -> dict:
     call = rec.in_call
     if call is not None:  # waiting for every rank in a group creation
         out["w"] = [call[0], round((now - call[1]) / 1e9, 3)]
+    if rec.failed:  # recording stopped after an internal error: its counts end there
+        out["x"] = 1
     return out
 
 
@@ -86,7 +89,7 @@ class Publisher(threading.Thread):
         paused = False
         while not self.stop.wait(self.interval) and not OFF.is_set():
             rec = self.current()
-            if rec is None or rec.writer is None or rec.failed:
+            if rec is None or rec.writer is None:
                 continue
             try:
                 if not rec.active:  # paused: one summary saying so (a pause is no hang), then nothing

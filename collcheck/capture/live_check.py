@@ -56,7 +56,7 @@ class Checker(threading.Thread):
                     deadline = time.monotonic() + EXIT_WAIT_S
                 now = time.monotonic()
                 suspicion = self.detector.update(now, self.read())
-                if suspicion is None and self.detector.waiting_since(now) >= self.detector.hang_s / 2:
+                if suspicion is None and self.detector.frozen_waiting(now, self.detector.hang_s / 2):
                     self.start_analysis()  # ready before a hang is suspected: it answers sooner
                 if suspicion is not None:
                     found = self.ask(suspicion)

@@ -73,10 +73,11 @@ class Detector:
         else:
             self.asked_end = True
 
-    def waiting_since(self, now: float) -> float:
-        """How long the longest-waiting running rank has waited in a collective (0: none waits)."""
-        return max((w[1] + now - x.seen for x in self.ranks.values() if x.summary.get("s") not in ENDED
-                    for w in (x.summary.get("f"), x.summary.get("w")) if w), default=0.0)
+    def frozen_waiting(self, now: float, seconds: float) -> bool:
+        """Nothing has moved for `seconds` and some running rank waits: a hang may be near."""
+        running = [x for x in self.ranks.values() if x.summary.get("s") not in ENDED]
+        return bool(running) and all(now - x.moved >= seconds for x in running) and any(
+            w and w[1] + now - x.seen >= seconds for x in running for w in (x.summary.get("f"), x.summary.get("w")))
 
     def running(self) -> list[int]:
         return sorted(r for r, x in self.ranks.items() if x.summary.get("s") not in ENDED)
@@ -151,8 +152,8 @@ class Detector:
         for r, x in self.ranks.items():
             if x.summary.get("s") in ENDED:
                 continue  # exited or raised: it will issue nothing more
-            if x.summary.get("s") == "p":
-                return None  # recording paused there: what it does is not known
+            if x.summary.get("s") == "p" or x.summary.get("x"):
+                return None  # recording paused or stopped there: what it does is not known
             if now - x.moved < self.hang_s:
                 return None  # something moved
             stale = now - x.seen > self.stale_s  # no longer publishing: killed, or frozen whole
@@ -170,8 +171,8 @@ class Detector:
         return Suspicion("hang", ranks=sorted(waiting), running=[r for r in self.running() if r not in creating])
 
     def _end(self) -> Suspicion | None:
-        if self.asked_end or not self._all_ended():
-            return None
+        if self.asked_end or not self._all_ended() or any(x.summary.get("x") for x in self.ranks.values()):
+            return None  # (a rank whose recording stopped early has fewer collectives in its log)
         unequal = any(len({g[0] for g in per_rank.values()}) > 1 for per_rank in self._per_group("g").values())
         in_flight = sorted(r for r, x in self.ranks.items() if x.summary.get("f"))
         if not unequal and not in_flight:
