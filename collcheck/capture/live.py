@@ -101,8 +101,7 @@ class Publisher(threading.Thread):
                 self.publish(rec)
                 if self.store.check([ABORT_KEY]):
                     abort_rank(rec, self.store.get(ABORT_KEY).decode(errors="replace"))
-                if self.take_over is not None and self.store.check([CHECKER_KEY]) and \
-                        self.store.get(CHECKER_KEY) == str(self.rank).encode():
+                if self.take_over is not None and self.designated():
                     self.take_over(rec)
                     self.take_over = None
             except Exception as exc:  # noqa: BLE001 - the store went away or refused: live mode off
@@ -121,6 +120,10 @@ class Publisher(threading.Thread):
         if state is not None:
             s["s"] = state
         self.store.set(self.key, msgpack.packb(s))
+
+    def designated(self) -> bool:
+        """The checking rank exited and handed the checking to this one."""
+        return self.store.check([CHECKER_KEY]) and self.store.get(CHECKER_KEY) == str(self.rank).encode()
 
     def final(self, rec, state: str) -> None:
         """The rank is done ("end") or raised ("err"): the checker stops waiting for it."""

@@ -13,8 +13,6 @@ from .recorder import Recorder
 _lock = threading.Lock()
 _recorder: Recorder | None = None
 _watchdog = None
-_publisher = None  # live.Publisher of this rank (live mode)
-_checker = None  # live_check.Checker (rank 0)
 _hooks_installed = False
 
 
@@ -59,50 +57,17 @@ def start_log(rec: Recorder) -> None:
         _watchdog = watchdog.Watchdog(lambda: _recorder)
         _watchdog.start()
     if rec.config.live:
-        _start_live(rec)
+        from . import live_session
 
-
-def _start_live(rec: Recorder) -> None:
-    """Publish this rank's summaries; on rank 0, also check everyone's (live.py, live_check.py)."""
-    global _publisher
-    import os
-    import warnings
-
-    from torch.distributed import distributed_c10d as c10d
-
-    from . import live, live_check
-
-    def start_checker(rec: Recorder) -> None:
-        global _checker
-        if _checker is None or not _checker.is_alive():
-            _checker = live_check.Checker(live.live_store(), c10d.get_world_size(), os.path.dirname(rec.writer.path),
-                                          rec.rank, rec.config)
-            _checker.start()
-
-    try:
-        if _publisher is None or not _publisher.is_alive():
-            store = live.live_store()
-            if store is None:
-                return
-            _publisher = live.Publisher(lambda: _recorder, store, rec.rank, rec.config.live_interval, start_checker)
-            _publisher.start()
-            if rec.rank == 0:
-                start_checker(rec)
-    except Exception as exc:  # a store that cannot be cloned (a custom one): record without live mode
-        warnings.warn(f"collcheck: live mode off: {type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=2)
+        live_session.start(rec, lambda: _recorder)
 
 
 def end_live(rec: Recorder, state: str = "end") -> None:
-    """This rank is done ("end": its default group is destroyed, recording stops or the process
-    exits; "err": it raised): say so to the checker, let a checker here look at every rank's final
-    summary, and stop live mode's threads (a later log starts them again)."""
-    global _publisher, _checker
-    publisher, checker = _publisher, _checker
-    _publisher = _checker = None
-    if publisher is not None and rec.writer is not None:
-        publisher.final(rec, state)
-    if checker is not None and checker.is_alive():
-        checker.last_look()
+    """Live mode's last word for this rank (live_session.end); the default group's destroy, disable(),
+    exit and an uncaught exception call it."""
+    from . import live_session
+
+    live_session.end(rec, state)
 
 
 def disable() -> str | None:
@@ -177,11 +142,13 @@ def _at_exit() -> None:
 
 
 def _after_fork_in_child() -> None:
-    global _watchdog, _publisher, _checker
+    global _watchdog
     rec = _recorder
     if rec is not None:
         rec.after_fork_in_child()
-    _watchdog = _publisher = _checker = None  # (threads do not survive fork)
-    from . import watchdog
+    _watchdog = None  # (threads do not survive fork)
+    from . import live_session, watchdog
+
+    live_session.forget_in_child()
 
     watchdog.forget_dump_in_child()
