@@ -78,7 +78,12 @@ def run_demo(name: str, directory: str | None, keep: bool = False, backend: str 
         print(f"collcheck demo: recording scenario {name!r} under COLLCHECK=1 torchrun on {backend} ...", flush=True)
         rc, run_dir, _ = record_scenario(name, directory,
                                          extra_env={"COLLCHECK_SIMNCCL": "1"} if backend == "simnccl" else None)
-        print(f"torchrun exited with {rc}; logs in {run_dir}\n", flush=True)
+        print(f"torchrun exited with {rc}; logs in {run_dir}", flush=True)
+        live = os.path.join(run_dir, "live-report.txt")
+        if os.path.exists(live):  # what live mode told the job's stderr while it ran (docs/live.md)
+            with open(live) as f:
+                print(f"while it ran, live mode said: {f.readline().strip()} ...", flush=True)
+        print(flush=True)
         if os.path.exists(readme):
             with open(readme) as f:
                 print(f.read().strip() + "\n", flush=True)

@@ -145,10 +145,14 @@ def test_a_rank_runs_ahead_until_a_sync_point(tmp_path):
 
 @pytest.mark.timeout(120)
 def test_demo_runs_a_scenario_on_the_simulated_backend():
-    proc = subprocess.run([sys.executable, "-m", "collcheck", "demo", "seed004_case1", "--backend", "simnccl"],
+    """seed004_case2 on simnccl: rank 1's extra bucket all-reduce never completes, both ranks exit;
+    the demo shows what live mode said at the end of the job, then the diff."""
+    proc = subprocess.run([sys.executable, "-m", "collcheck", "demo", "seed004_case2", "--backend", "simnccl"],
                           capture_output=True, text=True, timeout=110, check=False)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "torchrun on simnccl" in proc.stdout and "collcheck diff:" in proc.stdout, proc.stdout[-2000:]
+    assert "while it ran, live mode said: collcheck live: missing collective in group 0 at #10, culprit rank 0" \
+        in proc.stdout, proc.stdout[-3000:]
 
 
 @pytest.mark.timeout(120)
