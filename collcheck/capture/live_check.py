@@ -26,6 +26,7 @@ from .live_detect import Detector, Suspicion
 
 ANALYSIS_TIMEOUT_S = 120.0
 EXIT_WAIT_S = 1.0  # rank 0 exits: how long it waits for the other ranks' final summaries
+LAST_LOOK_S = 30.0  # and at most for an analysis of what they show: the exit is the job's
 
 
 class Checker(threading.Thread):
@@ -117,7 +118,7 @@ class Checker(threading.Thread):
         if others:
             self.store.set(CHECKER_KEY, str(others[0]))
 
-    def last_look(self, timeout: float = ANALYSIS_TIMEOUT_S) -> None:
+    def last_look(self, timeout: float = LAST_LOOK_S) -> None:
         """Rank 0 exits: compare the ranks' final summaries (a job that ran a divergence through to
         its end, as NCCL lets it) before the process, and this daemon thread with it, ends."""
         self.closing.set()
