@@ -108,6 +108,7 @@ def test_a_correct_fsdp2_and_tensor_parallel_program_is_clean(tmp_path):
     assert rc == 0, err[-3000:]
     code, report = diff_json(run_dir)
     assert (code, report["verdict"], report["findings"]) == (0, "clean", []), report["findings"][:1]
+    assert not os.path.exists(os.path.join(run_dir, "live-report.json"))  # live mode was silent too
     meshes = {g["label"].split("(")[1].split()[1] for g in report["groups"].values() if "(mesh " in g["label"]}
     assert meshes == {"dp", "tp"}, report["groups"]
     run = load_run(run_dir)
@@ -154,6 +155,7 @@ def test_a_correct_pipeline_is_clean_and_speaks_in_stages(tmp_path, schedule):
     assert rc == 0, err[-3000:]
     code, report = diff_json(run_dir)
     assert (code, report["verdict"], report["findings"]) == (0, "clean", []), report["findings"][:1]
+    assert not os.path.exists(os.path.join(run_dir, "live-report.json"))  # live mode was silent too
     run = load_run(run_dir)
     head = {0: "pipeline stage 0 of 2, 4 microbatches: ", 1: "pipeline stage 1 of 2, 4 microbatches: "}
     ways = {0: ("forward send (activation)", "backward recv (gradient)"),

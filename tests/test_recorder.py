@@ -260,6 +260,7 @@ def test_ddp_join_labels_and_clean_diff(tmp_path):
     marks = marker_lines(script)
     rc, out, err, run_dir = torchrun(script, 2, tmp_path, timeout=100)
     assert rc == 0, err[-4000:]
+    assert not os.path.exists(os.path.join(run_dir, "live-report.json"))  # join's shadows: not a live finding
     sums = {line.split(",")[1] for line in out.splitlines() if "checksum" in line}
     assert len(sums) == 1, out  # the ranks ended with the same parameters
     run = load_run(run_dir)
