@@ -1,7 +1,7 @@
 """Live mode, the rank's side: what each rank publishes through the job's store while it runs.
 
 Per group, the recorder keeps the count of collectives issued, a rolling hash of their
-signatures and the signatures of the last RING positions (Recorder._emit, fastpath_emit.h: a
+signatures and the signatures of the last RING positions (live_hash.LiveTables, fastpath_emit.h: a
 multiply, an add and a store per collective). Every `live_interval` seconds a thread of its own
 publishes them with the rank's progress (events issued, the oldest collective in flight) under
 KEY_PREFIX + rank, through a clone of the default group's store (the job's TCPStore: across
@@ -11,7 +11,7 @@ client, and its short timeout is ours alone). Rank 0 compares them (live_check.p
 The thread also ends the rank when the checker asks (COLLCHECK_LIVE_ACTION=abort): it writes
 the watchdog's stacks record for the collective the rank is stuck in, then exits, so that the
 post-mortem reads the rank as stuck there, not as crashed. A store that fails turns live mode
-off with one warning; nothing is published while recording is paused.
+off with one warning; a pause of recording is published once, then nothing until it resumes.
 """
 
 from __future__ import annotations
