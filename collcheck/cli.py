@@ -1,4 +1,4 @@
-"""`collcheck` command line: record, show, diff, export, tui, replay, demo, build-fastpath.
+"""`collcheck` command line: record, show, diff, stats, export, tui, replay, demo, build-fastpath.
 
 Exit codes: 0 no finding, 1 findings, 2 usage or input error, 3 internal error, 4 no finding but
 ranks or groups that could not be checked (missing logs, empty or one-sided Flight Recorder dumps).
@@ -38,6 +38,18 @@ def cmd_show(args) -> int:
     from .show import show
 
     show(args.log, sys.stdout, limit=args.limit)
+    return OK
+
+
+def cmd_stats(args) -> int:
+    """Where communication time goes: per call site, op and group, and per group."""
+    from .model import load_run
+    from .stats.render import render
+    from .stats.sites import site_stats
+
+    run = load_run(latest_run(args.logs))
+    sites, groups = site_stats(run)
+    render(run, sites, groups, args.format, sys.stdout, top=args.top)
     return OK
 
 
@@ -123,6 +135,11 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--context", type=int, default=4, help="collectives shown around the divergence")
     d.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings or unchecked ranks")
     d.set_defaults(func=cmd_diff)
+    st = sub.add_parser("stats", help=cmd_stats.__doc__)
+    st.add_argument("logs", help="run directory (or a logs root: the newest run is used), or a directory of PyTorch Flight Recorder dumps")
+    st.add_argument("--format", choices=["text", "json"], default="text")
+    st.add_argument("--top", type=int, default=20, help="call sites shown in the table (most time first)")
+    st.set_defaults(func=cmd_stats)
     x = sub.add_parser("export", help=cmd_export.__doc__)
     x.add_argument("logs", help="run directory (or a logs root: the newest run is used), or a directory of PyTorch Flight Recorder dumps")
     x.add_argument("--format", choices=["perfetto", "fr"], default="perfetto",

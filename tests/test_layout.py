@@ -24,7 +24,7 @@ LAYERS = [
     ("log", ["collcheck.frames", "collcheck.reader", "collcheck.scan", "collcheck.synth"]),
     ("model", ["collcheck.model"]),
     ("analysis", ["collcheck.analysis"]),
-    ("report", ["collcheck.report", "collcheck.show"]),
+    ("report", ["collcheck.report", "collcheck.show", "collcheck.stats"]),
     ("views", ["tui", "collcheck.replay", "collcheck.live"]),
     ("cli", ["collcheck.cli", "collcheck.demo", "collcheck.__main__"]),
 ]
