@@ -42,14 +42,17 @@ def cmd_show(args) -> int:
 
 
 def cmd_stats(args) -> int:
-    """Where communication time goes: per call site, op and group, and per group."""
+    """Where communication time goes: per call site, op and group; stragglers; what to change."""
     from .model import load_run
+    from .stats.hints import hints
     from .stats.render import render
     from .stats.sites import site_stats
+    from .stats.skew import arrival_skew
 
     run = load_run(latest_run(args.logs))
     sites, groups = site_stats(run)
-    render(run, sites, groups, args.format, sys.stdout, top=args.top)
+    skew = arrival_skew(run)
+    render(run, sites, groups, skew, hints(run, sites, skew), args.format, sys.stdout, top=args.top)
     return OK
 
 

@@ -7,6 +7,9 @@ import os
 import subprocess
 import sys
 
+import pytest
+from conftest import marker_lines, program, torchrun
+
 from collcheck.demo import SCENARIOS_DIR
 
 
@@ -50,3 +53,32 @@ def test_sites_are_ordered_by_the_time_spent_in_them(scenario_run):
     text = subprocess.run([sys.executable, "-m", "collcheck", "stats", run_dir], capture_output=True, text=True,
                           timeout=120, env=dict(os.environ, COLUMNS="220")).stdout
     assert "time inside collectives, per call site" in text and "(gradient bucket)" in text
+
+
+def test_the_first_hint_names_the_loop_to_fuse(scenario_run):
+    """Seed 000's pattern (an all_reduce per gradient) and seed 002's (a broadcast per tensor of
+    the module state): the first hint is to fuse that loop, at its call site, with the numbers."""
+    for name, text, per_loop in (("per_param_allreduce", "dist.all_reduce(param.grad, op=", 4),
+                                 ("many_small_broadcasts", "dist.broadcast(", None)):
+        rc, run_dir, output = scenario_run(name)
+        assert rc == 0, output[-2000:]
+        hint = stats_json(run_dir)["hints"][0]
+        assert hint["kind"] == "fuse" and hint["site"]["line"] == line_of(name, text), hint
+        ev = hint["evidence"]
+        assert 0 < ev["fused_s"] < ev["total_s"] and hint["gain_s"] > 0, hint
+        if per_loop is not None:
+            assert ev["per_loop"] == per_loop and ev["calls_per_rank"] == 3 * per_loop, hint
+
+
+@pytest.mark.timeout(180)
+def test_the_straggler_table_names_the_rank_that_sleeps(tmp_path):
+    """4 ranks, rank 2 sleeps 20-50 ms before each all-reduce, the others 0-5 ms: rank 2 caused the
+    most waiting overall and came last to at least 90 % of the collectives."""
+    rc, _, err, run_dir = torchrun(program("straggler.py"), 4, tmp_path, timeout=150)
+    assert rc == 0, err[-3000:]
+    doc = stats_json(run_dir)
+    assert doc["stragglers"][0]["rank"] == 2, doc["stragglers"]
+    steps = [s for s in doc["slots"] if s["group"] == "0"]
+    assert len(steps) >= 30 and sum(s["last"] == 2 for s in steps) >= 0.9 * len(steps), steps
+    straggler = next(h for h in doc["hints"] if h["kind"] == "straggler")
+    assert straggler["evidence"]["rank"] == 2 and straggler["site"]["line"] == marker_lines(program("straggler.py"))["step"]

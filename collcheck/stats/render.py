@@ -21,11 +21,21 @@ def _fmt(x, unit: str = "", digits: int = 1) -> str:
     return "-" if x is None else f"{x:.{digits}f}{unit}"
 
 
-def to_dict(run, sites, groups) -> dict:
+def _site_dict(site) -> dict | None:
+    return {"file": site[0], "line": site[1], "function": site[2]} if site else None
+
+
+def to_dict(run, sites, groups, skew, hints) -> dict:
     return {
         "collcheck_stats": STATS_JSON_VERSION, "run": run.directory, "world": run.world,
+        "hints": [{"kind": h.kind, "site": _site_dict(h.site), "gain_s": round(h.gain_s, 6), "text": h.text,
+                   "evidence": h.evidence} for h in hints],
+        "stragglers": [{"rank": s.rank, "wait_caused_s": round(s.wait_caused_us / 1e6, 6), "last_in": s.last_in,
+                        "collectives": s.slots} for s in skew.stragglers],
+        "clock_offsets_us": {str(r): o for r, o in sorted(skew.offsets_us.items())},
+        "slots": [{"group": g, "position": p, "last": r, "waited_s": round(w / 1e6, 6)} for g, p, r, w, _ in skew.slots],
         "sites": [
-            {"site": {"file": s.site[0], "line": s.site[1], "function": s.site[2]} if s.site else None,
+            {"site": _site_dict(s.site),
              "api": s.api, "op": s.op, "group": s.group, "role": s.role, "ranks": s.ranks, "calls": s.calls,
              "bytes_per_call": s.bytes_per_call, "total_s": round(s.total_s, 6),
              "median_us": s.median_us, "p99_us": s.percentile_us(0.99),
@@ -37,13 +47,15 @@ def to_dict(run, sites, groups) -> dict:
     }
 
 
-def render(run, sites, groups, fmt: str, out, top: int = 20) -> None:
+def render(run, sites, groups, skew, hints, fmt: str, out, top: int = 20) -> None:
     if fmt == "json":
-        json.dump(to_dict(run, sites, groups), out, indent=1)
+        json.dump(to_dict(run, sites, groups, skew, hints), out, indent=1)
         out.write("\n")
         return
     console = Console(file=out, width=int(os.environ.get("COLUMNS", "120")), highlight=False, color_system=None)
     console.print(f"collcheck stats: {run.directory}  ({len(run.ranks)}/{run.world} ranks)")
+    for i, h in enumerate(hints[:5]):
+        console.print(f"hint {i + 1} ({h.kind}): {h.text}", markup=False)
     t = Table(title="time inside collectives, per call site (issue to completion; the rank that spent the most)")
     for col in ("call site", "op", "group", "ranks", "calls/rank", "bytes/call", "total (s)", "median (µs)",
                 "p99 (µs)", "algbw (MB/s)", "busbw (MB/s)"):
@@ -64,3 +76,12 @@ def render(run, sites, groups, fmt: str, out, top: int = 20) -> None:
         g.add_row(group_label(run, gs.name), rank_ranges(gs.members) if gs.members else "?", str(gs.calls),
                   str(gs.bytes))
     console.print(g)
+    if skew.slots:
+        w = Table(title=f"stragglers: who came last to the {len(skew.slots)} collectives every member completed, "
+                        "and the others' waiting for it")
+        for col in ("rank", "waiting caused (s)", "came last", "clock offset (µs)"):
+            w.add_column(col, justify="right")
+        for st in skew.stragglers[:top]:
+            w.add_row(str(st.rank), f"{st.wait_caused_us / 1e6:.4f}", f"{st.last_in}/{st.slots}",
+                      f"{skew.offsets_us.get(st.rank, 0.0):.0f}")
+        console.print(w)

@@ -1,0 +1,78 @@
+"""Arrival skew and stragglers: who comes last to each collective, and how long the others wait.
+
+A collective completes at nearly the same instant on every member (its last message arrives
+everywhere at once), whenever each rank issued it. So the ranks' clocks are aligned on the
+completions of the collectives every member completed (per rank, the median difference to the
+lowest rank of the largest group), which also holds across hosts whose clocks differ. Then, per
+slot (group, position) every member completed: the rank that issued it last, and how long each
+other member had been waiting for it; the waiting is charged to the last rank (the straggler
+table).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+from ..model import P2P_OPS, Run, Sequences
+
+
+@dataclass
+class Straggler:
+    rank: int
+    wait_caused_us: float = 0.0  # the others' waiting in the collectives this rank issued last
+    last_in: int = 0  # collectives it issued last
+    slots: int = 0  # collectives it took part in (every member completed them)
+
+
+@dataclass
+class Skew:
+    offsets_us: dict[int, float]  # rank -> its clock minus the reference rank's
+    stragglers: list[Straggler]  # most waiting caused first
+    slots: list[tuple] = field(default_factory=list)  # (group, position, last rank, waiting caused µs, its site)
+
+
+def _completed_slots(run: Run, sequences: Sequences):
+    """(group, position, {rank: (issue µs, completion µs, call site)}) of every collective all members
+    completed."""
+    for name in run.group_names():
+        seqs = sequences.group(name)
+        members = [r for r in (run.group_members(name) or sorted(seqs.index)) if r in run.ranks]
+        if len(members) < 2 or any(r not in seqs.index for r in members):
+            continue
+        n = min(len(seqs.index[r]) for r in members)
+        for pos in range(n):
+            times = {}
+            for r in members:
+                e = run.ranks[r].event(seqs.index[r][pos])
+                if e.sig.op in P2P_OPS or e.t_done is None or e.error is not None:
+                    break
+                times[r] = (e.t_issue, e.t_done, e.site)
+            else:
+                yield name, pos + seqs.start, times
+
+
+def arrival_skew(run: Run) -> Skew:
+    slots = list(_completed_slots(run, Sequences(run)))
+    # clocks: against the lowest rank of the largest group, from completions
+    reference_group = max(run.group_names(), key=lambda g: (len(run.group_members(g)), g == "0"), default=None)
+    ref = min(run.group_members(reference_group) or [0]) if reference_group is not None else 0
+    diffs: dict[int, list[float]] = {}
+    for _, _, times in slots:
+        if ref in times:
+            for r, (_, done, _) in times.items():
+                diffs.setdefault(r, []).append(done - times[ref][1])
+    offsets = {r: statistics.median(d) for r, d in diffs.items()}
+    table = {r: Straggler(r) for r in run.ranks}
+    charged = []
+    for name, pos, times in slots:
+        arrivals = {r: issue - offsets.get(r, 0.0) for r, (issue, _, _) in times.items()}
+        last = max(arrivals, key=lambda r: (arrivals[r], -r))
+        waited = sum(arrivals[last] - a for r, a in arrivals.items() if r != last)
+        table[last].wait_caused_us += waited
+        table[last].last_in += 1
+        for r in times:
+            table[r].slots += 1
+        charged.append((name, pos, last, waited, times[last][2]))
+    stragglers = sorted(table.values(), key=lambda s: (-s.wait_caused_us, s.rank))
+    return Skew(offsets, stragglers, charged)
