@@ -90,7 +90,8 @@ def test_paired_ratio_compares_recorded_blocks_with_their_neighbours():
     assert paired_ratio([10, 9]) is None
 
 
-@pytest.mark.parametrize("name", ["bench_record", "bench_steps", "bench_diff", "bench_tui", "bench_cpu", "bench_live"])
+@pytest.mark.parametrize("name", ["bench_record", "bench_steps", "bench_diff", "bench_tui", "bench_cpu", "bench_live",
+                                  "bench_fixes"])
 def test_benchmark_scripts_run_from_a_clone(name):
     """Each benchmark is a script with --help, outside the installed package."""
     proc = subprocess.run([sys.executable, bench(name), "--help"], capture_output=True, text=True, timeout=60,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -82,3 +83,20 @@ def test_the_straggler_table_names_the_rank_that_sleeps(tmp_path):
     assert len(steps) >= 30 and sum(s["last"] == 2 for s in steps) >= 0.9 * len(steps), steps
     straggler = next(h for h in doc["hints"] if h["kind"] == "straggler")
     assert straggler["evidence"]["rank"] == 2 and straggler["site"]["line"] == marker_lines(program("straggler.py"))["step"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("name", ["per_param_allreduce", "many_small_broadcasts"])
+def test_the_fixed_variant_computes_the_same_and_needs_no_fusing(name, tmp_path):
+    """scenarios/NAME/fixed.py (what the first hint asks for) ends with the same results as main.py,
+    and stats on it has no `fuse` hint left."""
+    folder = os.path.join(SCENARIOS_DIR, name)
+    results = {}
+    for variant in ("main", "fixed"):
+        rc, out, err, run_dir = torchrun(os.path.join(folder, f"{variant}.py"), 2, tmp_path / variant, timeout=120)
+        assert rc == 0, err[-3000:]
+        results[variant] = sorted(re.findall(r"rank \d+: [^\n]*?(?:checksum -?[\d.]+|ok=(?:True|False))", out))
+        kinds = [h["kind"] for h in stats_json(run_dir)["hints"]]
+        assert ("fuse" in kinds) == (variant == "main"), kinds
+    assert results["main"] == results["fixed"] and len(results["main"]) == 2, results

@@ -11,7 +11,7 @@ import torch.distributed as dist
 
 
 class Net(torch.nn.Module):
-    def __init__(self, n_stats=50):
+    def __init__(self, n_stats=int(os.environ.get("SCENARIO_BUFFERS", "50"))):
         super().__init__()
         self.proj = torch.nn.Linear(8, 8)
         for i in range(n_stats):

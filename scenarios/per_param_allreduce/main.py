@@ -17,7 +17,7 @@ def main():
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     torch.manual_seed(100 + rank)
-    for step in range(3):
+    for step in range(int(os.environ.get("SCENARIO_STEPS", "3"))):
         x, y = torch.randn(8, 16), torch.randn(8, 4)
         opt.zero_grad()
         torch.nn.functional.mse_loss(model(x), y).backward()
