@@ -48,11 +48,13 @@ def cmd_stats(args) -> int:
     from .stats.render import render
     from .stats.sites import site_stats
     from .stats.skew import arrival_skew
+    from .stats.steps import training_steps
 
     run = load_run(latest_run(args.logs))
     sites, groups = site_stats(run)
     skew = arrival_skew(run)
-    render(run, sites, groups, skew, hints(run, sites, skew), args.format, sys.stdout, top=args.top)
+    render(run, sites, groups, skew, hints(run, sites, skew), args.format, sys.stdout, top=args.top,
+           steps=training_steps(run))
     return OK
 
 

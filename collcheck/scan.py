@@ -55,6 +55,7 @@ class Scan:
     # where the CPU thread waited for the stream (a backend with NCCL's semantics): (ts, site or
     # None, event id waited for or None, what: "item()", "barrier()", ...)
     syncs: list = field(default_factory=list)
+    steps: list = field(default_factory=list)  # [(ts, optimizer)] optimizer steps (O records)
     # format 2: each event's `j` (its position among the group's collectives, or its P2P
     # channel's messages, as the recorder counted them); kept only when collectives were lost or
     # dropped (scan_bytes' second pass), else empty: positions are then what they were
@@ -337,6 +338,8 @@ class _Scanner:
             scan.disabled = rec.get("m", "")
         elif kind == lf.SYNC:
             scan.syncs.append((rec.get("ts", 0), sites.get(rec.get("s")), rec.get("i"), str(rec.get("w", ""))))
+        elif kind == lf.STEP:
+            scan.steps.append((rec.get("ts", 0), rec.get("o", 0)))
 
 
 def _tspec(rec: dict, strings: dict) -> tuple | None:

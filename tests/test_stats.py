@@ -100,3 +100,13 @@ def test_the_fixed_variant_computes_the_same_and_needs_no_fusing(name, tmp_path)
         kinds = [h["kind"] for h in stats_json(run_dir)["hints"]]
         assert ("fuse" in kinds) == (variant == "main"), kinds
     assert results["main"] == results["fixed"] and len(results["main"]) == 2, results
+
+
+def test_steps_end_at_each_optimizer_step(scenario_run):
+    """per_param_allreduce steps its SGD optimizer 3 times: 2 whole steps between them, each with
+    its 4 all-reduces inside, a share of the step's time."""
+    rc, run_dir, output = scenario_run("per_param_allreduce")
+    assert rc == 0, output[-2000:]
+    steps = stats_json(run_dir)["steps"]
+    assert steps["count"] == 2 and 0 < steps["share"] <= 1, steps
+    assert all(0 < c <= w for c, w in zip(steps["comm_s"], steps["wall_s"])), steps

@@ -101,6 +101,7 @@ class Recorder(Completions, live_hash.LiveTables, fastpath.RecorderHooks):
         self.no_future: set[tuple] = set()  # (op, group name) whose Work has no future (completion.py)
         self._live_init()
         self.in_call: tuple | None = None  # (API, t_ns) of a group creation it waits in (api.py; live.py)
+        self._optimizers: dict[int, int] = {}  # id(optimizer) -> its index in O records, by first step
         self.rank = None
 
     @property
@@ -486,6 +487,19 @@ class Recorder(Completions, live_hash.LiveTables, fastpath.RecorderHooks):
                 rec.update(extra)
             w.keep(rec)  # a later segment repeats the group's creation
             w.write()
+
+    def on_optimizer_step(self, optimizer) -> None:
+        """An optimizer finished a step (torch.optim's global hook, session.py): an O record, queued
+        to ride with the next write (training steps for `collcheck stats`)."""
+        w = self.writer
+        if w is None or not self._active:
+            return
+        with w.lock:
+            index = self._optimizers.setdefault(id(optimizer), len(self._optimizers))
+            rec = {"k": lf.STEP, "ts": self.now_us()}
+            if index:
+                rec["o"] = index
+            w.queue(rec)
 
     def next_api_call(self) -> int:
         self._api_calls += 1

@@ -56,6 +56,7 @@ def start_log(rec: Recorder) -> None:
     if _watchdog is None or not _watchdog.is_alive():
         _watchdog = watchdog.Watchdog(lambda: _recorder)
         _watchdog.start()
+    _install_step_hook()  # (here, not at enable(): torch may still be importing then)
     if rec.config.live:
         from . import live_session
 
@@ -116,6 +117,31 @@ def _install_process_hooks() -> None:
     sys.excepthook = excepthook
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+_step_hook_installed = False
+
+
+def _install_step_hook() -> None:
+    """Where training steps end: torch.optim's global post-step hook (every optimizer, once)."""
+    global _step_hook_installed
+    if _step_hook_installed:
+        return
+    _step_hook_installed = True
+    try:
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+    except ImportError:  # (an older torch: no steps in the logs)
+        return
+
+    def after_step(optimizer, args, kwargs) -> None:
+        rec = _recorder
+        if rec is not None:
+            try:
+                rec.on_optimizer_step(optimizer)
+            except Exception as exc:  # noqa: BLE001 - never break the step: stop recording instead
+                rec.fail(exc)
+
+    register_optimizer_step_post_hook(after_step)
 
 
 def _at_exit() -> None:

@@ -192,6 +192,7 @@ class RankLog:
         self.disabled = scan.disabled
         self.watchdog = scan.watchdog
         self.syncs = scan.syncs  # [(ts, site, event id, what)] where the CPU waited for its stream
+        self.steps = scan.steps  # [(ts, optimizer index)] where its optimizers finished a step
         self.torn = scan.torn
         self.junk = scan.junk
         self.partial = scan.partial  # only the first collectives were read (a preview)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 
 from rich.console import Console
 from rich.table import Table
@@ -25,9 +26,17 @@ def _site_dict(site) -> dict | None:
     return {"file": site[0], "line": site[1], "function": site[2]} if site else None
 
 
-def to_dict(run, sites, groups, skew, hints) -> dict:
+def _steps_dict(steps) -> dict | None:
+    if steps is None:
+        return None
+    return {"count": steps.count, "wall_s": [round(x, 6) for x in steps.wall_s],
+            "comm_s": [round(x, 6) for x in steps.comm_s], "share": round(steps.share, 4)}
+
+
+def to_dict(run, sites, groups, skew, hints, steps=None) -> dict:
     return {
         "collcheck_stats": STATS_JSON_VERSION, "run": run.directory, "world": run.world,
+        "steps": _steps_dict(steps),
         "hints": [{"kind": h.kind, "site": _site_dict(h.site), "gain_s": round(h.gain_s, 6), "text": h.text,
                    "evidence": h.evidence} for h in hints],
         "stragglers": [{"rank": s.rank, "wait_caused_s": round(s.wait_caused_us / 1e6, 6), "last_in": s.last_in,
@@ -47,13 +56,17 @@ def to_dict(run, sites, groups, skew, hints) -> dict:
     }
 
 
-def render(run, sites, groups, skew, hints, fmt: str, out, top: int = 20) -> None:
+def render(run, sites, groups, skew, hints, fmt: str, out, top: int = 20, steps=None) -> None:
     if fmt == "json":
-        json.dump(to_dict(run, sites, groups, skew, hints), out, indent=1)
+        json.dump(to_dict(run, sites, groups, skew, hints, steps), out, indent=1)
         out.write("\n")
         return
     console = Console(file=out, width=int(os.environ.get("COLUMNS", "120")), highlight=False, color_system=None)
     console.print(f"collcheck stats: {run.directory}  ({len(run.ranks)}/{run.world} ranks)")
+    if steps is not None:
+        wall, comm = statistics.median(steps.wall_s), statistics.median(steps.comm_s)
+        console.print(f"steps (between optimizer steps): {steps.count}; per step {wall:.4f} s, {comm:.4f} s of it "
+                      f"inside collectives ({100 * steps.share:.0f} %, medians)", markup=False)
     for i, h in enumerate(hints[:5]):
         console.print(f"hint {i + 1} ({h.kind}): {h.text}", markup=False)
     t = Table(title="time inside collectives, per call site (issue to completion; the rank that spent the most)")
