@@ -46,15 +46,16 @@ def cmd_stats(args) -> int:
     from .model import load_run
     from .stats.hints import hints
     from .stats.render import render
-    from .stats.sites import site_stats
+    from .stats.sites import rank_events, site_stats
     from .stats.skew import arrival_skew
     from .stats.steps import training_steps
 
     run = load_run(latest_run(args.logs))
-    sites, groups = site_stats(run)
-    skew = arrival_skew(run)
-    render(run, sites, groups, skew, hints(run, sites, skew), args.format, sys.stdout, top=args.top,
-           steps=training_steps(run))
+    events = rank_events(run)
+    sites, groups = site_stats(run, events)
+    skew = arrival_skew(run, events)
+    render(run, sites, groups, skew, hints(run, sites, skew, events), args.format, sys.stdout, top=args.top,
+           steps=training_steps(run, events))
     return OK
 
 

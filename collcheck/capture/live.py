@@ -46,7 +46,7 @@ def summary(rec, seq: int) -> dict:
         issued = rec.events_issued()
         inflight = rec.inflight_items()
     now = time.monotonic_ns()
-    out = {"v": VERSION, "r": rec.rank, "q": seq, "e": issued, "pid": os.getpid(), "log": w.path, **state}
+    out = {"v": VERSION, "r": rec.rank, "q": seq, "e": issued, **state}
     if inflight:
         eid, (t_ns, _, op) = min(inflight)
         out["f"] = [eid, round((now - t_ns) / 1e9, 3), op, len(inflight)]

@@ -58,7 +58,8 @@ class Detector:
                 moved = now - s["m"] if isinstance(s.get("m"), (int, float)) else (
                     now if prev is None or progress != prev.progress else prev.moved)
                 self.ranks[r] = _Rank(s, now, moved, progress)
-        return self._groups() or self._channels() or self._balances() or self._hang(now) or self._end()
+        groups = self._per_group("g")
+        return self._groups(groups) or self._channels() or self._balances(groups) or self._hang(now) or self._end()
 
     def finished(self) -> bool:
         """Every rank has exited (or raised) and what that showed was looked at."""
@@ -100,8 +101,12 @@ class Detector:
         return out
 
     def _compare(self, key, group: str, per_rank: dict[int, list]) -> Suspicion | None:
-        """Slot by slot from the first one not compared yet, up to what every rank has issued."""
+        """Slot by slot from the first one not compared yet, up to what every rank has issued; at
+        once when every rank issued as many with the same rolling hash (nothing differs)."""
         end = min(g[0] for g in per_rank.values())
+        if len({(g[0], g[1]) for g in per_rank.values()}) == 1:
+            self.checked[key] = max(self.checked.get(key, 0), end)
+            return None
         for j in range(max(self.checked.get(key, 0), end - RING), end):  # (no rank holds older ones)
             sigs = {_sig_at(g, j) for g in per_rank.values()} - {None}  # (a rank far ahead: out of its window)
             if len(sigs) > 1:
@@ -109,8 +114,8 @@ class Detector:
         self.checked[key] = max(self.checked.get(key, 0), end)
         return None
 
-    def _groups(self) -> Suspicion | None:
-        for name, per_rank in sorted(self._per_group("g").items()):
+    def _groups(self, groups: dict) -> Suspicion | None:
+        for name, per_rank in sorted(groups.items()):
             if len(per_rank) > 1:
                 found = self._compare(name, name, per_rank)
                 if found:
@@ -130,9 +135,9 @@ class Detector:
                         return found
         return None
 
-    def _balances(self) -> Suspicion | None:
+    def _balances(self, groups: dict) -> Suspicion | None:
         """All-to-all split sizes: each rank's balance for a slot, summed over the whole group, is 0."""
-        for name, per_rank in sorted(self._per_group("g").items()):
+        for name, per_rank in sorted(groups.items()):
             size = max(g[3] for g in per_rank.values())
             if not size or len(per_rank) < size:
                 continue  # (members unknown, or not all of them have published the group yet)

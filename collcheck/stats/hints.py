@@ -29,15 +29,15 @@ class Hint:
     evidence: dict = field(default_factory=dict)
 
 
-def _loops(run: Run, site: SiteStats) -> list[int]:
+def _loops(run: Run, site: SiteStats, events: dict[int, list]) -> list[int]:
     """How many collectives one pass of the loop issues, for each run of this site's collectives
     issued back to back (rank by rank, in its group's order): the run's shortest period of sizes
     (a per-parameter loop repeats its parameters' sizes every step); runs of at least two."""
     periods = []
     for rank in site.ranks:
-        log = run.ranks[rank]
+        evs = events[rank]
         sizes: list[int] = []
-        for e in [*map(log.event, log.group_events(site.group)), None]:
+        for e in [*(evs[i] for i in run.ranks[rank].group_events(site.group)), None]:
             if e is not None and e.site == site.site and e.sig.api == site.api and e.sig.role == site.role:
                 sizes.append(e.sized.nbytes)
                 continue
@@ -52,10 +52,10 @@ def _period(seq: list) -> int:
     return next((p for p in range(1, n // 2 + 1) if n % p == 0 and seq[p:] == seq[:-p]), n)
 
 
-def _cost_model(run: Run, op: str) -> tuple[float, float] | None:
+def _cost_model(events: dict[int, list], op: str) -> tuple[float, float] | None:
     """(fixed µs, µs per byte) fitted by least squares to every completed collective of `op`."""
-    points = [(e.sized.nbytes, e.t_done - e.t_issue) for log in run.ranks.values()
-              for e in map(log.event, range(len(log))) if e.sig.op == op and e.t_done is not None and e.error is None]
+    points = [(e.sized.nbytes, e.t_done - e.t_issue) for evs in events.values()
+              for e in evs if e.sig.op == op and e.t_done is not None and e.error is None]
     if len(points) < 3:
         return None
     xs, ys = [p[0] for p in points], [p[1] for p in points]
@@ -66,15 +66,17 @@ def _cost_model(run: Run, op: str) -> tuple[float, float] | None:
     return fixed, slope
 
 
-def fuse_hints(run: Run, sites: list[SiteStats]) -> list[Hint]:
-    out = []
+def fuse_hints(run: Run, sites: list[SiteStats], events: dict[int, list]) -> list[Hint]:
+    out, models = [], {}
     for s in sites:
         if s.op in P2P_OPS or s.calls < MIN_LOOP or not s.durations_us:
             continue
-        loops = _loops(run, s)
+        loops = _loops(run, s, events)
         if not loops or statistics.median(loops) < MIN_LOOP:
             continue
-        model = _cost_model(run, s.op)
+        if s.op not in models:  # (one fit per op, whatever the number of sites)
+            models[s.op] = _cost_model(events, s.op)
+        model = models[s.op]
         if model is None:
             continue
         fixed, per_byte = model
@@ -114,5 +116,5 @@ def straggler_hints(run: Run, skew: Skew) -> list[Hint]:
                   "wait_caused_s": round(top.wait_caused_us / 1e6, 6)})]
 
 
-def hints(run: Run, sites: list[SiteStats], skew: Skew) -> list[Hint]:
-    return sorted(fuse_hints(run, sites) + straggler_hints(run, skew), key=lambda h: -h.gain_s)
+def hints(run: Run, sites: list[SiteStats], skew: Skew, events: dict[int, list]) -> list[Hint]:
+    return sorted(fuse_hints(run, sites, events) + straggler_hints(run, skew), key=lambda h: -h.gain_s)

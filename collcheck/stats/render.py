@@ -33,6 +33,13 @@ def _steps_dict(steps) -> dict | None:
             "comm_s": [round(x, 6) for x in steps.comm_s], "share": round(steps.share, 4)}
 
 
+def _site_row(run, s) -> dict:
+    alg, bus = s.bandwidth_mbs(len(run.group_members(s.group)))
+    return {"site": _site_dict(s.site), "api": s.api, "op": s.op, "group": s.group, "role": s.role, "ranks": s.ranks,
+            "calls": s.calls, "bytes_per_call": s.bytes_per_call, "total_s": round(s.total_s, 6),
+            "median_us": s.median_us, "p99_us": s.percentile_us(0.99), "algbw_mbs": alg, "busbw_mbs": bus}
+
+
 def to_dict(run, sites, groups, skew, hints, steps=None) -> dict:
     return {
         "collcheck_stats": STATS_JSON_VERSION, "run": run.directory, "world": run.world,
@@ -43,14 +50,7 @@ def to_dict(run, sites, groups, skew, hints, steps=None) -> dict:
                         "collectives": s.slots} for s in skew.stragglers],
         "clock_offsets_us": {str(r): o for r, o in sorted(skew.offsets_us.items())},
         "slots": [{"group": g, "position": p, "last": r, "waited_s": round(w / 1e6, 6)} for g, p, r, w, _ in skew.slots],
-        "sites": [
-            {"site": _site_dict(s.site),
-             "api": s.api, "op": s.op, "group": s.group, "role": s.role, "ranks": s.ranks, "calls": s.calls,
-             "bytes_per_call": s.bytes_per_call, "total_s": round(s.total_s, 6),
-             "median_us": s.median_us, "p99_us": s.percentile_us(0.99),
-             "algbw_mbs": s.bandwidth_mbs(len(run.group_members(s.group)))[0],
-             "busbw_mbs": s.bandwidth_mbs(len(run.group_members(s.group)))[1]}
-            for s in sites],
+        "sites": [_site_row(run, s) for s in sites],
         "groups": {g.name: {"members": list(g.members), "calls": g.calls, "bytes": g.bytes,
                             "label": group_label(run, g.name)} for g in groups.values()},
     }

@@ -67,15 +67,19 @@ class GroupStats:
     bytes: int = 0  # per rank (the most any member issued)
 
 
-def site_stats(run: Run) -> tuple[list[SiteStats], dict[str, GroupStats]]:
-    """Every call site's statistics, most time first, and every group's."""
+def rank_events(run: Run) -> dict[int, list]:
+    """Every rank's events, materialised once for all of the statistics (each is read several times)."""
+    return {rank: [log.event(i) for i in range(len(log))] for rank, log in sorted(run.ranks.items())}
+
+
+def site_stats(run: Run, events: dict[int, list]) -> tuple[list[SiteStats], dict[str, GroupStats]]:
+    """Every call site's statistics, most time first, and every group's. `events`: rank_events."""
     sites: dict[tuple, SiteStats] = {}
     calls: dict[tuple, dict[int, int]] = {}
     sizes: dict[tuple, list[int]] = {}
     group_calls: dict[str, dict[int, list[int]]] = {}
-    for rank, log in sorted(run.ranks.items()):
-        for i in range(len(log)):
-            e = log.event(i)
+    for rank, evs in events.items():
+        for e in evs:
             key = (e.site, e.sig.api, e.sig.op, e.group, e.sig.role)
             s = sites.get(key)
             if s is None:

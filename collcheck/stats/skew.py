@@ -32,7 +32,7 @@ class Skew:
     slots: list[tuple] = field(default_factory=list)  # (group, position, last rank, waiting caused µs, its site)
 
 
-def _completed_slots(run: Run, sequences: Sequences):
+def _completed_slots(run: Run, sequences: Sequences, events: dict[int, list]):
     """(group, position, {rank: (issue µs, completion µs, call site)}) of every collective all members
     completed."""
     for name in run.group_names():
@@ -44,7 +44,7 @@ def _completed_slots(run: Run, sequences: Sequences):
         for pos in range(n):
             times = {}
             for r in members:
-                e = run.ranks[r].event(seqs.index[r][pos])
+                e = events[r][seqs.index[r][pos]]
                 if e.sig.op in P2P_OPS or e.t_done is None or e.error is not None:
                     break
                 times[r] = (e.t_issue, e.t_done, e.site)
@@ -52,8 +52,9 @@ def _completed_slots(run: Run, sequences: Sequences):
                 yield name, pos + seqs.start, times
 
 
-def arrival_skew(run: Run) -> Skew:
-    slots = list(_completed_slots(run, Sequences(run)))
+def arrival_skew(run: Run, events: dict[int, list]) -> Skew:
+    """`events`: sites.rank_events."""
+    slots = list(_completed_slots(run, Sequences(run), events))
     # clocks: against the lowest rank of the largest group, from completions
     reference_group = max(run.group_names(), key=lambda g: (len(run.group_members(g)), g == "0"), default=None)
     ref = min(run.group_members(reference_group) or [0]) if reference_group is not None else 0

@@ -39,16 +39,16 @@ def _busy_us(intervals: list[tuple[int, int]]) -> int:
     return total
 
 
-def training_steps(run: Run) -> Steps | None:
-    """None when no rank's optimizer stepped twice (no optimizer, or an older log)."""
+def training_steps(run: Run, all_events: dict[int, list]) -> Steps | None:
+    """None when no rank's optimizer stepped twice (no optimizer, or an older log). `all_events`:
+    sites.rank_events."""
     walls: dict[int, list[float]] = {}
     comms: dict[int, list[float]] = {}
-    for log in run.ranks.values():
+    for rank, log in run.ranks.items():
         bounds = [log.base_us + ts for ts, opt in log.steps if opt == 0]
         if len(bounds) < 2:
             continue
-        events = [log.event(i) for i in range(len(log))]
-        events = [e for e in events if e.t_done is not None]
+        events = [e for e in all_events[rank] if e.t_done is not None]
         starts = [e.t_issue for e in events]
         for k in range(len(bounds) - 1):
             begin, end = bounds[k], bounds[k + 1]
