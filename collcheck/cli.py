@@ -44,18 +44,10 @@ def cmd_show(args) -> int:
 def cmd_stats(args) -> int:
     """Where communication time goes: per call site, op and group; stragglers; what to change."""
     from .model import load_run
-    from .stats.hints import hints
     from .stats.render import render
-    from .stats.sites import rank_events, site_stats
-    from .stats.skew import arrival_skew
-    from .stats.steps import training_steps
+    from .stats.summary import compute
 
-    run = load_run(latest_run(args.logs))
-    events = rank_events(run)
-    sites, groups = site_stats(run, events)
-    skew = arrival_skew(run, events)
-    render(run, sites, groups, skew, hints(run, sites, skew, events), args.format, sys.stdout, top=args.top,
-           steps=training_steps(run, events))
+    render(compute(load_run(latest_run(args.logs))), args.format, sys.stdout, top=args.top)
     return OK
 
 
@@ -91,9 +83,10 @@ def cmd_export(args) -> int:
         return OK
     from .analysis.diff import analyse
     from .report import perfetto
+    from .stats.summary import compute
 
     with open(args.output, "w") as out:
-        perfetto.write(analyse(run), out)
+        perfetto.write(analyse(run), out, compute(run))
     print(f"wrote {args.output}: open it in https://ui.perfetto.dev")
     return OK
 

@@ -393,7 +393,7 @@ def _group(rec: dict, slot_of, sites: dict, creations: list) -> None:
         slot_of(rec["gid"], rec.get("g"), ranks, rec.get("d", ""))
     if op != "seen":
         creations.append((op, rec.get("g"), tuple(ranks) if ranks is not None else None, sites.get(rec.get("s")),
-                          rec.get("m", True), rec.get("d") or "", rec.get("ts") or 0))
+                          rec.get("m", True), rec.get("d") or "", rec.get("ts") or 0, rec.get("us")))
 
 
 def decode_event(path: str, offset: int, eid: int, cache: dict) -> tuple[dict, dict | None, dict]:

@@ -80,7 +80,11 @@ def check_replay(name, run_dir, tmp_path):
 # that waits out the replay's timeout: seed004_case5; P2P: unmatched_p2p), and the 4-rank
 # cross-group deadlock (a hang waited out like seed004_case5's, on 4 processes): with -m slow
 SLOW_REPLAYS = frozenset(("rank0_only_barrier", "op_mismatch", "root_mismatch", "p2p_tag_mismatch", "seed004_case4",
-                          "group_mismatch", "cross_group_deadlock"))
+                          "group_mismatch", "cross_group_deadlock",
+                          # valid programs and second cases of a kind (the default run keeps one valid
+                          # program per pattern: DDP join, P2P, subgroups; and one case per kind)
+                          "gather_scatter_root", "many_small_broadcasts", "per_param_allreduce", "seed004_case1",
+                          "seed004_case6", "seed004_case2", "train_then_eval_gather", "pairwise_groups"))
 
 
 @pytest.mark.timeout(240)

@@ -158,6 +158,15 @@ def test_clean_run_and_help(recorded):
             assert key in help_text
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
+        await pilot.press("c")  # the stats view: collcheck stats' tables, computed in the background
+        for _ in range(200):
+            if app.stats is not None:
+                break
+            await pilot.pause(0.05)
+        await pilot.pause()
+        text = plain(app, "#stats-text")
+        assert "time inside collectives, per call site" in text and "(gradient bucket)" in text, text
+        assert all(f"{s.api} ({s.role})" in text for s in app.stats.sites if s.role), text
         await pilot.press("t")
         assert app.selected() == ("ranks 0-1", "0", 0, "matched")
         await pilot.press("e")
@@ -236,14 +245,15 @@ def _snap_app(hang_dir, keys):
         await wait_loaded(pilot, app)
         for k in keys:
             await pilot.press(k)
+        await app.workers.wait_for_complete()  # the stats view computes in the background
         await pilot.pause()
 
     return app, before
 
 
 @pytest.mark.parametrize("name,keys", [("overview", []), ("first_divergence", ["f"]),
-                                       ("detail", ["f", "left", "d"]), ("waitfor", ["w"])],
-                         ids=["overview", "first_divergence", "detail", "waitfor"])
+                                       ("detail", ["f", "left", "d"]), ("waitfor", ["w"]), ("stats", ["c"])],
+                         ids=["overview", "first_divergence", "detail", "waitfor", "stats"])
 def test_snapshot(snap_compare, hang_dir, name, keys):
     app, before = _snap_app(hang_dir, keys)
     assert snap_compare(app, run_before=before, terminal_size=SIZE)

@@ -7,6 +7,7 @@ import os
 import sys
 import time
 
+from rich.console import Group as RichGroup
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
@@ -17,7 +18,7 @@ from textual.widgets import ContentSwitcher, Footer, Label, LoadingIndicator, St
 from collcheck.model import group_label, rank_ranges
 
 from . import navigation
-from .messages import CursorMoved, Loaded, LoadFailed, LoadProgress, Previewed
+from .messages import CursorMoved, Loaded, LoadFailed, LoadProgress, Previewed, StatsReady
 from .grid import Grid
 from .screens.prompts import GroupScreen, HelpScreen, PromptScreen
 from .widgets import panes
@@ -35,6 +36,7 @@ class CollcheckApp(App):
         Binding("o", "view('overview')", "overview"),
         Binding("t", "view('timelines')", "timelines"),
         Binding("w", "view('waitfor')", "wait-for"),
+        Binding("c", "view('stats')", "comm time"),
         Binding("f", "first", "first divergence"),
         Binding("n", "finding(1)", "next"),
         Binding("p", "finding(-1)", "prev"),
@@ -75,6 +77,7 @@ class CollcheckApp(App):
         self.load_seconds = 0.0
         self.loaded_at = 0.0
         self.grids: dict[str, Grid] = {}
+        self.stats = None  # collcheck.stats.summary.Stats, computed when the stats view first opens
 
     def compose(self) -> ComposeResult:
         yield Static("collcheck: loading ...", id="summary-line")
@@ -92,6 +95,8 @@ class CollcheckApp(App):
                     yield Static("", id="detail-text")
             with VerticalScroll(id="waitfor"):
                 yield Static("", id="waitfor-text")
+            with VerticalScroll(id="stats"):
+                yield Static("computing the statistics ...", id="stats-text")
         yield Static("", id="status-line")
         yield Footer()
 
@@ -243,7 +248,22 @@ class CollcheckApp(App):
         self.query_one(ContentSwitcher).current = view
         if view == "timelines":
             self.query_one(Timeline).focus()
+        elif view == "stats" and self.stats is None:
+            self.compute_stats()
         self._summary()
+
+    @work(thread=True, exclusive=True, group="stats")
+    def compute_stats(self) -> None:
+        """`collcheck stats` of the loaded run (once: the run does not change)."""
+        from collcheck.stats.render import renderables
+        from collcheck.stats.summary import compute
+
+        stats = compute(self.report.run)
+        self.post_message(StatsReady(stats, renderables(stats, title=False)))
+
+    def on_stats_ready(self, message: StatsReady) -> None:
+        self.stats = message.stats
+        self.query_one("#stats-text", Static).update(RichGroup(*message.renderables))
 
     def watch_show_detail(self, shown: bool) -> None:
         self.query_one("#detail").set_class(shown, "shown")

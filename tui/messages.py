@@ -50,3 +50,12 @@ class CursorMoved(Message):
         super().__init__()
         self.row = row
         self.col = col
+
+
+class StatsReady(Message):
+    """The stats view's statistics are computed (collcheck.stats.summary.Stats and their tables)."""
+
+    def __init__(self, stats, renderables: list) -> None:
+        super().__init__()
+        self.stats = stats
+        self.renderables = renderables

@@ -143,16 +143,19 @@ def _wrap_lifecycle(rec: Recorder, name: str, fn, on_init, on_end=None):
     def wrapper(*args, **kwargs):
         if name == "destroy_process_group" and not args and kwargs.get("group") is None and on_end is not None:
             on_end(rec)  # the default group (and maybe its store) goes: live mode ends first
+        took_us = None
         if name in BLOCKING_LIFECYCLE:
-            rec.in_call = (name, time.monotonic_ns())
+            start = time.monotonic_ns()
+            rec.in_call = (name, start)
             try:
                 result = fn(*args, **kwargs)
             finally:
                 rec.in_call = None
+            took_us = (time.monotonic_ns() - start) // 1000
         else:
             result = fn(*args, **kwargs)
         try:
-            _after_lifecycle(rec, name, args, kwargs, result, sys._getframe(1), on_init)
+            _after_lifecycle(rec, name, args, kwargs, result, sys._getframe(1), on_init, took_us)
         except Exception as exc:
             rec.fail(exc)
         return result
@@ -161,7 +164,7 @@ def _wrap_lifecycle(rec: Recorder, name: str, fn, on_init, on_end=None):
     return wrapper
 
 
-def _after_lifecycle(rec: Recorder, name, args, kwargs, result, frame, on_init):
+def _after_lifecycle(rec: Recorder, name, args, kwargs, result, frame, on_init, took_us=None):
     from torch.distributed import distributed_c10d as c10d
 
     if name == "init_process_group":
@@ -177,11 +180,11 @@ def _after_lifecycle(rec: Recorder, name, args, kwargs, result, frame, on_init):
         ranks = args[0] if args else kwargs.get("ranks")
         ranks = sorted(ranks) if ranks is not None else list(range(c10d.get_world_size()))
         pg = result if result is not c10d.GroupMember.NON_GROUP_MEMBER else None
-        rec.record_group("new", pg, ranks, kwargs.get("group_desc"), frame, {"m": pg is not None})
+        rec.record_group("new", pg, ranks, kwargs.get("group_desc"), frame, {"m": pg is not None, "us": took_us})
     elif name == "split_group":
         pg = result
         ranks = c10d.get_process_group_ranks(pg) if pg is not None else None
-        rec.record_group("split", pg, ranks, kwargs.get("group_desc"), frame, {"m": pg is not None})
+        rec.record_group("split", pg, ranks, kwargs.get("group_desc"), frame, {"m": pg is not None, "us": took_us})
     elif name == "destroy_process_group":
         rec.record_group("destroy", None, None, None, frame, {"all": not args and "group" not in kwargs})
 

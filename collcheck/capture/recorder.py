@@ -156,6 +156,8 @@ class Recorder(Completions, live_hash.LiveTables, fastpath.RecorderHooks):
             "launch": os.environ.get("COLLCHECK_RUN_ID", ""),
             "restart": restart,
             "host": socket.gethostname(),
+            "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+            "threads": torch.get_num_threads(),
             "pid": os.getpid(),
             "argv": list(sys.argv),
             "wall_ns": time.time_ns() - (time.monotonic_ns() - self.t0),  # both clocks at the origin of `ts`

@@ -106,6 +106,7 @@ class GroupCreation:
     member: bool = True
     desc: str = ""  # group_desc: the user's name for the group
     ts: int = 0  # µs since the log's origin
+    took_us: int | None = None  # how long new_group / split_group took on this rank
 
 
 @dataclass

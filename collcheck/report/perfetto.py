@@ -1,7 +1,9 @@
 """A run as a Chrome / Perfetto trace (JSON, opens in ui.perfetto.dev or chrome://tracing): one
-process per rank, one track per group, one slice per collective from issue to completion,
-flows linking the slices that stand in the same slot of a group on every rank, findings as
-instant events.
+process per rank, one track per group, one slice per collective from issue to completion (the
+durations `collcheck stats` adds up), flows linking the slices that stand in the same slot of a
+group on every rank, findings as instant events. With the run's statistics, each slice also
+carries its bytes, call site key and how long this rank waited in it for the last member to
+issue it, and a `steps` track per rank shows its training steps.
 
 Trace Event Format: https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU
 """
@@ -9,12 +11,14 @@ Trace Event Format: https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQt
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 
 MIN_DUR_US = 1  # a slice of 0 µs is invisible in the UI
 
 
-def trace(report) -> dict:
-    """The trace of `report` (analysis.diff.Report) as the JSON object Perfetto reads."""
+def trace(report, stats=None) -> dict:
+    """The trace of `report` (analysis.diff.Report) as the JSON object Perfetto reads; `stats`
+    (stats.summary.Stats of the same run) adds what `collcheck stats` knows of each slice."""
     run = report.run
     events: list[dict] = []
     slices: dict[tuple[str, int], list[tuple[int, int, int]]] = {}  # (group, slot) -> [(pid, tid, ts)]
@@ -22,8 +26,8 @@ def trace(report) -> dict:
         events.append({"ph": "M", "name": "process_name", "pid": rank, "tid": 0, "args": {"name": f"rank {rank}"}})
         events.append({"ph": "M", "name": "process_sort_index", "pid": rank, "tid": 0, "args": {"sort_index": rank}})
         tracks: dict[str, int] = {}  # group -> its track (thread id) in this rank's process
-        for i in range(len(log)):
-            e = log.event(i)
+        rank_events = stats.events[rank] if stats is not None else (log.event(i) for i in range(len(log)))
+        for e in rank_events:
             tid = tracks.get(e.group)
             if tid is None:
                 tid = tracks[e.group] = len(tracks) + 1
@@ -40,14 +44,39 @@ def trace(report) -> dict:
                 args["error"] = e.error
             if end is None:
                 args["note"] = "never completed: the slice marks its issue"
+            if stats is not None:
+                args.update(_stats_args(stats, rank, e))
             events.append({"ph": "X", "name": e.sig.describe(), "cat": "collective", "pid": rank, "tid": tid,
                            "ts": e.t_issue, "dur": dur, "args": args})
             if e.sig.op not in ("send", "recv_", "recv_any_source_"):
                 slices.setdefault((e.group, e.position), []).append((rank, tid, e.t_issue))
     events += _flows(slices)
     events += _findings(report)
+    if stats is not None:
+        events += _steps(run)
     return {"traceEvents": events, "displayTimeUnit": "ms",
             "otherData": {"source": getattr(run, "source", "collcheck"), "run": run.directory}}
+
+
+def _stats_args(stats, rank: int, e) -> dict:
+    args = {"bytes": e.sized.nbytes}
+    waited = stats.skew.waited_us(e.group, e.position, rank, e.t_issue)
+    if waited is not None:
+        args["waited_for_last_us"] = round(waited)
+    return args
+
+
+def _steps(run) -> list[dict]:
+    """A `steps` track per rank: one slice from each optimizer step to the next (its first optimizer's)."""
+    out = []
+    for rank, log in sorted(run.ranks.items()):
+        bounds = [log.base_us + ts for ts, opt in log.steps if opt == 0]
+        if len(bounds) < 2:
+            continue
+        out.append({"ph": "M", "name": "thread_name", "pid": rank, "tid": 0, "args": {"name": "steps"}})
+        out += [{"ph": "X", "name": f"step {k + 1}", "cat": "step", "pid": rank, "tid": 0, "ts": a,
+                 "dur": max(MIN_DUR_US, b - a)} for k, (a, b) in enumerate(pairwise(bounds))]
+    return out
 
 
 def _flows(slices) -> list[dict]:
@@ -77,5 +106,5 @@ def _findings(report) -> list[dict]:
     return out
 
 
-def write(report, out) -> None:
-    json.dump(trace(report), out)
+def write(report, out, stats=None) -> None:
+    json.dump(trace(report, stats), out)

@@ -4,12 +4,23 @@
   per buffer): each pays the collective's fixed cost. The gain is estimated from this run's own
   calls, a fixed cost plus bytes over bandwidth fitted to every completed collective of the op:
   one call per loop of all its bytes against what the loop took.
-- `straggler`: one rank issued most collectives last; the others waited for it (skew.py).
+- `straggler`: one rank issued most collectives last, far more often than chance among its
+  group's members would have it; the others waited for it (skew.py).
+- `batch`: a call site issues many small collectives one at a time (an iteration each) and each
+  takes far longer than moving its bytes would at FLOOR_MBS: its time is the collective's fixed
+  cost (on gloo a small collective is a chain of messages and thread wake-ups between the ranks),
+  so the number of calls drives it; batching several iterations' tensors into one call divides it.
+- `overlap`: a call site's collectives are synchronous (no async_op) and each is followed by
+  compute before the rank's next collective: issued with async_op=True and waited for where the
+  result is first read, the smaller of the two could run hidden behind the other (an upper bound:
+  the log cannot tell whether that compute reads the result).
 """
 
 from __future__ import annotations
 
+import math
 import statistics
+from bisect import bisect_right
 from dataclasses import dataclass, field
 
 from ..model import P2P_OPS, Run, rank_ranges
@@ -18,6 +29,13 @@ from .skew import Skew
 
 MIN_LOOP = 3  # collectives back to back from one site that make a loop worth fusing
 MIN_SHARE = 0.75  # a straggler issued at least this share of collectives last (else: noise)
+MAX_CHANCE = 1e-3  # ... and that many lasts would happen by chance with at most this probability
+MIN_BATCH_CALLS = 50  # batch: at least this many calls per rank ...
+LATENCY_SHARE = 0.75  # ... each spending at least this share of its time beyond moving its bytes ...
+FLOOR_MBS = 100.0  # ... at this rate (MB/s; any link and loopback does better: the estimate errs high)
+BATCH = 8  # calls per batch in the estimate
+MIN_HIDDEN_SHARE = 0.2  # overlap: at least this share of a site's time could be hidden ...
+MIN_HIDDEN_S = 1e-3  # ... and at least this much
 
 
 @dataclass
@@ -98,12 +116,21 @@ def fuse_hints(run: Run, sites: list[SiteStats], events: dict[int, list]) -> lis
     return out
 
 
+def chance_of_lasts(last_in: int, slots: int, p: float) -> float:
+    """Probability that a rank comes last to at least `last_in` of `slots` collectives when it is last
+    to each with probability `p` (1/members: nobody straggles), the binomial tail: of two ranks each
+    is last half the time, so 9 of 12 happens by chance (7 %); 27 of 30 among four ranks does not."""
+    return sum(math.comb(slots, k) * p ** k * (1 - p) ** (slots - k) for k in range(last_in, slots + 1))
+
+
 def straggler_hints(run: Run, skew: Skew) -> list[Hint]:
     if not skew.stragglers or not skew.slots:
         return []
     top = skew.stragglers[0]
     total = sum(s.wait_caused_us for s in skew.stragglers)
     if not top.slots or top.last_in / top.slots < MIN_SHARE or total <= 0:
+        return []
+    if chance_of_lasts(top.last_in, top.slots, top.expected_last / top.slots) > MAX_CHANCE:
         return []
     worst = max((x for x in skew.slots if x[2] == top.rank), key=lambda x: x[3], default=None)
     site = worst[4] if worst is not None else None  # where it kept the others waiting longest
@@ -116,5 +143,103 @@ def straggler_hints(run: Run, skew: Skew) -> list[Hint]:
                   "wait_caused_s": round(top.wait_caused_us / 1e6, 6)})]
 
 
-def hints(run: Run, sites: list[SiteStats], skew: Skew, events: dict[int, list]) -> list[Hint]:
-    return sorted(fuse_hints(run, sites, events) + straggler_hints(run, skew), key=lambda h: -h.gain_s)
+def batch_hints(run: Run, sites: list[SiteStats], skip: set, hosts: list) -> list[Hint]:
+    """`skip`: sites a fuse hint already covers; `hosts`: concurrency.host_load, for what the number of
+    groups communicating at once does to these calls."""
+    out = []
+    for s in sites:
+        if s.op in P2P_OPS or s.calls < MIN_BATCH_CALLS or s.site in skip or not s.median_us:
+            continue
+        move_us = s.bytes_per_call / FLOOR_MBS  # bytes / (MB/s) = µs
+        if move_us > (1 - LATENCY_SHARE) * s.median_us:
+            continue
+        mean_us = 1e6 * s.total_s / s.calls  # (the mean: a few slow calls weigh on the total as they will batched)
+        batched_s = s.calls / BATCH * (mean_us + (BATCH - 1) * move_us) / 1e6
+        gain = s.total_s - batched_s
+        if gain < MIN_HIDDEN_S:
+            continue
+        where = f"{s.site[0]}:{s.site[1]}" if s.site else "?"
+        text = (f"{where}: {s.api} issued {s.calls} times per rank, {s.bytes_per_call} bytes each, {s.total_s:.4f} s "
+                f"inside them: each took {s.median_us:.0f} µs (median) where moving its bytes takes at most "
+                f"{move_us:.0f} µs (at {FLOOR_MBS:.0f} MB/s): the time is the collective's fixed cost, paid per "
+                f"call, so the number of calls drives it{_groups_effect(s, hosts)}. If several iterations do not "
+                f"need each other's result, one {s.api} of {BATCH} iterations' tensors stacked would take about "
+                f"{batched_s:.4f} s in all: about {gain:.4f} s less")
+        out.append(Hint("batch", s.site, gain, text, {
+            "calls_per_rank": s.calls, "bytes_per_call": s.bytes_per_call, "median_us": s.median_us,
+            "move_us": round(move_us, 3), "total_s": round(s.total_s, 6), "batched_s": round(batched_s, 6)}))
+    return out
+
+
+def _groups_effect(s: SiteStats, hosts: list) -> str:
+    """What the number of groups communicating at once did to this kind of call, where measured."""
+    for h in hosts:
+        found = h.comparison() if s.ranks and s.ranks[0] in h.ranks and h.sample == (s.api, s.bytes_per_call) else None
+        if found is not None:
+            lo, lo_us, hi, hi_us = found
+            return (f" (with {lo} group{'s' if lo > 1 else ''} communicating at once on host {h.host}: {lo_us:.0f} µs; "
+                    f"with {hi}: {hi_us:.0f} µs)")
+    return ""
+
+
+def overlap_hints(sites: list[SiteStats], events: dict[int, list]) -> list[Hint]:
+    hidden: dict[tuple, dict[int, float]] = {}  # site key -> rank -> what could be hidden, µs
+    gaps: dict[tuple, list[int]] = {}
+    sync_only: dict[tuple, bool] = {}
+    for rank, evs in events.items():
+        issues = sorted(e.t_issue for e in evs)
+        for e in evs:
+            key = (e.site, e.sig.api, e.sig.op, e.group, e.sig.role)
+            sync_only[key] = sync_only.get(key, True) and not (e.async_op or e.native)
+            if e.t_done is None or e.error is not None or e.sig.op in P2P_OPS:
+                continue
+            i = bisect_right(issues, e.t_done)
+            if i == len(issues):  # the rank's last collective: what follows is not known
+                continue
+            gap = issues[i] - e.t_done
+            gaps.setdefault(key, []).append(gap)
+            per_rank = hidden.setdefault(key, {})
+            per_rank[rank] = per_rank.get(rank, 0.0) + min(e.t_done - e.t_issue, gap)
+    out = []
+    for s in sites:
+        key = (s.site, s.api, s.op, s.group, s.role)
+        if not sync_only.get(key) or key not in hidden:
+            continue
+        gain = max(hidden[key].values()) / 1e6
+        if gain < MIN_HIDDEN_S or gain < MIN_HIDDEN_SHARE * s.total_s:
+            continue
+        gap = statistics.median(gaps[key])
+        where = f"{s.site[0]}:{s.site[1]}" if s.site else "?"
+        text = (f"{where}: {s.api} is synchronous ({s.calls} calls per rank, {s.total_s:.4f} s inside them, median "
+                f"{s.median_us:.0f} µs) and each is followed by {gap:.0f} µs (median) of work before the next "
+                f"collective: if that work does not read the result, issue it with async_op=True and wait() on "
+                f"the handle where the result is first used: up to {gain:.4f} s could run hidden behind it")
+        out.append(Hint("overlap", s.site, gain, text, {
+            "calls_per_rank": s.calls, "total_s": round(s.total_s, 6), "median_gap_us": gap,
+            "hidden_s": round(gain, 6)}))
+    return out
+
+
+def hints(run: Run, sites: list[SiteStats], skew: Skew, events: dict[int, list], hosts: list) -> list[Hint]:
+    """Every hint of these kinds, most time to gain first. `hosts`: concurrency.host_load."""
+    fuse = fuse_hints(run, sites, events)
+    found = (fuse + batch_hints(run, sites, {h.site for h in fuse}, hosts) + straggler_hints(run, skew)
+             + overlap_hints(sites, events))
+    return _one_per_site(sorted(found, key=lambda h: -h.gain_s))
+
+
+def _one_per_site(found: list[Hint]) -> list[Hint]:
+    """A line issuing the same pattern in several groups (a group per pair of ranks) is one hint: the
+    group with most to gain, and how many groups do the same."""
+    out, first = [], {}
+    for h in found:
+        key = (h.kind, h.site)
+        if h.site is None or key not in first:
+            first[key] = h
+            out.append(h)
+        else:
+            first[key].evidence["same_in_groups"] = first[key].evidence.get("same_in_groups", 1) + 1
+    for h in out:
+        if h.evidence.get("same_in_groups", 1) > 1:
+            h.text += f" (the same in each of {h.evidence['same_in_groups']} groups; the figures are its busiest)"
+    return out

@@ -8,6 +8,7 @@ import statistics
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ..model import group_label, rank_ranges
 
@@ -40,35 +41,74 @@ def _site_row(run, s) -> dict:
             "median_us": s.median_us, "p99_us": s.percentile_us(0.99), "algbw_mbs": alg, "busbw_mbs": bus}
 
 
-def to_dict(run, sites, groups, skew, hints, steps=None) -> dict:
+def to_dict(st) -> dict:
+    run, skew = st.run, st.skew
     return {
         "collcheck_stats": STATS_JSON_VERSION, "run": run.directory, "world": run.world,
-        "steps": _steps_dict(steps),
+        "steps": _steps_dict(st.steps),
         "hints": [{"kind": h.kind, "site": _site_dict(h.site), "gain_s": round(h.gain_s, 6), "text": h.text,
-                   "evidence": h.evidence} for h in hints],
+                   "evidence": h.evidence} for h in st.hints],
         "stragglers": [{"rank": s.rank, "wait_caused_s": round(s.wait_caused_us / 1e6, 6), "last_in": s.last_in,
                         "collectives": s.slots} for s in skew.stragglers],
         "clock_offsets_us": {str(r): o for r, o in sorted(skew.offsets_us.items())},
-        "slots": [{"group": g, "position": p, "last": r, "waited_s": round(w / 1e6, 6)} for g, p, r, w, _ in skew.slots],
-        "sites": [_site_row(run, s) for s in sites],
+        "slots": [{"group": g, "position": p, "last": r, "waited_s": round(w / 1e6, 6)} for g, p, r, w, *_ in skew.slots],
+        "sites": [_site_row(run, s) for s in st.sites],
         "groups": {g.name: {"members": list(g.members), "calls": g.calls, "bytes": g.bytes,
-                            "label": group_label(run, g.name)} for g in groups.values()},
+                            "label": group_label(run, g.name)} for g in st.groups.values()},
+        "hosts": [{"host": h.host, "ranks": h.ranks, "cpus": h.cpus, "threads": h.threads,
+                   "groups": h.groups,
+                   "sample": {"api": h.sample[0], "bytes": h.sample[1]} if h.sample else None,
+                   "mean_at_once": round(h.mean_at_once, 3),
+                   "at_once": {str(k): {"collectives": len(v), "median_us": h.median_us(k)}
+                               for k, v in sorted(h.by_count.items())}} for h in st.hosts],
     }
 
 
-def render(run, sites, groups, skew, hints, fmt: str, out, top: int = 20, steps=None) -> None:
-    if fmt == "json":
-        json.dump(to_dict(run, sites, groups, skew, hints, steps), out, indent=1)
-        out.write("\n")
-        return
-    console = Console(file=out, width=int(os.environ.get("COLUMNS", "120")), highlight=False, color_system=None)
-    console.print(f"collcheck stats: {run.directory}  ({len(run.ranks)}/{run.world} ranks)")
-    if steps is not None:
-        wall, comm = statistics.median(steps.wall_s), statistics.median(steps.comm_s)
-        console.print(f"steps (between optimizer steps): {steps.count}; per step {wall:.4f} s, {comm:.4f} s of it "
-                      f"inside collectives ({100 * steps.share:.0f} %, medians)", markup=False)
-    for i, h in enumerate(hints[:5]):
-        console.print(f"hint {i + 1} ({h.kind}): {h.text}", markup=False)
+def renderables(st, top: int = 20, title: bool = True) -> list:
+    """The report as rich renderables, in reading order (the CLI prints them, the TUI shows them
+    under its own title line)."""
+    run, skew = st.run, st.skew
+    out: list = [Text(f"collcheck stats: {run.directory}  ({len(run.ranks)}/{run.world} ranks)")] if title else []
+    if st.steps is not None:
+        wall, comm = statistics.median(st.steps.wall_s), statistics.median(st.steps.comm_s)
+        out.append(Text(f"steps (between optimizer steps): {st.steps.count}; per step {wall:.4f} s, {comm:.4f} s "
+                        f"of it inside collectives ({100 * st.steps.share:.0f} %, medians)"))
+    out += [Text(f"hint {i + 1} ({h.kind}): {h.text}") for i, h in enumerate(st.hints[:5])]
+    out.append(_sites_table(run, st.sites, top))
+    if len(st.sites) > top:
+        out.append(Text(f"... {len(st.sites) - top} more call sites (--top, or --format json for all)"))
+    g = Table(title="groups")
+    for col in ("group", "members", "collectives/rank", "bytes/rank"):
+        g.add_column(col)
+    for gs in st.groups.values():
+        g.add_row(group_label(run, gs.name), rank_ranges(gs.members) if gs.members else "?", str(gs.calls),
+                  str(gs.bytes))
+    out.append(g)
+    out += [_host_table(h) for h in st.hosts if h.sample and len(h.groups) > 1]
+    if skew.slots:
+        w = Table(title=f"stragglers: who came last to the {len(skew.slots)} collectives every member completed "
+                        "(after each rank's first), and the others' waiting for it")
+        for col in ("rank", "waiting caused (s)", "came last", "clock offset (µs)"):
+            w.add_column(col, justify="right")
+        for s in skew.stragglers[:top]:
+            w.add_row(str(s.rank), f"{s.wait_caused_us / 1e6:.4f}", f"{s.last_in}/{s.slots}",
+                      f"{skew.offsets_us.get(s.rank, 0.0):.0f}")
+        out.append(w)
+    return out
+
+
+def _host_table(h) -> Table:
+    cpus = "?" if h.cpus is None else str(h.cpus)
+    t = Table(title=f"host {h.host}: {len(h.ranks)} ranks on {cpus} CPUs; {h.sample[0]} of {h.sample[1]} bytes "
+                    "against the groups communicating at once")
+    for col in ("groups at once", "collectives", "median (µs)"):
+        t.add_column(col, justify="right")
+    for k in sorted(h.by_count):
+        t.add_row(str(k), str(len(h.by_count[k])), _fmt(h.median_us(k)))
+    return t
+
+
+def _sites_table(run, sites, top: int) -> Table:
     t = Table(title="time inside collectives, per call site (issue to completion; the rank that spent the most)")
     for col in ("call site", "op", "group", "ranks", "calls/rank", "bytes/call", "total (s)", "median (µs)",
                 "p99 (µs)", "algbw (MB/s)", "busbw (MB/s)"):
@@ -79,22 +119,15 @@ def render(run, sites, groups, skew, hints, fmt: str, out, top: int = 20, steps=
         t.add_row(_site_text(s), op, s.group, rank_ranges(s.ranks), str(s.calls), str(s.bytes_per_call),
                   _fmt(s.total_s, digits=4), _fmt(s.median_us), _fmt(s.percentile_us(0.99)), _fmt(alg, digits=2),
                   _fmt(bus, digits=2))
-    console.print(t)
-    if len(sites) > top:
-        console.print(f"... {len(sites) - top} more call sites (--top, or --format json for all)")
-    g = Table(title="groups")
-    for col in ("group", "members", "collectives/rank", "bytes/rank"):
-        g.add_column(col)
-    for gs in groups.values():
-        g.add_row(group_label(run, gs.name), rank_ranges(gs.members) if gs.members else "?", str(gs.calls),
-                  str(gs.bytes))
-    console.print(g)
-    if skew.slots:
-        w = Table(title=f"stragglers: who came last to the {len(skew.slots)} collectives every member completed, "
-                        "and the others' waiting for it")
-        for col in ("rank", "waiting caused (s)", "came last", "clock offset (µs)"):
-            w.add_column(col, justify="right")
-        for st in skew.stragglers[:top]:
-            w.add_row(str(st.rank), f"{st.wait_caused_us / 1e6:.4f}", f"{st.last_in}/{st.slots}",
-                      f"{skew.offsets_us.get(st.rank, 0.0):.0f}")
-        console.print(w)
+    return t
+
+
+def render(st, fmt: str, out, top: int = 20) -> None:
+    """`st`: summary.Stats."""
+    if fmt == "json":
+        json.dump(to_dict(st), out, indent=1)
+        out.write("\n")
+        return
+    console = Console(file=out, width=int(os.environ.get("COLUMNS", "120")), highlight=False, color_system=None)
+    for r in renderables(st, top):
+        console.print(r)

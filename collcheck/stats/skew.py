@@ -6,7 +6,8 @@ completions of the collectives every member completed (per rank, the median diff
 lowest rank of the largest group), which also holds across hosts whose clocks differ. Then, per
 slot (group, position) every member completed: the rank that issued it last, and how long each
 other member had been waiting for it; the waiting is charged to the last rank (the straggler
-table).
+table). A rank's first collective is not charged: the ranks reach it at whatever times their
+start-up (imports, loading, initialisation) allows, which says nothing about their steps.
 """
 
 from __future__ import annotations
@@ -23,18 +24,34 @@ class Straggler:
     wait_caused_us: float = 0.0  # the others' waiting in the collectives this rank issued last
     last_in: int = 0  # collectives it issued last
     slots: int = 0  # collectives it took part in (every member completed them)
+    expected_last: float = 0.0  # how many of them it would issue last by chance (1/members each)
 
 
 @dataclass
 class Skew:
     offsets_us: dict[int, float]  # rank -> its clock minus the reference rank's
     stragglers: list[Straggler]  # most waiting caused first
-    slots: list[tuple] = field(default_factory=list)  # (group, position, last rank, waiting caused µs, its site)
+    # (group, position, last rank, waiting caused µs, its site, its issue µs on the reference clock)
+    slots: list[tuple] = field(default_factory=list)
+    _by_slot: dict | None = field(default=None, init=False, repr=False)
+
+    def waited_us(self, group: str, position: int, rank: int, issued_us: float) -> float | None:
+        """How long `rank`, which issued this slot at `issued_us` (its own clock), waited for the last
+        member to issue it; None for a slot not charged (a first collective, a tie, incomplete)."""
+        if self._by_slot is None:
+            self._by_slot = {(g, p): (last, t) for g, p, last, _, _, t in self.slots}
+        last, t = self._by_slot.get((group, position), (None, None))
+        return None if last is None else max(0.0, t - (issued_us - self.offsets_us.get(rank, 0.0)))
 
 
 def _completed_slots(run: Run, sequences: Sequences, events: dict[int, list]):
-    """(group, position, {rank: (issue µs, completion µs, call site)}) of every collective all members
-    completed."""
+    """(group, position, {rank: (issue µs, completion µs, call site)}, whether it is some member's
+    first collective) of every collective all members completed."""
+    first: dict[int, int] = {}
+    for name in run.group_names():
+        for r, idx in sequences.group(name).index.items():
+            if idx:
+                first[r] = min(first.get(r, idx[0]), idx[0])
     for name in run.group_names():
         seqs = sequences.group(name)
         members = [r for r in (run.group_members(name) or sorted(seqs.index)) if r in run.ranks]
@@ -42,14 +59,15 @@ def _completed_slots(run: Run, sequences: Sequences, events: dict[int, list]):
             continue
         n = min(len(seqs.index[r]) for r in members)
         for pos in range(n):
-            times = {}
+            times, startup = {}, False
             for r in members:
+                startup |= seqs.index[r][pos] == first[r]
                 e = events[r][seqs.index[r][pos]]
                 if e.sig.op in P2P_OPS or e.t_done is None or e.error is not None:
                     break
                 times[r] = (e.t_issue, e.t_done, e.site)
             else:
-                yield name, pos + seqs.start, times
+                yield name, pos + seqs.start, times, startup
 
 
 def arrival_skew(run: Run, events: dict[int, list]) -> Skew:
@@ -59,21 +77,26 @@ def arrival_skew(run: Run, events: dict[int, list]) -> Skew:
     reference_group = max(run.group_names(), key=lambda g: (len(run.group_members(g)), g == "0"), default=None)
     ref = min(run.group_members(reference_group) or [0]) if reference_group is not None else 0
     diffs: dict[int, list[float]] = {}
-    for _, _, times in slots:
+    for _, _, times, _ in slots:
         if ref in times:
             for r, (_, done, _) in times.items():
                 diffs.setdefault(r, []).append(done - times[ref][1])
     offsets = {r: statistics.median(d) for r, d in diffs.items()}
     table = {r: Straggler(r) for r in run.ranks}
     charged = []
-    for name, pos, times in slots:
+    for name, pos, times, startup in slots:
+        if startup:
+            continue
         arrivals = {r: issue - offsets.get(r, 0.0) for r, (issue, _, _) in times.items()}
         last = max(arrivals, key=lambda r: (arrivals[r], -r))
         waited = sum(arrivals[last] - a for r, a in arrivals.items() if r != last)
+        if waited <= 0:  # every member issued it at the same instant: nobody came last
+            continue
         table[last].wait_caused_us += waited
         table[last].last_in += 1
         for r in times:
             table[r].slots += 1
-        charged.append((name, pos, last, waited, times[last][2]))
+            table[r].expected_last += 1 / len(times)
+        charged.append((name, pos, last, waited, times[last][2], arrivals[last]))
     stragglers = sorted(table.values(), key=lambda s: (-s.wait_caused_us, s.rank))
     return Skew(offsets, stragglers, charged)

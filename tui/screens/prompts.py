@@ -13,6 +13,7 @@ KEYS = [
     ("o", "overview: run summary and final state of every rank"),
     ("t", "timelines: one column per rank (identical ranks folded)"),
     ("w", "wait-for view: who waits on whom, cycles, culprits and victims"),
+    ("c", "communication time: per call site, stragglers and hints (collcheck stats)"),
     ("↑ ↓ ← →", "move the cursor (rows: matched collectives, columns: ranks)"),
     ("PgUp PgDn Home End", "scroll a page / go to the first or last row"),
     ("e / space", "expand a folded column (ranks 4-63) into one column per rank, or fold it back"),
