@@ -341,8 +341,9 @@ def test_size_mismatch_abort_leaves_readable_logs(tmp_path):
         assert not e.completed
         if r == 0:  # the fatal signal's dump beside the log tells a crash from a kill
             assert log.state == "crashed" and log.crash == "Fatal Python error: Aborted" and e.error is None
-        elif r in aborted:
-            assert log.state == "killed-in-collective" and e.error is None
+        elif r in aborted:  # killed inside it, or (a race under load) after it returned, before its completion
+            assert e.error is None and (log.state == "killed-in-collective"  # was recorded
+                                        or (log.state == "killed" and e.index in log.unconfirmed)), log.state
         else:  # the X record names where it was raised: the innermost frame of the user's code
             assert log.state == "raised", log.state
             assert log.exception[2][1:] == (marks["mismatch"], "main"), log.exception
