@@ -101,6 +101,20 @@ def test_a_straggler_hint_needs_more_lasts_than_chance_gives(last_in, slots, mem
     assert bool(straggler_hints(None, skew)) == hinted
 
 
+def test_a_rank_last_only_because_its_previous_collective_completed_later_is_no_straggler():
+    """Two ranks all-reducing back to back: the same rank gets the last message of each and issues
+    the next one last, every time, though its work took no longer: the waiting its work explains
+    (a twentieth here) is too little for a hint; most of it is."""
+    from collcheck.stats.hints import straggler_hints
+    from collcheck.stats.skew import Skew, Straggler
+
+    for caused, hinted in ((0.05, False), (0.9, True)):
+        slots = [("1", i, 1, 1e3, ("t.py", 5, "f"), 0.0) for i in range(400)]
+        top = Straggler(1, wait_caused_us=caused * 400 * 1e3, last_in=400, slots=400, expected_last=200)
+        skew = Skew({}, [top, Straggler(0, 0.0, 0, 400, 200)], slots)
+        assert bool(straggler_hints(None, skew)) == hinted
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("name, kind", [("per_param_allreduce", "fuse"), ("many_small_broadcasts", "fuse"),

@@ -2,7 +2,7 @@
 process per rank, one track per group, one slice per collective from issue to completion (the
 durations `collcheck stats` adds up), flows linking the slices that stand in the same slot of a
 group on every rank, findings as instant events. With the run's statistics, each slice also
-carries its bytes, call site key and how long this rank waited in it for the last member to
+carries its bytes and how long this rank waited in it for the last member to
 issue it, and a `steps` track per rank shows its training steps.
 
 Trace Event Format: https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU

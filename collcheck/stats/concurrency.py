@@ -38,6 +38,10 @@ class HostLoad:
         d = self.by_count.get(count)
         return statistics.median(d) if d else None
 
+    def mean_us(self, count: int) -> float | None:
+        d = self.by_count.get(count)
+        return statistics.fmean(d) if d else None
+
     def comparison(self) -> tuple[int, float, int, float] | None:
         """(fewest groups at once, its median µs, most groups at once, its median µs) over the counts
         with at least MIN_SAMPLES collectives; None without two such counts."""

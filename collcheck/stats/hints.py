@@ -5,7 +5,8 @@
   calls, a fixed cost plus bytes over bandwidth fitted to every completed collective of the op:
   one call per loop of all its bytes against what the loop took.
 - `straggler`: one rank issued most collectives last, far more often than chance among its
-  group's members would have it; the others waited for it (skew.py).
+  group's members would have it, and its longer work before them explains the others' waiting
+  (skew.py).
 - `batch`: a call site issues many small collectives one at a time (an iteration each) and each
   takes far longer than moving its bytes would at FLOOR_MBS: its time is the collective's fixed
   cost (on gloo a small collective is a chain of messages and thread wake-ups between the ranks),
@@ -30,6 +31,7 @@ from .skew import Skew
 MIN_LOOP = 3  # collectives back to back from one site that make a loop worth fusing
 MIN_SHARE = 0.75  # a straggler issued at least this share of collectives last (else: noise)
 MAX_CHANCE = 1e-3  # ... and that many lasts would happen by chance with at most this probability
+MIN_EXPLAINED = 0.1  # ... and its longer work explains at least this share of the waiting there
 MIN_BATCH_CALLS = 50  # batch: at least this many calls per rank ...
 LATENCY_SHARE = 0.75  # ... each spending at least this share of its time beyond moving its bytes ...
 FLOOR_MBS = 100.0  # ... at this rate (MB/s; any link and loopback does better: the estimate errs high)
@@ -71,7 +73,8 @@ def _period(seq: list) -> int:
 
 
 def _cost_model(events: dict[int, list], op: str) -> tuple[float, float] | None:
-    """(fixed µs, µs per byte) fitted by least squares to every completed collective of `op`."""
+    """(fixed µs, µs per byte) fitted by least squares to every completed collective of `op`, the
+    per-byte cost at most that of FLOOR_MBS."""
     points = [(e.sized.nbytes, e.t_done - e.t_issue) for evs in events.values()
               for e in evs if e.sig.op == op and e.t_done is not None and e.error is None]
     if len(points) < 3:
@@ -80,6 +83,8 @@ def _cost_model(events: dict[int, list], op: str) -> tuple[float, float] | None:
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
     var = sum((x - mx) ** 2 for x in xs)
     slope = max(0.0, sum((x - mx) * (y - my) for x, y in points) / var) if var else 0.0
+    # a slope steeper than FLOOR_MBS is waiting that happened to fall on the bigger calls, not bytes
+    slope = min(slope, 1 / FLOOR_MBS)
     fixed = max(0.0, statistics.median(y - slope * x for x, y in points))  # robust to a few slow calls
     return fixed, slope
 
@@ -132,6 +137,9 @@ def straggler_hints(run: Run, skew: Skew) -> list[Hint]:
         return []
     if chance_of_lasts(top.last_in, top.slots, top.expected_last / top.slots) > MAX_CHANCE:
         return []
+    waited = sum(x[3] for x in skew.slots if x[2] == top.rank)
+    if top.wait_caused_us < MIN_EXPLAINED * waited:  # last because its previous collectives completed later
+        return []
     worst = max((x for x in skew.slots if x[2] == top.rank), key=lambda x: x[3], default=None)
     site = worst[4] if worst is not None else None  # where it kept the others waiting longest
     text = (f"rank {top.rank} issued {top.last_in} of its {top.slots} collectives last "
@@ -143,7 +151,7 @@ def straggler_hints(run: Run, skew: Skew) -> list[Hint]:
                   "wait_caused_s": round(top.wait_caused_us / 1e6, 6)})]
 
 
-def batch_hints(run: Run, sites: list[SiteStats], skip: set, hosts: list) -> list[Hint]:
+def batch_hints(sites: list[SiteStats], skip: set, hosts: list) -> list[Hint]:
     """`skip`: sites a fuse hint already covers; `hosts`: concurrency.host_load, for what the number of
     groups communicating at once does to these calls."""
     out = []
@@ -223,7 +231,7 @@ def overlap_hints(sites: list[SiteStats], events: dict[int, list]) -> list[Hint]
 def hints(run: Run, sites: list[SiteStats], skew: Skew, events: dict[int, list], hosts: list) -> list[Hint]:
     """Every hint of these kinds, most time to gain first. `hosts`: concurrency.host_load."""
     fuse = fuse_hints(run, sites, events)
-    found = (fuse + batch_hints(run, sites, {h.site for h in fuse}, hosts) + straggler_hints(run, skew)
+    found = (fuse + batch_hints(sites, {h.site for h in fuse}, hosts) + straggler_hints(run, skew)
              + overlap_hints(sites, events))
     return _one_per_site(sorted(found, key=lambda h: -h.gain_s))
 

@@ -59,7 +59,8 @@ def to_dict(st) -> dict:
                    "groups": h.groups,
                    "sample": {"api": h.sample[0], "bytes": h.sample[1]} if h.sample else None,
                    "mean_at_once": round(h.mean_at_once, 3),
-                   "at_once": {str(k): {"collectives": len(v), "median_us": h.median_us(k)}
+                   "at_once": {str(k): {"collectives": len(v), "median_us": h.median_us(k),
+                                        "mean_us": round(h.mean_us(k), 1)}
                                for k, v in sorted(h.by_count.items())}} for h in st.hosts],
     }
 
@@ -101,10 +102,10 @@ def _host_table(h) -> Table:
     cpus = "?" if h.cpus is None else str(h.cpus)
     t = Table(title=f"host {h.host}: {len(h.ranks)} ranks on {cpus} CPUs; {h.sample[0]} of {h.sample[1]} bytes "
                     "against the groups communicating at once")
-    for col in ("groups at once", "collectives", "median (µs)"):
+    for col in ("groups at once", "collectives", "median (µs)", "mean (µs)"):
         t.add_column(col, justify="right")
     for k in sorted(h.by_count):
-        t.add_row(str(k), str(len(h.by_count[k])), _fmt(h.median_us(k)))
+        t.add_row(str(k), str(len(h.by_count[k])), _fmt(h.median_us(k)), _fmt(h.mean_us(k)))
     return t
 
 

@@ -5,9 +5,13 @@ everywhere at once), whenever each rank issued it. So the ranks' clocks are alig
 completions of the collectives every member completed (per rank, the median difference to the
 lowest rank of the largest group), which also holds across hosts whose clocks differ. Then, per
 slot (group, position) every member completed: the rank that issued it last, and how long each
-other member had been waiting for it; the waiting is charged to the last rank (the straggler
-table). A rank's first collective is not charged: the ranks reach it at whatever times their
-start-up (imports, loading, initialisation) allows, which says nothing about their steps.
+other member had been waiting for it. The last rank is charged with the part of that waiting its
+own work caused: each rank's work before the collective is the time from the completion of its
+previous collective to this issue (its own clock); a member waited for the last rank's work by at
+most the difference of the two. So a rank that is last only because the previous collective
+completed later on it (in a pair all-reducing back to back, the same rank gets the last message
+every time) is not a straggler: its work took no longer. A rank's first collective is not
+charged either: the ranks reach it at whatever times their start-up allows.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from ..model import P2P_OPS, Run, Sequences
 @dataclass
 class Straggler:
     rank: int
-    wait_caused_us: float = 0.0  # the others' waiting in the collectives this rank issued last
+    wait_caused_us: float = 0.0  # the others' waiting for its longer work, in the collectives it issued last
     last_in: int = 0  # collectives it issued last
     slots: int = 0  # collectives it took part in (every member completed them)
     expected_last: float = 0.0  # how many of them it would issue last by chance (1/members each)
@@ -45,8 +49,8 @@ class Skew:
 
 
 def _completed_slots(run: Run, sequences: Sequences, events: dict[int, list]):
-    """(group, position, {rank: (issue µs, completion µs, call site)}, whether it is some member's
-    first collective) of every collective all members completed."""
+    """(group, position, {rank: (issue µs, completion µs, call site, its work before it µs or None)},
+    whether it is some member's first collective) of every collective all members completed."""
     first: dict[int, int] = {}
     for name in run.group_names():
         for r, idx in sequences.group(name).index.items():
@@ -61,13 +65,23 @@ def _completed_slots(run: Run, sequences: Sequences, events: dict[int, list]):
         for pos in range(n):
             times, startup = {}, False
             for r in members:
-                startup |= seqs.index[r][pos] == first[r]
-                e = events[r][seqs.index[r][pos]]
+                i = seqs.index[r][pos]
+                startup |= i == first[r]
+                e = events[r][i]
                 if e.sig.op in P2P_OPS or e.t_done is None or e.error is not None:
                     break
-                times[r] = (e.t_issue, e.t_done, e.site)
+                prev = events[r][i - 1] if i > 0 else None
+                work = max(0, e.t_issue - prev.t_done) if prev is not None and prev.t_done is not None else None
+                times[r] = (e.t_issue, e.t_done, e.site, work)
             else:
                 yield name, pos + seqs.start, times, startup
+
+
+def _caused(waited: float, work_last: int | None, work_other: int | None) -> float:
+    """How much of a member's waiting the last rank's longer work explains (all of it when unknown)."""
+    if work_last is None or work_other is None:
+        return waited
+    return min(waited, max(0, work_last - work_other))
 
 
 def arrival_skew(run: Run, events: dict[int, list]) -> Skew:
@@ -79,7 +93,7 @@ def arrival_skew(run: Run, events: dict[int, list]) -> Skew:
     diffs: dict[int, list[float]] = {}
     for _, _, times, _ in slots:
         if ref in times:
-            for r, (_, done, _) in times.items():
+            for r, (_, done, _, _) in times.items():
                 diffs.setdefault(r, []).append(done - times[ref][1])
     offsets = {r: statistics.median(d) for r, d in diffs.items()}
     table = {r: Straggler(r) for r in run.ranks}
@@ -87,12 +101,13 @@ def arrival_skew(run: Run, events: dict[int, list]) -> Skew:
     for name, pos, times, startup in slots:
         if startup:
             continue
-        arrivals = {r: issue - offsets.get(r, 0.0) for r, (issue, _, _) in times.items()}
+        arrivals = {r: t[0] - offsets.get(r, 0.0) for r, t in times.items()}
         last = max(arrivals, key=lambda r: (arrivals[r], -r))
         waited = sum(arrivals[last] - a for r, a in arrivals.items() if r != last)
         if waited <= 0:  # every member issued it at the same instant: nobody came last
             continue
-        table[last].wait_caused_us += waited
+        table[last].wait_caused_us += sum(_caused(arrivals[last] - arrivals[r], times[last][3], times[r][3])
+                                          for r in times if r != last)
         table[last].last_in += 1
         for r in times:
             table[r].slots += 1
