@@ -31,7 +31,8 @@ from .skew import Skew
 MIN_LOOP = 3  # collectives back to back from one site that make a loop worth fusing
 MIN_SHARE = 0.75  # a straggler issued at least this share of collectives last (else: noise)
 MAX_CHANCE = 1e-3  # ... and that many lasts would happen by chance with at most this probability
-MIN_EXPLAINED = 0.1  # ... and its longer work explains at least this share of the waiting there
+MIN_EXPLAINED = 0.1  # ... and its longer work explains at least this share of the waiting there ...
+MIN_STRAGGLER_SHARE = 0.1  # ... which is at least this share of the busiest rank's time inside collectives
 MIN_BATCH_CALLS = 50  # batch: at least this many calls per rank ...
 LATENCY_SHARE = 0.75  # ... each spending at least this share of its time beyond moving its bytes ...
 FLOOR_MBS = 100.0  # ... at this rate (MB/s; any link and loopback does better: the estimate errs high)
@@ -128,7 +129,7 @@ def chance_of_lasts(last_in: int, slots: int, p: float) -> float:
     return sum(math.comb(slots, k) * p ** k * (1 - p) ** (slots - k) for k in range(last_in, slots + 1))
 
 
-def straggler_hints(run: Run, skew: Skew) -> list[Hint]:
+def straggler_hints(skew: Skew, sites: list[SiteStats]) -> list[Hint]:
     if not skew.stragglers or not skew.slots:
         return []
     top = skew.stragglers[0]
@@ -140,6 +141,12 @@ def straggler_hints(run: Run, skew: Skew) -> list[Hint]:
     waited = sum(x[3] for x in skew.slots if x[2] == top.rank)
     if top.wait_caused_us < MIN_EXPLAINED * waited:  # last because its previous collectives completed later
         return []
+    inside: dict[int, float] = {}
+    for s in sites:
+        for r, us in s.per_rank_us.items():
+            inside[r] = inside.get(r, 0.0) + us
+    if top.wait_caused_us < MIN_STRAGGLER_SHARE * max(inside.values(), default=0.0):
+        return []  # real, but too little to matter
     worst = max((x for x in skew.slots if x[2] == top.rank), key=lambda x: x[3], default=None)
     site = worst[4] if worst is not None else None  # where it kept the others waiting longest
     text = (f"rank {top.rank} issued {top.last_in} of its {top.slots} collectives last "
@@ -231,7 +238,7 @@ def overlap_hints(sites: list[SiteStats], events: dict[int, list]) -> list[Hint]
 def hints(run: Run, sites: list[SiteStats], skew: Skew, events: dict[int, list], hosts: list) -> list[Hint]:
     """Every hint of these kinds, most time to gain first. `hosts`: concurrency.host_load."""
     fuse = fuse_hints(run, sites, events)
-    found = (fuse + batch_hints(sites, {h.site for h in fuse}, hosts) + straggler_hints(run, skew)
+    found = (fuse + batch_hints(sites, {h.site for h in fuse}, hosts) + straggler_hints(skew, sites)
              + overlap_hints(sites, events))
     return _one_per_site(sorted(found, key=lambda h: -h.gain_s))
 

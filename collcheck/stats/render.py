@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 
 from rich.console import Console
@@ -113,7 +114,8 @@ def _sites_table(run, sites, top: int) -> Table:
     t = Table(title="time inside collectives, per call site (issue to completion; the rank that spent the most)")
     for col in ("call site", "op", "group", "ranks", "calls/rank", "bytes/call", "total (s)", "median (µs)",
                 "p99 (µs)", "algbw (MB/s)", "busbw (MB/s)"):
-        t.add_column(col, justify="left" if col in ("call site", "op", "group", "ranks") else "right")
+        t.add_column(col, justify="left" if col in ("call site", "op", "group", "ranks") else "right",
+                     overflow="fold" if col in ("call site", "op") else "ellipsis")
     for s in sites[:top]:
         alg, bus = s.bandwidth_mbs(len(run.group_members(s.group)))
         op = s.api + (f" ({s.role})" if s.role else "")
@@ -129,6 +131,6 @@ def render(st, fmt: str, out, top: int = 20) -> None:
         json.dump(to_dict(st), out, indent=1)
         out.write("\n")
         return
-    console = Console(file=out, width=int(os.environ.get("COLUMNS", "120")), highlight=False, color_system=None)
+    console = Console(file=out, width=shutil.get_terminal_size((120, 24)).columns, highlight=False, color_system=None)
     for r in renderables(st, top):
         console.print(r)
