@@ -10,7 +10,7 @@ rarely pays for that.
 from __future__ import annotations
 
 from .concurrency import HostLoad
-from .hints import Hint
+from .hints import Hint, where_text
 from .sites import GroupStats
 
 BARELY_USED = 2  # a group with at most this many collectives per rank is barely used
@@ -45,7 +45,7 @@ def barely_used_hints(run, groups: dict[str, GroupStats]) -> list[Hint]:
     took = {r: sum(us or 0 for name, us in calls if name in barely) for r, calls in _creations(run).items()}
     gain = max(took.values(), default=0) / 1e6
     site = min((c.site for n in barely for c in created[n] if c.site is not None), default=None)
-    where = f"{site[0]}:{site[1]}" if site else "?"
+    where = where_text(site)
     shown = ", ".join(f"{n} ({used[n]})" for n in barely[:8]) + (" ..." if len(barely) > 8 else "")
     text = (f"{where}: {len(barely)} of the {len(created)} groups created were used for at most {BARELY_USED} "
             f"collectives per rank (group (collectives): {shown}); creating them took {gain:.4f} s on the rank "

@@ -50,6 +50,10 @@ class Hint:
     evidence: dict = field(default_factory=dict)
 
 
+def where_text(site: tuple | None) -> str:
+    return f"{site[0]}:{site[1]}" if site else "?"
+
+
 def _loops(run: Run, site: SiteStats, events: dict[int, list]) -> list[int]:
     """How many collectives one pass of the loop issues, for each run of this site's collectives
     issued back to back (rank by rank, in its group's order): the run's shortest period of sizes
@@ -110,7 +114,7 @@ def fuse_hints(run: Run, sites: list[SiteStats], events: dict[int, list]) -> lis
         gain = s.total_s - fused_s
         if gain <= 0:
             continue
-        where = f"{s.site[0]}:{s.site[1]}" if s.site else "?"
+        where = where_text(s.site)
         text = (f"{where}: {s.api} issued {per_loop:g} times in a loop ({s.calls} calls per rank, median "
                 f"{s.bytes_per_call} bytes): {s.total_s:.4f} s inside them; one {s.api} of each loop's tensors "
                 f"flattened together (or bucketed) would take about {fused_s:.4f} s here (fixed cost "
@@ -173,7 +177,7 @@ def batch_hints(sites: list[SiteStats], skip: set, hosts: list) -> list[Hint]:
         gain = s.total_s - batched_s
         if gain < MIN_HIDDEN_S:
             continue
-        where = f"{s.site[0]}:{s.site[1]}" if s.site else "?"
+        where = where_text(s.site)
         text = (f"{where}: {s.api} issued {s.calls} times per rank, {s.bytes_per_call} bytes each, {s.total_s:.4f} s "
                 f"inside them: each took {s.median_us:.0f} µs (median) where moving its bytes takes at most "
                 f"{move_us:.0f} µs (at {FLOOR_MBS:.0f} MB/s): the time is the collective's fixed cost, paid per "
@@ -224,7 +228,7 @@ def overlap_hints(sites: list[SiteStats], events: dict[int, list]) -> list[Hint]
         if gain < MIN_HIDDEN_S or gain < MIN_HIDDEN_SHARE * s.total_s:
             continue
         gap = statistics.median(gaps[key])
-        where = f"{s.site[0]}:{s.site[1]}" if s.site else "?"
+        where = where_text(s.site)
         text = (f"{where}: {s.api} is synchronous ({s.calls} calls per rank, {s.total_s:.4f} s inside them, median "
                 f"{s.median_us:.0f} µs) and each is followed by {gap:.0f} µs (median) of work before the next "
                 f"collective: if that work does not read the result, issue it with async_op=True and wait() on "
