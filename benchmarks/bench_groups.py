@@ -9,7 +9,7 @@ program), and only the first pair communicating while the N groups exist all the
 (SCENARIO_ACTIVE_PAIRS=1). The time per all-reduce is what each pair's first rank prints (median
 over pairs and launches). Then one recorded launch of the seed's program per N and what
 `collcheck stats` says about it: the all-reduce's median time against the number of groups
-communicating at once, and its first hint. --cpus N runs every launch on the first N CPUs only
+communicating at once, and its hints. --cpus N runs every launch on the first N CPUs only
 (ranks outnumbering CPUs).
 """
 
@@ -81,9 +81,8 @@ def main(argv=None) -> int:
             doc = stats_of(pairs, args.iters, work)
             host = doc["hosts"][0]
             counts = ", ".join(f"{k}: {v['median_us']:.0f} µs ({v['collectives']})" for k, v in host["at_once"].items())
-            hint = doc["hints"][0] if doc["hints"] else None
-            said = (f"groups at once -> median (collectives): {counts}; first hint: "
-                    + (f"{hint['kind']} at line {hint['site']['line']}" if hint else "none"))
+            kinds = ", ".join(h["kind"] for h in doc["hints"]) or "none"
+            said = f"groups at once -> median (collectives): {counts}; hints, most to gain first: {kinds}"
             print(f"{pairs:>5} {pairs + 1:>6} {statistics.median(every):>23.0f} {statistics.median(one):>19.0f}  {said}",
                   flush=True)
     return 0

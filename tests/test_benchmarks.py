@@ -51,12 +51,12 @@ def test_bench_record_measures_every_variant(fastpath_env, monkeypatch):
     for key, value in fastpath_env.items():
         monkeypatch.setenv(key, value)
     micro = _report_json(subprocess.run([sys.executable, bench("bench_record"), "--rounds", "2", "--calls", "100",
-                                         "--launches", "2", "--json"], capture_output=True, text=True, timeout=240))["micro"]
+                                         "--launches", "1", "--json"], capture_output=True, text=True, timeout=240))["micro"]
     assert micro["path"] == "compiled" and micro["log_colls"] > 0 and micro["log_bytes"] > 0
     assert all(micro["median_us"][v] > 0 for v in ("plain", "off", "paused", "record", "nolive", "detail"))
-    assert micro["calls"] == 2 * 2 * 6 * 100 and isinstance(micro["in_process_added_us"], float)
+    assert micro["calls"] == 1 * 2 * 6 * 100 and isinstance(micro["in_process_added_us"], float)
     assert isinstance(micro["in_process_paused_us"], float)
-    assert micro["log_colls"] >= 2 * 2 * 100  # every recorded round, over the logs of each enable
+    assert micro["log_colls"] >= 1 * 2 * 100  # every recorded round, over the logs of each enable
 
 
 @pytest.mark.slow

@@ -84,7 +84,9 @@ SLOW_REPLAYS = frozenset(("rank0_only_barrier", "op_mismatch", "root_mismatch", 
                           # valid programs and second cases of a kind (the default run keeps one valid
                           # program per pattern: DDP join, P2P, subgroups; and one case per kind)
                           "gather_scatter_root", "many_small_broadcasts", "per_param_allreduce", "seed004_case1",
-                          "seed004_case6", "seed004_case2", "train_then_eval_gather", "pairwise_groups"))
+                          "seed004_case6", "seed004_case2", "train_then_eval_gather", "pairwise_groups",
+                          # a hang waited out, as unmatched_p2p's is
+                          "seed004_case5"))
 
 
 @pytest.mark.timeout(240)

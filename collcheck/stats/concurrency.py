@@ -3,11 +3,12 @@
 Ranks of one host share its CPUs and its scheduler. On gloo a collective passes through its
 members' threads (the caller, the group's worker, the transport's event loop: a small all-reduce
 of two ranks is about a dozen messages, each a wake-up), so groups that communicate at the same
-time on one host may slow each other down, or not: this measures it. Per host: its ranks, the CPUs each may run on and
-torch's intra-op threads (from the log headers), and for every completed collective the number
-of groups (its own included) with a collective in flight at its midpoint on that host, read from
-a sweep over the groups' busy intervals; then the median time at each count of the host's most
-frequent kind of collective (one op and size: mixing sizes would compare unlike with unlike).
+time on one host may slow each other down, or not: this measures it. Per host: its ranks, the
+CPUs each may run on and torch's intra-op threads (from the log headers), and for every completed
+collective the number of groups (its own included) with a collective in flight at its midpoint
+on that host, read from a sweep over the groups' busy intervals; then the median time at each
+count of the host's most frequent kind of collective (one op and size: mixing sizes would
+compare unlike with unlike).
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ class HostLoad:
     sample: tuple[str, int] | None = None  # (api, bytes): the kind of collective timed in by_count
     sample_site: tuple | None = None  # where most of them were issued
     by_count: dict[int, list[float]] = field(default_factory=dict)  # groups at once -> its durations µs
+
+    @property
+    def cpus_text(self) -> str:
+        return "? CPUs" if self.cpus is None else f"{self.cpus} CPU{'s' if self.cpus != 1 else ''}"
 
     def median_us(self, count: int) -> float | None:
         d = self.by_count.get(count)

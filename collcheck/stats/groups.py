@@ -72,7 +72,7 @@ def contention_hints(hosts: list[HostLoad]) -> list[Hint]:
         text = (f"host {h.host}: {api} of {nbytes} bytes took {hi_us:.0f} µs (median) while {hi} groups "
                 f"communicated at once, {lo_us:.0f} µs while {lo} did ({hi_us / lo_us:.1f}x; "
                 f"{len(h.by_count[hi])} and {len(h.by_count[lo])} collectives): the groups' collectives slow "
-                f"each other down; {len(h.ranks)} ranks share {h.cpus if h.cpus is not None else '?'} CPUs"
+                f"each other down; {len(h.ranks)} ranks share {h.cpus_text}"
                 + (" (more ranks than CPUs: run fewer ranks per host)" if crowded else "")
                 + f"; letting the groups take turns, or one collective over their union where the math "
                 f"allows, would save up to about {gain:.4f} s per rank")

@@ -191,14 +191,21 @@ def batch_hints(sites: list[SiteStats], skip: set, hosts: list) -> list[Hint]:
 
 
 def _groups_effect(s: SiteStats, hosts: list) -> str:
-    """What the number of groups communicating at once did to this kind of call, where measured."""
-    for h in hosts:
-        found = h.comparison() if s.ranks and s.ranks[0] in h.ranks and h.sample == (s.api, s.bytes_per_call) else None
-        if found is not None:
-            lo, lo_us, hi, hi_us = found
-            return (f" (with {lo} group{'s' if lo > 1 else ''} communicating at once on host {h.host}: {lo_us:.0f} µs; "
-                    f"with {hi}: {hi_us:.0f} µs)")
-    return ""
+    """What the number of groups communicating at once did to this kind of call, where measured,
+    and whether the host had more ranks than CPUs."""
+    host = next((h for h in hosts if s.ranks and s.ranks[0] in h.ranks), None)
+    if host is None:
+        return ""
+    out = []
+    found = host.comparison() if host.sample == (s.api, s.bytes_per_call) else None
+    if found is not None:
+        lo, lo_us, hi, hi_us = found
+        out.append(f"with {lo} group{'s' if lo > 1 else ''} communicating at once on host {host.host}: {lo_us:.0f} µs; "
+                   f"with {hi}: {hi_us:.0f} µs")
+    if host.cpus is not None and len(host.ranks) > host.cpus:
+        out.append(f"{len(host.ranks)} ranks share {host.cpus_text} there: groups communicating at once also "
+                   "slow each other down")
+    return f" ({'; '.join(out)})" if out else ""
 
 
 def overlap_hints(sites: list[SiteStats], events: dict[int, list]) -> list[Hint]:

@@ -100,8 +100,7 @@ def renderables(st, top: int = 20, title: bool = True) -> list:
 
 
 def _host_table(h) -> Table:
-    cpus = "?" if h.cpus is None else str(h.cpus)
-    t = Table(title=f"host {h.host}: {len(h.ranks)} ranks on {cpus} CPUs; {h.sample[0]} of {h.sample[1]} bytes "
+    t = Table(title=f"host {h.host}: {len(h.ranks)} ranks on {h.cpus_text}; {h.sample[0]} of {h.sample[1]} bytes "
                     "against the groups communicating at once")
     for col in ("groups at once", "collectives", "median (µs)", "mean (µs)"):
         t.add_column(col, justify="right")
