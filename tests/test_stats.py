@@ -271,6 +271,9 @@ def test_a_batch_hint_says_what_groups_at_once_and_crowded_cpus_did():
     (hint,) = batch_hints([site], set(), [crowded])
     assert "with 1 group communicating at once on host h: 300 µs; with 2: 900 µs" in hint.text, hint.text
     assert "8 ranks share 2 CPUs there" in hint.text and hint.evidence["move_us"] == 4.0, hint.text
+    crowded.by_count = {1: [300.0] * 20, 2: [320.0] * 380}  # measured: more at once cost no more
+    (hint,) = batch_hints([site], set(), [crowded])
+    assert "with 2: 320 µs" in hint.text and "CPUs there" not in hint.text, hint.text
     roomy = HostLoad("h", [0, 1], 8, 1, ["1"], ("all_reduce", 400), ("m.py", 3, "f"), {1: [300.0] * 400})
     (hint,) = batch_hints([site], set(), [roomy])
     assert "CPUs there" not in hint.text and "at once" not in hint.text, hint.text

@@ -10,12 +10,11 @@ rarely pays for that.
 from __future__ import annotations
 
 from .concurrency import HostLoad
-from .hints import Hint, where_text
+from .hints import CONTENDED, Hint, where_text
 from .sites import GroupStats
 
 BARELY_USED = 2  # a group with at most this many collectives per rank is barely used
 MIN_BARELY_USED = 2  # ... and a hint needs at least this many such groups
-MIN_SLOWDOWN = 1.5  # contention: a collective at least this much slower with more groups at once
 
 
 def _creations(run) -> dict[int, list[tuple[str | None, int | None]]]:
@@ -63,7 +62,7 @@ def contention_hints(hosts: list[HostLoad]) -> list[Hint]:
         if found is None:
             continue
         lo, lo_us, hi, hi_us = found
-        if hi_us < MIN_SLOWDOWN * lo_us:
+        if hi_us < CONTENDED * lo_us:
             continue
         extra_us = sum((h.median_us(k) - lo_us) * len(v) for k, v in h.by_count.items() if k > lo)
         gain = max(0.0, extra_us) / len(h.ranks) / 1e6

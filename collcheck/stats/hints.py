@@ -37,6 +37,7 @@ MIN_BATCH_CALLS = 50  # batch: at least this many calls per rank ...
 LATENCY_SHARE = 0.75  # ... each spending at least this share of its time beyond moving its bytes ...
 FLOOR_MBS = 100.0  # ... at this rate (MB/s; any link and loopback does better: the estimate errs high)
 BATCH = 8  # calls per batch in the estimate
+CONTENDED = 1.5  # a kind of collective this much slower with more groups at once (groups.py's contention)
 MIN_HIDDEN_SHARE = 0.2  # overlap: at least this share of a site's time could be hidden ...
 MIN_HIDDEN_S = 1e-3  # ... and at least this much
 
@@ -202,8 +203,9 @@ def _groups_effect(s: SiteStats, hosts: list) -> str:
         lo, lo_us, hi, hi_us = found
         out.append(f"with {lo} group{'s' if lo > 1 else ''} communicating at once on host {host.host}: {lo_us:.0f} µs; "
                    f"with {hi}: {hi_us:.0f} µs")
-    if host.cpus is not None and len(host.ranks) > host.cpus:
-        out.append(f"{len(host.ranks)} ranks share {host.cpus_text} there: groups communicating at once also "
+    unhurt = found is not None and found[3] < CONTENDED * found[1]  # measured: more at once cost no more
+    if host.cpus is not None and len(host.ranks) > host.cpus and not unhurt:
+        out.append(f"{len(host.ranks)} ranks share {host.cpus_text} there: groups communicating at once can "
                    "slow each other down")
     return f" ({'; '.join(out)})" if out else ""
 
