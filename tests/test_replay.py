@@ -164,6 +164,7 @@ def test_32_rank_recording_replays_on_few_processes(tmp_path, capsys):
     assert doc["replayed"]["kind"] == "shape_mismatch" and doc["replayed"]["ranks"] == exp.ranks
 
 
+@pytest.mark.slow  # replays the 4-rank cross-group deadlock to its end, as its own replay test (slow) does
 @pytest.mark.timeout(60)
 def test_scale_down_says_when_it_cannot(recorded, capsys):
     run_dir = recorded("cross_group_deadlock")
