@@ -101,6 +101,8 @@ def test_divergence_near_the_end_of_a_wrapped_log(tmp_path):
     row = finding_row(grid, report.first)
     assert grid.number(*grid.slot(row)) == 2990
     assert report.run.ranks[1].event(grid.index(1, row)).sig.op == "broadcast_"
+    for log in report.run.ranks.values():  # a wrapped log read in one pass: the same events
+        assert log.events() == [log.event(i) for i in range(len(log))]
     # `show` numbers it the same
     shown = subprocess.run([sys.executable, "-m", "collcheck.cli", "show", kept_bytes(run_dir, 1)[0], "--limit", "2"],
                            capture_output=True, text=True, timeout=120, env=dict(os.environ, COLUMNS="200")).stdout

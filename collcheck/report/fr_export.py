@@ -46,8 +46,7 @@ def dumps(run) -> dict[int, dict]:
 
 def _dump(run, rank: int, log, config: dict) -> dict:
     entries, pg_ids, coll_seq, p2p_seq, completed = [], {}, {}, {}, {}
-    for i in range(len(log)):
-        e = log.event(i)
+    for i, e in enumerate(log.events()):
         pg_id = pg_ids.setdefault(e.group, len(pg_ids))
         members = run.group_members(e.group)
         n = max(len(members), 1)

@@ -26,7 +26,7 @@ def trace(report, stats=None) -> dict:
         events.append({"ph": "M", "name": "process_name", "pid": rank, "tid": 0, "args": {"name": f"rank {rank}"}})
         events.append({"ph": "M", "name": "process_sort_index", "pid": rank, "tid": 0, "args": {"sort_index": rank}})
         tracks: dict[str, int] = {}  # group -> its track (thread id) in this rank's process
-        rank_events = stats.events[rank] if stats is not None else (log.event(i) for i in range(len(log)))
+        rank_events = stats.events[rank] if stats is not None else log.events()
         for e in rank_events:
             tid = tracks.get(e.group)
             if tid is None:

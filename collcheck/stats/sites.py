@@ -69,7 +69,7 @@ class GroupStats:
 
 def rank_events(run: Run) -> dict[int, list]:
     """Every rank's events, materialised once for all of the statistics (each is read several times)."""
-    return {rank: [log.event(i) for i in range(len(log))] for rank, log in sorted(run.ranks.items())}
+    return {rank: log.events() for rank, log in sorted(run.ranks.items())}
 
 
 def site_stats(run: Run, events: dict[int, list]) -> tuple[list[SiteStats], dict[str, GroupStats]]:
