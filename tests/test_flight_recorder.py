@@ -245,6 +245,7 @@ def test_real_wrapped_dumps_of_a_correct_program(tmp_path):
     assert show.returncode == 0 and "all_reduce" in show.stdout, show.stderr
 
 
+@pytest.mark.slow  # its own recording and a replay; the default run reads real dumps with diff and export
 @pytest.mark.timeout(200)
 def test_tui_and_replay_read_real_dumps(tmp_path, monkeypatch):
     """The same dumps in the TUI (first divergence selected) and in replay (the same finding on
