@@ -1,137 +1,125 @@
-"""Shared helpers for the recorder tests: run worker programs under torchrun with COLLCHECK=1."""
+"""The two layers of the suite (tests/README.md): tests/unit, in-process on logs built in memory;
+tests/integration, real jobs and the real CLI on their logs.
+
+This file runs the session's shared recordings (tests/support/corpus.py): as soon as collection
+ends, every recording a selected test names with `@pytest.mark.recordings(...)` starts in the
+background, in the order the tests first need them, while the unit tests run. Tests marked
+`solo` start a job whose timing is what they check: they run last, once no recording runs.
+"""
 
 from __future__ import annotations
 
-import json
 import os
-import socket
-import subprocess
-import sys
 import tempfile
-import threading
 
 import pytest
 
-PROGRAMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs")
-FASTPATH_BUILD_TIMEOUT = 420
+from support.corpus import Corpus, FastpathUnavailable, cleanup
 
-# Recorded jobs use the pure-Python recording path (what a fresh install runs) unless a test asks
-# for the compiled one: a fast path built earlier into torch's extension cache on this machine
-# must not decide what the suite tests. `fastpath_env` gives the compiled path, built afresh.
+# In-process commands never start a background build of the compiled path (support/jobs.py says
+# which path each job records on).
 os.environ.setdefault("COLLCHECK_FASTPATH", "0")
+WORKERS = int(os.environ.get("COLLCHECK_TEST_JOBS", "3"))  # recordings at once
+
+_corpus: Corpus | None = None
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def pytest_configure(config):
+    config.addinivalue_line("markers", "recordings(*names): shared recordings the test reads (tests/support/corpus.py)")
+    config.addinivalue_line("markers", "solo: starts a job whose timing it checks; runs last, with no recording running")
+    config.addinivalue_line("markers", "property: a hypothesis test (marked by conftest.py); -m 'slow or property' "
+                                       "runs them with 5 times the cases")
+    if "property" in (config.option.markexpr or ""):
+        os.environ.setdefault("COLLCHECK_TEST_EXAMPLES", "5")
 
 
-def program(name: str) -> str:
-    return os.path.join(PROGRAMS, name)
+def _needed(items) -> list[str]:
+    names: list[str] = []
+    for item in items:
+        for mark in item.iter_markers("recordings"):
+            names += [n for n in mark.args if n not in names]
+    return names
 
 
-def base_env(log_dir, record: bool = True, extra: dict | None = None, run_id: str | None = None) -> dict:
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="")
-    for k in ("COLLCHECK", "COLLCHECK_DIR", "COLLCHECK_RUN_ID", "COLLCHECK_HANG_SECONDS", "COLLCHECK_STACK",
-              "TORCHELASTIC_RUN_ID", "TORCH_DISTRIBUTED_DEBUG", "PYTHONFAULTHANDLER"):
-        env.pop(k, None)
-    if record:
-        env.update(COLLCHECK="1", COLLCHECK_DIR=str(log_dir), COLLCHECK_RUN_ID=run_id or f"run-{free_port()}")
-    env.update(extra or {})
-    return env
+def pytest_collection_modifyitems(session, config, items):
+    """Unit tests first (recordings run meanwhile), then integration tests, solo ones last."""
+    def layer(item) -> int:
+        if item.get_closest_marker("solo"):
+            return 2
+        return 0 if "/tests/unit/" in str(item.path) else 1
+
+    items.sort(key=layer)  # stable: file order within each layer
+    for item in items:
+        if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+            item.add_marker(pytest.mark.property)
 
 
-def torchrun(script: str, nproc: int, log_dir, env: dict | None = None, timeout: float = 90, record: bool = True,
-             args: tuple = ()):
-    """Run `script` on `nproc` local ranks under torchrun (COLLCHECK=1 unless record=False).
-
-    Returns (returncode, stdout, stderr, run_dir); run_dir is None when not recording."""
-    run_id = f"run-{os.getpid()}-{free_port()}"
-    full_env = base_env(log_dir, record, env, run_id)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--master-addr",
-           "127.0.0.1", "--master-port", str(free_port()), "--max-restarts", "0", script, *args]
-    try:
-        proc = subprocess.run(cmd, env=full_env, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"torchrun {os.path.basename(script)} timed out after {timeout} s:\n"
-                    f"{(exc.stdout or b'')[-3000:]!r}\n{(exc.stderr or b'')[-3000:]!r}")
-    run_dir = os.path.join(str(log_dir), run_id) if record else None
-    return proc.returncode, proc.stdout, proc.stderr, run_dir
+def pytest_collection_finish(session):
+    names = _needed(session.items)
+    if names and not session.config.option.collectonly:
+        _get_corpus(session.config).prefetch(names)
 
 
-def diff_json(run_dir: str, timeout: float = 300) -> tuple[int, dict]:
-    """`collcheck diff RUN --format json` in a subprocess: (exit code 0 or 1, the report)."""
-    proc = subprocess.run([sys.executable, "-m", "collcheck.cli", "diff", run_dir, "--format", "json"],
-                          capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode in (0, 1), proc.stderr
-    return proc.returncode, json.loads(proc.stdout)
+def _get_corpus(config) -> Corpus:
+    global _corpus
+    if _corpus is None:
+        root = tempfile.mkdtemp(prefix="collcheck-corpus-")
+        _corpus = Corpus(root, WORKERS)
+        config.add_cleanup(lambda: (_corpus.close(), cleanup(root)))
+    return _corpus
 
 
-def marker_lines(script: str) -> dict[str, int]:
-    """`# @name` comments in a program -> their line numbers (the call-site lines)."""
-    found = {}
-    with open(script) as f:
-        for n, line in enumerate(f, 1):
-            if "# @" in line:
-                name = line.split("# @", 1)[1].split()[0]
-                assert name not in found, f"duplicate marker {name}"
-                found[name] = n
-    return found
-
-
-def log_files(run_dir: str) -> list[str]:
-    return sorted(os.path.join(run_dir, f) for f in os.listdir(run_dir) if f.endswith(".msgpack"))
-
-
-_scenario_runs: dict = {}
-_scenario_locks: dict = {}
-_scenario_guard = threading.Lock()
+def pytest_terminal_summary(terminalreporter):
+    """The shared recordings' times beside --durations: a recording that grows shows here."""
+    if _corpus is None or not _corpus.futures:
+        return
+    lines = _corpus.summary()
+    terminalreporter.write_sep("=", "shared recordings (tests/support/corpus.py), longest first")
+    body, total = lines[:-1], lines[-1]
+    shown = len(body) if os.environ.get("COLLCHECK_TEST_PROFILE") else 15
+    for line in body[:shown] + ([f"... {len(body) - shown} more"] if len(body) > shown else []) + [total]:
+        terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")
-def scenario_run(tmp_path_factory):
-    """`scenario_run(name)` -> (torchrun rc, run dir, output): each scenario in scenarios/ is
-    recorded (with full stacks) under real torchrun once per test session and shared by the scenario, replay and
-    TUI tests (thread-safe, so fixtures may record several in parallel)."""
-    from collcheck.demo import record_scenario
+def corpus(request):
+    """`corpus(name)` -> the Launch of that shared recording (made once per session)."""
+    c = _get_corpus(request.config)
 
     def get(name: str):
-        with _scenario_guard:
-            lock = _scenario_locks.setdefault(name, threading.Lock())
-        with lock:
-            if name not in _scenario_runs:
-                # mkdtemp, not tmp_path_factory.mktemp: several threads may record at once
-                d = tempfile.mkdtemp(prefix=f"rec-{name}-", dir=tmp_path_factory.getbasetemp())
-                # full stacks: test_scenarios checks each label against the framework on its stack
-                _scenario_runs[name] = record_scenario(name, d, timeout=180, extra_env={"COLLCHECK_STACK": "full"})
-            return _scenario_runs[name]
+        try:
+            return c(name)
+        except FastpathUnavailable as exc:
+            pytest.skip(str(exc))
 
+    get.corpus = c
     return get
 
 
 @pytest.fixture(scope="session")
-def fastpath_env() -> dict:
-    """Environment for jobs on the compiled fast path, built once into torch's extension directory
-    as users build it (skipped with the reason when no C++ compiler or ninja is found). The build's
-    name hashes the sources, torch and Python: one found there is a build of exactly this tree."""
-    from collcheck.capture.fastpath import missing_tools
-
-    missing = missing_tools()
-    if missing:
-        pytest.skip(f"no {' / '.join(missing)} on PATH: the compiled fast path cannot be built here")
-    env = {"COLLCHECK_FASTPATH": "auto"}
-    base = {k: v for k, v in os.environ.items() if k != "TORCH_EXTENSIONS_DIR"}
-    cmd = [sys.executable, "-m", "collcheck", "build-fastpath"]  # the command users run
+def fastpath_env(request) -> dict:
+    """Environment for jobs on the compiled fast path, built once (skipped with the reason when no
+    C++ compiler or ninja is found)."""
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=FASTPATH_BUILD_TIMEOUT, env=dict(base, **env))
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"building the fast path took more than {FASTPATH_BUILD_TIMEOUT} s")
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    status = subprocess.run([*cmd, "--status"], capture_output=True, text=True, timeout=60, env=dict(base, **env))
-    assert status.returncode == 0 and "in use: new jobs record with the compiled path" in status.stdout, status
-    check = "from collcheck.capture import fastpath; print(fastpath.load() is not None)"
-    proc = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=60,
-                          env=dict(base, **env))
-    assert proc.stdout.split() == ["True"], proc.stderr[-3000:]
-    return env
+        return _get_corpus(request.config).fastpath()
+    except FastpathUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(autouse=True)
+def _ready(request):
+    """Before the test (its time limit covers the test itself): the recordings it names are made,
+    and for a solo test no recording runs any more."""
+    names = _needed([request.node])
+    if names:
+        c = _get_corpus(request.config)
+        for name in names:
+            try:
+                c(name)
+            except FastpathUnavailable:
+                pass  # the test's own corpus(name) call skips it, with the reason
+            except Exception:  # noqa: BLE001 - reported by the test's own corpus(name) call
+                pass
+    if request.node.get_closest_marker("solo") and _corpus is not None:
+        _corpus.drain()
+    yield

@@ -1,6 +1,6 @@
 """Synthetic runs in the real log format: random valid programs, injected faults, bulk benchmark runs.
 
-Used by the property tests (tests/test_matcher_properties.py) and the benchmark
+Used by the property tests (tests/unit/test_matcher_properties.py) and the benchmark
 (`benchmarks/bench_diff.py`, `benchmarks/bench_tui.py`). Logs are written with the recorder's own
 `LogWriter`, record by record, exactly as `Recorder` lays them out: header, interned
 strings / sites / tensor specs, group records, `C` records, `D` records, trailer.

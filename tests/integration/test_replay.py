@@ -3,7 +3,7 @@ minimized repro scripts and what-ifs.
 
 Each replay starts one Python process per rank (about 1-2 s on a 2-core machine, plus the
 replay timeout when it hangs). Every scenario is replayed; recordings are shared with
-test_scenarios.py through the `scenario_run` fixture (conftest.py).
+test_scenarios.py (the shared recordings: support/corpus.py).
 """
 
 from __future__ import annotations
@@ -11,42 +11,37 @@ from __future__ import annotations
 import json
 import os
 import random
-import subprocess
-import sys
 
 import pytest
 
 from collcheck import synth
 from collcheck.analysis.diff import analyse
-from collcheck.demo import SCENARIOS_DIR
-from collcheck.demo import free_port, scenario_names
 from collcheck.model import load_run
-from collcheck.replay import runtime
 from collcheck.replay.cli import main as replay_main
 from collcheck.replay.minimize import Minimizer, emit_script
-from collcheck.replay.plan import build_plan, involved_ranks, shrink_shapes
+from collcheck.replay.plan import build_plan, involved_ranks
 from collcheck.replay.whatif import Edit
 from collcheck.replay.runner import finding_key, run_plan, site_key
-
-sys.path.insert(0, os.path.dirname(__file__))
-from race_helpers import swap_cut_by_abort  # noqa: E402
+from support.corpus import params, scenario_names
+from support.jobs import SCENARIOS, job, launch
+from support.race_helpers import swap_cut_by_abort
 
 TIMEOUT = 2.0  # replay process-group timeout: hangs end quickly
-NAMES = [n for n in scenario_names() if os.path.exists(os.path.join(SCENARIOS_DIR, n, "expected.json"))]
+NAMES = [n for n in scenario_names() if (SCENARIOS / n / "expected.json").exists()]
 
 
 def expected(name):
-    with open(os.path.join(SCENARIOS_DIR, name, "expected.json")) as f:
+    with open(SCENARIOS / name / "expected.json") as f:
         return json.load(f)
 
 
 @pytest.fixture
-def recorded(scenario_run):
-    """name -> run directory of the scenario's recording (made once per session)."""
+def recorded(corpus):
+    """name -> run directory of the scenario's shared recording."""
     def get(name):
-        rc, run_dir, output = scenario_run(name)
-        assert rc != -1, output
-        return run_dir
+        rec = corpus(f"scenario:{name}")
+        assert rec.rc is not None, rec.tail()
+        return rec.run_dir
 
     return get
 
@@ -76,21 +71,16 @@ def check_replay(name, run_dir, tmp_path):
     return out
 
 
-# hanging replays whose mechanics others of the default run already cover (a barrier or op mismatch
-# that waits out the replay's timeout: seed004_case5; P2P: unmatched_p2p), and the 4-rank
-# cross-group deadlock (a hang waited out like seed004_case5's, on 4 processes): with -m slow
-SLOW_REPLAYS = frozenset(("rank0_only_barrier", "op_mismatch", "root_mismatch", "p2p_tag_mismatch", "seed004_case4",
-                          "group_mismatch", "cross_group_deadlock",
-                          # valid programs and second cases of a kind (the default run keeps one valid
-                          # program per pattern: DDP join, P2P, subgroups; and one case per kind)
-                          "gather_scatter_root", "many_small_broadcasts", "per_param_allreduce", "seed004_case1",
-                          "seed004_case6", "seed004_case2", "train_then_eval_gather", "pairwise_groups",
-                          # a hang waited out, as unmatched_p2p's is
-                          "seed004_case5"))
+# The default run replays one program of each mechanism: a hang a rank left (missing_barrier), a
+# point-to-point hang waited out (unmatched_p2p), a silent mismatch (dtype_mismatch), valid
+# programs with DDP join() and P2P stages, and gloo's abort on a size mismatch (shape_mismatch, in
+# the --emit-script test); the rest of the scenarios replay with -m slow.
+DEFAULT_REPLAYS = frozenset(("missing_barrier", "unmatched_p2p", "dtype_mismatch", "join_uneven_inputs",
+                             "p2p_pipeline"))
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_REPLAYS else n for n in NAMES])
+@pytest.mark.parametrize("name", params(NAMES, lambda n: f"scenario:{n}", default=DEFAULT_REPLAYS))
 def test_scenario_replays(name, tmp_path, recorded):
     check_replay(name, recorded(name), tmp_path)
 
@@ -99,19 +89,30 @@ def test_scenario_replays(name, tmp_path, recorded):
 
 
 @pytest.mark.timeout(180)
-def test_what_if_removing_the_culprit_completes_seed004_case4(tmp_path, recorded, capsys):
+@pytest.mark.recordings("scenario:seed004_case4")
+def test_what_if_removing_the_culprit_completes_seed004_case4(recorded, capsys):
     run_dir = recorded("seed004_case4")
-    run = load_run(run_dir)
-    f = analyse(run).first
+    f = analyse(load_run(run_dir)).first
     (culprit,) = f.ranks
-    other = next(r for r in f.events if r != culprit)
-    i, j = f.events[culprit].index, f.events[other].index
+    i = f.events[culprit].index
     # the culprit's barrier removed: both ranks were cut by the hang, so after their
     # recordings end they follow their peers (the culprit joins the peer's join() all-reduce)
     code = replay_main([run_dir, "--timeout", str(TIMEOUT), "--drop", f"{culprit}:{i}"])
     text = capsys.readouterr().out
     assert code == 0, text
     assert "replay COMPLETED" in text and "fixes it" in text and f"rank {culprit} +1" in text
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+@pytest.mark.recordings("scenario:seed004_case4")
+def test_what_if_needs_the_right_edit_and_the_peers_to_follow(tmp_path, recorded, capsys):
+    run_dir = recorded("seed004_case4")
+    run = load_run(run_dir)
+    f = analyse(run).first
+    (culprit,) = f.ranks
+    other = next(r for r in f.events if r != culprit)
+    i, j = f.events[culprit].index, f.events[other].index
     # the same with the follow-up call given explicitly: no following needed
     plan = build_plan(run, timeout_s=TIMEOUT, edits=[Edit("drop", culprit, i), Edit("insert", culprit, -1, other, j)])
     assert not any("follow" in n for n in plan.notes)
@@ -127,6 +128,7 @@ def test_what_if_removing_the_culprit_completes_seed004_case4(tmp_path, recorded
     assert code == 1 and "does not make the replay complete" in text, text
 
 
+@pytest.mark.recordings("scenario:seed004_case4")
 def test_bad_edit_is_an_input_error(recorded, capsys):
     run_dir = recorded("seed004_case4")
     assert replay_main([run_dir, "--drop", "1:9999"]) == 2
@@ -166,6 +168,7 @@ def test_32_rank_recording_replays_on_few_processes(tmp_path, capsys):
 
 @pytest.mark.slow  # replays the 4-rank cross-group deadlock to its end, as its own replay test (slow) does
 @pytest.mark.timeout(60)
+@pytest.mark.recordings("scenario:cross_group_deadlock")
 def test_scale_down_says_when_it_cannot(recorded, capsys):
     run_dir = recorded("cross_group_deadlock")
     code = replay_main([run_dir, "--ranks", "auto", "--timeout", str(TIMEOUT)])
@@ -189,13 +192,9 @@ def synthetic_long(tmp_path):
 
 
 def torchrun_recorded(script, nproc, log_dir, timeout=120):
-    run_id = f"repro-{os.getpid()}-{free_port()}"
-    env = dict(os.environ, COLLCHECK="1", COLLCHECK_DIR=str(log_dir), COLLCHECK_RUN_ID=run_id, OMP_NUM_THREADS="1")
-    env.pop("TORCHELASTIC_RUN_ID", None)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--master-addr",
-           "127.0.0.1", "--master-port", str(free_port()), script]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=str(log_dir))
-    return proc, os.path.join(str(log_dir), run_id)
+    """The emitted script run as its header says: torchrun with COLLCHECK=1, from its folder."""
+    rec = launch(job(script, nproc, timeout=timeout), str(log_dir), cwd=str(log_dir))
+    return rec, rec.run_dir
 
 
 @pytest.mark.slow
@@ -217,12 +216,32 @@ def test_minimized_script_reproduces_with_torchrun(tmp_path):
         text = f.read()
     assert "collcheck" not in text.split('"""', 2)[2]  # standalone: torch only
     proc, repro_run = torchrun_recorded(script, small.world, tmp_path)
-    assert proc.returncode != 0  # it fails as the recording did
+    assert proc.rc not in (0, None), proc.tail()  # it fails as the recording did
     again = analyse(load_run(repro_run)).first
-    assert (again.kind, again.group, tuple(again.ranks), site_key(again)) == target, proc.stderr[-2000:]
+    assert (again.kind, again.group, tuple(again.ranks), site_key(again)) == target, proc.tail()
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.recordings("scenario:shape_mismatch")
+def test_cli_emits_a_script_that_torchrun_runs_into_the_same_finding(tmp_path, recorded, capsys):
+    """`replay --emit-script` on a short recording: a few trial replays, then a standalone program
+    that torchrun, recorded, runs into the recording's first finding."""
+    run_dir = recorded("shape_mismatch")
+    script = str(tmp_path / "repro.py")
+    code = replay_main([run_dir, "--timeout", str(TIMEOUT), "--emit-script", script, "--max-tests", "3"])
+    text = capsys.readouterr().out
+    assert code == 1 and os.path.exists(script), text
+    assert "matches the recording: yes" in text, text
+    proc, repro_run = torchrun_recorded(script, 2, tmp_path)
+    assert proc.rc not in (0, None), proc.tail()
+    f = analyse(load_run(repro_run)).first
+    orig = analyse(load_run(run_dir)).first
+    assert (f.kind, f.group, f.ranks, site_key(f)) == (orig.kind, orig.group, orig.ranks, site_key(orig))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+@pytest.mark.recordings("scenario:train_then_eval_gather")
 def test_cli_emits_minimized_script_for_long_scenario(tmp_path, recorded, capsys):
     """train_then_eval_gather: more than 500 recorded collectives, the mismatch last; the CLI
     minimizes them to a script that torchrun runs into the same first finding."""
@@ -237,79 +256,10 @@ def test_cli_emits_minimized_script_for_long_scenario(tmp_path, recorded, capsys
     kept, total = (int(x) for x in re.search(r"kept (\d+) of (\d+) collective", text).groups())
     assert total >= 500 and kept <= 30, text
     proc, repro_run = torchrun_recorded(script, 2, tmp_path)
-    assert proc.returncode != 0
+    assert proc.rc not in (0, None), proc.tail()
     f = analyse(load_run(repro_run)).first
     orig = analyse(load_run(run_dir)).first
     assert (f.kind, f.group, f.ranks, site_key(f)) == (orig.kind, orig.group, orig.ranks, site_key(orig))
     assert len(load_run(repro_run).ranks[0]) <= 30
 
 
-# -- pieces ------------------------------------------------------------------------------------------
-
-
-def test_shrink_keeps_size_relations():
-    from collcheck.replay.plan import Plan
-
-    shapes = [[1000, 10], [10, 1000], [10000], [5000, 2], [3], [100, 100]]
-    acts = [[{"k": "op", "i": i, "op": "allreduce_", "g": "0", "t": [["float32", s]]} for i, s in enumerate(shapes)]]
-    plan = Plan(1, acts, [0])
-    shrink_shapes(plan, 64)
-    new = [a["t"][0][1] for a in plan.ranks[0]]
-    numel = [__import__("math").prod(s) for s in new]
-    old_numel = [__import__("math").prod(s) for s in shapes]
-    assert all(n <= 128 for n in numel)
-    assert len({tuple(s) for s in new}) == len({tuple(s) for s in shapes})  # distinct shapes stay distinct
-    for a in range(len(shapes)):
-        assert len(new[a]) == len(shapes[a])
-        for b in range(len(shapes)):
-            assert (old_numel[a] == old_numel[b]) == (numel[a] == numel[b])
-            assert (old_numel[a] < old_numel[b]) == (numel[a] < numel[b])
-
-
-def test_role_chains_match_the_recorder():
-    """The runtime's torch-function chains make the recorder see the recorded role and label phase."""
-    from collcheck.capture import callsite, frameworks
-
-    roles = set(frameworks.ROLES.values()) | {"bucket rebuild"}
-    phases = set(frameworks.PHASES.values())
-    assert roles - {"bucket rebuild"} <= set(runtime.ROLE_FUNCTION), roles - set(runtime.ROLE_FUNCTION)
-    assert phases <= set(runtime.PHASE_FUNCTION), phases - set(runtime.PHASE_FUNCTION)
-    for role in roles:
-        for phase in [None, *phases]:
-            if role == "bucket rebuild" and phase not in ("DDP forward", "join() shadow"):
-                continue  # the recorder labels bucket rebuilds with these phases only
-            label = f"{phase}: {role}" if phase else role
-            want_role, want_label = callsite._purpose(runtime.role_functions(role, label))
-            assert want_role == role, (role, label)
-            if phase and phase != "DDP init":
-                assert want_label.startswith(phase), (role, label, want_label)
-    assert callsite._purpose(runtime.role_functions("gradient bucket", "DDP backward: gradient bucket")) == (
-        "gradient bucket", "DDP backward: gradient bucket")
-
-
-def test_fsdp_roles_replay_with_their_module():
-    """An FSDP2 role names its module; the replayed call is issued through a frame whose `self`
-    names the same module, so the recorder sees the recorded role."""
-    from collcheck.capture import callsite
-
-    seen = []
-
-    def probe():
-        _, names, _, _ = callsite.walk(sys._getframe(1), False)
-        seen.append(callsite._purpose(names))
-
-    for role, phase in [("FSDP unshard all-gather of layers.3.experts.1", "FSDP2 forward"),
-                        ("FSDP gradient reduce of the root module", "FSDP2 backward")]:
-        runtime.call_as({"role": role, "label": f"{phase}: {role}", "s": ["/somewhere/train.py", 7, "step"]}, probe)
-        assert seen[-1] == (role, f"{phase}: {role}"), seen[-1]
-
-
-def test_trampoline_reports_the_recorded_site():
-    seen = []
-
-    def probe():
-        f = sys._getframe(1)
-        seen.append((f.f_code.co_filename, f.f_lineno, f.f_code.co_name))
-
-    runtime.trampoline("/somewhere/train.py", "<module>", 42)(probe)
-    assert seen == [("/somewhere/train.py", 42, "<module>")]

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "benchmarks")
 
 
 def bench(name: str) -> str:
@@ -28,7 +28,9 @@ def run_json(name: str, *args: str) -> list[dict]:
 def test_bench_tui_previews_then_scrolls():
     (res,) = run_json("bench_tui", "--ranks", "16", "--events", "400", "--pages", "3",
                       "--preview-bytes", "0", "--preview-events", "1600")
-    assert res["preview"] == 100 and res["rows"] == 400 and res["columns"] == 1
+    # at this toy size the full load can paint before the preview does (the preview itself is
+    # tested with the full load held back: tests/unit/test_tui_views.py)
+    assert res["preview"] in (0, 100) and res["rows"] == 400 and res["columns"] == 1
     assert 0 < res["first_screen_s"] <= res["full_s"] and res["scroll_pages"] == 3
     assert res["last_row"] > 0
 
@@ -44,6 +46,7 @@ def _report_json(proc) -> dict:
     return json.loads(proc.stdout[proc.stdout.rindex("\n{") + 1:])  # the report, then its figures as JSON
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_bench_record_measures_every_variant(fastpath_env, monkeypatch):
     """The micro benchmark at toy size, on the compiled path (built): every variant timed, the
@@ -100,6 +103,7 @@ def test_benchmark_scripts_run_from_a_clone(name):
     assert f"benchmarks/{name}.py" in proc.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_bench_cpu_counts_every_variant():
     (res,) = run_json("bench_cpu", "--launches", "1", "--calls", "300")

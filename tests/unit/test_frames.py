@@ -9,6 +9,7 @@ decodes each frame alone, as docs/log-format.md describes.
 from __future__ import annotations
 
 import msgpack
+from support import examples
 from hypothesis import given, settings, strategies as st
 
 from collcheck import frames as fr, logformat as lf
@@ -105,7 +106,7 @@ def reference(data: bytes, expand: bool) -> tuple[list, list, int]:
     return out, damage, copies
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(logs(), st.booleans())
 def test_batches_read_what_frames_read_alone(data, expand):
     stream = LogStream(data, "log", expand_done=expand)
@@ -115,7 +116,7 @@ def test_batches_read_what_frames_read_alone(data, expand):
     assert stream.damage == damage and not stream.torn and stream.duplicates == copies
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(logs(), st.data())
 def test_a_reader_that_stops_early_knows_how_far_it_read(data, pick):
     """Where a caller stops (a preview of the first collectives), good_bytes is the end of the
@@ -134,7 +135,7 @@ def test_a_reader_that_stops_early_knows_how_far_it_read(data, pick):
     assert all(pos < stream.good_bytes for pos, _, _ in want[:stop] if pos != frame)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.lists(st.integers(1, 3), min_size=2, max_size=200), st.data())
 def test_damage_counts_the_collectives_it_held(sizes, pick):
     """Frames of 1-3 collectives; some runs of frames damaged (one byte changed in each): each
@@ -165,7 +166,7 @@ def test_damage_counts_the_collectives_it_held(sizes, pick):
     assert got == [e for k, size in enumerate(sizes) if k not in hit for e in range(sum(sizes[:k]), sum(sizes[:k + 1]))]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(logs(), st.integers(1, 5000), st.sampled_from(["zeros", "cut frame", "garbage"]))
 def test_the_end_of_a_log(data, zeros, tail):
     """What follows the last good frame: zeros alone (space reserved for frames and never

@@ -12,10 +12,11 @@ import subprocess
 import sys
 
 import pytest
-from conftest import diff_json, marker_lines, program, torchrun
 
-from collcheck.demo import record_scenario, scenario_meta, scenario_names
 from collcheck.model import load_run
+from support.cli import diff_json, run_cli
+from support.corpus import params, scenario_meta, scenario_names
+from support.jobs import marker_lines, program
 
 SEED_OUTCOMES = {  # case: (ranks that finish, ranks stuck until the watchdog aborts them)
     1: ({0, 1}, set()),
@@ -25,8 +26,7 @@ SEED_OUTCOMES = {  # case: (ranks that finish, ranks stuck until the watchdog ab
     5: ({0}, {1}),
     6: ({0, 1}, set()),
 }
-SIM = {"COLLCHECK_SIMNCCL": "1"}
-SCENARIOS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scenarios")
+SCENARIOS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "scenarios")
 
 
 def expected_on_simnccl(name: str) -> list:
@@ -43,18 +43,19 @@ def first_findings(run_dir: str) -> list:
     return [(f["kind"], f["group"], f["position"], f["ranks"]) for f in report["findings"][:1]]
 
 
-def outcome(case: int, tmp_path, env=None):
-    rc, out, err, run_dir = torchrun(os.path.join(SCENARIOS, f"seed004_case{case}", "main.py"), 2, tmp_path,
-                                     timeout=90, env=dict(SIM, **(env or {})))
-    finished = {int(r) for r in re.findall(r"Rank (\d) has exhausted", out)}
-    stuck = {int(r) for r in re.findall(r"\[rank (\d)\] simnccl: Watchdog caught collective operation timeout", err)}
-    return finished, stuck, rc, run_dir
+def outcome(corpus, name: str):
+    rec = corpus(name)
+    assert rec.rc is not None, rec.tail()
+    finished = {int(r) for r in re.findall(r"Rank (\d) has exhausted", rec.stdout)}
+    stuck = {int(r) for r in re.findall(r"\[rank (\d)\] simnccl: Watchdog caught collective operation timeout",
+                                        rec.stderr)}
+    return finished, stuck, rec.rc, rec.run_dir
 
 
-@pytest.mark.timeout(120)
-@pytest.mark.parametrize("case", [1, 2, 3, 5, 6])
-def test_seed004_cases_end_as_they_did_under_nccl(case, tmp_path):
-    finished, stuck, rc, run_dir = outcome(case, tmp_path)
+@pytest.mark.parametrize("case", [pytest.param(c, marks=[pytest.mark.recordings(f"scenario:seed004_case{c}@simnccl")]
+                                                 + ([] if c == 5 else [pytest.mark.slow])) for c in (1, 2, 3, 5, 6)])
+def test_seed004_cases_end_as_they_did_under_nccl(case, corpus):
+    finished, stuck, rc, run_dir = outcome(corpus, f"scenario:seed004_case{case}@simnccl")
     assert (finished, stuck) == SEED_OUTCOMES[case], (finished, stuck)
     assert (rc == 0) == (not stuck)
     states = {r: log.state for r, log in load_run(run_dir).ranks.items()}
@@ -65,17 +66,17 @@ def test_seed004_cases_end_as_they_did_under_nccl(case, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(120)
-def test_seed004_case4_with_torch_1_9s_barrier_ends_as_the_seed_reports(tmp_path):
+@pytest.mark.recordings("scenario:seed004_case4@simnccl+torch19")
+def test_seed004_case4_with_torch_1_9s_barrier_ends_as_the_seed_reports(corpus):
     """The seed's own outcome, with the barrier's value as torch 1.9.1 left it (uninitialised:
     here 1): rank 0's join() count reads non-zero, it stays in join() and is stuck, rank 1
     finishes (the 2.13 reading: the test below)."""
-    finished, stuck, _, _ = outcome(4, tmp_path, env={"SIMNCCL_BARRIER_VALUE": "1"})
+    finished, stuck, _, _ = outcome(corpus, "scenario:seed004_case4@simnccl+torch19")
     assert (finished, stuck) == SEED_OUTCOMES[4], (finished, stuck)
 
 
-@pytest.mark.timeout(150)
-def test_seed004_case4_depends_on_what_a_barrier_contributes(tmp_path):
+@pytest.mark.recordings("scenario:seed004_case4@simnccl")
+def test_seed004_case4_depends_on_what_a_barrier_contributes(corpus):
     """Case 4 pairs rank 1's barrier with rank 0's join() all-reduce of its not-joined count. The
     seed ran torch 1.9.1, whose ProcessGroupNCCL::barrier all-reduced `at::empty({1})`: whatever
     the memory held, so the count read non-zero, rank 0 stayed in join()'s loop and was stuck while
@@ -84,7 +85,7 @@ def test_seed004_case4_depends_on_what_a_barrier_contributes(tmp_path):
     0, rank 0 concludes every rank joined and finishes, rank 1 is left in join() and is stuck. The
     simulator reproduces both, with the barrier's value as each torch had it (torch 1.9's: the
     test above, with -m slow)."""
-    finished, stuck, _, run_dir = outcome(4, tmp_path / "new")
+    finished, stuck, _, run_dir = outcome(corpus, "scenario:seed004_case4@simnccl")
     assert (finished, stuck) == ({0}, {1}), (finished, stuck)
     # rank 1's barrier paired with join()'s not-joined count all-reduce, silently
     assert first_findings(run_dir) == expected_on_simnccl("seed004_case4")
@@ -92,13 +93,13 @@ def test_seed004_case4_depends_on_what_a_barrier_contributes(tmp_path):
     assert report["findings"][0]["details"].get("silent"), report["findings"][0]
 
 
-@pytest.mark.timeout(120)
-def test_nccl_pairs_by_position_and_checks_nothing(tmp_path):
+@pytest.mark.recordings("simnccl_silent")
+def test_nccl_pairs_by_position_and_checks_nothing(corpus):
     """A barrier meets an all-reduce, an int64 meets a float64 of the same size: under NCCL both
     complete, the values are whatever the bytes added up to; the job finishes."""
-    rc, out, err, run_dir = torchrun(program("simnccl_semantics.py"), 2, tmp_path, timeout=90, env=SIM,
-                                     args=("silent",))
-    assert rc == 0, err[-3000:]
+    rec = corpus("simnccl_silent")
+    assert rec.rc == 0, rec.tail()
+    out, run_dir = rec.stdout, rec.run_dir
     # rank 1's 5.0 plus rank 0's barrier zeros; rank 0's int64 3 plus rank 1's float64 bytes
     assert "rank 1 result 5.0" in out, out
     run = load_run(run_dir)
@@ -114,14 +115,14 @@ def test_nccl_pairs_by_position_and_checks_nothing(tmp_path):
     assert "the barrier is a 1-element all-reduce of zeros" in first["message"], first["message"]
 
 
-@pytest.mark.timeout(120)
-def test_a_rank_runs_ahead_until_a_sync_point(tmp_path):
+@pytest.mark.recordings("simnccl_ahead")
+def test_a_rank_runs_ahead_until_a_sync_point(corpus):
     """Rank 0's 60 all-reduces return at once (rank 1 never joins): the CPU goes on to the line
     that reads a result, waits there, and the watchdog takes the process down at the timeout;
     the log holds all 60, issued and not completed."""
-    rc, out, err, run_dir = torchrun(program("simnccl_semantics.py"), 2, tmp_path, timeout=90, env=SIM,
-                                     args=("ahead",))
-    assert rc != 0 and "issued 60" in out, out + err[-2000:]
+    rec = corpus("simnccl_ahead")
+    out, err, run_dir = rec.stdout, rec.stderr, rec.run_dir
+    assert rec.rc not in (0, None) and "issued 60" in out, rec.tail()
     assert "[rank 0] simnccl: Watchdog caught collective operation timeout" in err, err[-2000:]
     log = load_run(run_dir).ranks[0]
     ahead = [i for i in range(len(log)) if log.event(i).sig.op == "allreduce_"]
@@ -155,12 +156,14 @@ def test_demo_runs_a_scenario_on_the_simulated_backend():
         in proc.stdout, proc.stdout[-3000:]
 
 
-@pytest.mark.timeout(120)
-def test_point_to_point_does_not_shift_the_groups_collectives(tmp_path):
+@pytest.mark.slow
+@pytest.mark.recordings("simnccl_p2p")
+def test_point_to_point_does_not_shift_the_groups_collectives(corpus):
     """Rank 0 sends rank 1 a 7 before all three all-reduce their value: the sends and receives run
     on their own per-pair streams, so the all-reduce still pairs slot by slot on every rank."""
-    rc, out, err, _ = torchrun(program("simnccl_semantics.py"), 3, tmp_path, timeout=90, env=SIM, args=("p2p",))
-    assert rc == 0, err[-3000:]
+    rec = corpus("simnccl_p2p")
+    assert rec.rc == 0, rec.tail()
+    out = rec.stdout
     assert sorted(re.findall(r"rank \d sum ([\d.]+)", out)) == ["9.0"] * 3, out  # 0 + 7 + 2
 
 
@@ -171,31 +174,29 @@ MATRIX = [n for n in scenario_names() if os.path.exists(os.path.join(SCENARIOS, 
           and not n.startswith("seed004_case")]  # (the seed cases: above)
 
 
-@pytest.mark.timeout(200)
-@pytest.mark.parametrize("name", [n if n in QUICK else pytest.param(n, marks=pytest.mark.slow) for n in MATRIX])
-def test_every_scenario_on_simnccl_gives_its_first_finding(name, tmp_path):
+@pytest.mark.parametrize("name", params(MATRIX, lambda n: f"scenario:{n}@simnccl", default=QUICK))
+def test_every_scenario_on_simnccl_gives_its_first_finding(name, corpus):
     """Each scenario, unchanged, on the simulated NCCL backend: the same first finding (kind,
     group, position, culprits) as on gloo, or the one its expected.json lists for simnccl with why
     NCCL's semantics make the difference; a valid scenario stays clean."""
-    rc, run_dir, output = record_scenario(name, str(tmp_path), timeout=150, extra_env=SIM)
-    assert rc != -1, output[-2000:]
-    assert first_findings(run_dir) == expected_on_simnccl(name), output[-2000:]
+    rec = corpus(f"scenario:{name}@simnccl")
+    assert rec.rc is not None, rec.tail()
+    assert first_findings(rec.run_dir) == expected_on_simnccl(name), rec.tail()
     if scenario_meta(name)["valid"]:  # live mode (on by default) reported nothing either
-        assert not os.path.exists(os.path.join(run_dir, "live-report.json")), output[-2000:]
+        assert not os.path.exists(os.path.join(rec.run_dir, "live-report.json")), rec.tail()
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
-def test_replay_on_simnccl_reproduces_what_nccl_did(tmp_path):
+@pytest.mark.recordings("scenario:seed004_case5@simnccl")
+def test_replay_on_simnccl_reproduces_what_nccl_did(corpus):
     """Seed 004 case 5 recorded on the simulated backend: rank 0's barrier ran as one collective
     with rank 1's extra bucket all-reduce. `replay --backend simnccl` re-issues the recorded calls
     with NCCL's semantics and gets that first finding again."""
-    rc, run_dir, output = record_scenario("seed004_case5", str(tmp_path / "rec"), timeout=150, extra_env=SIM)
-    assert rc != -1, output[-2000:]
-    proc = subprocess.run([sys.executable, "-m", "collcheck", "replay", run_dir, "--backend", "simnccl",
-                           "--timeout", "4", "--format", "json"], capture_output=True, text=True, timeout=200,
-                          check=False)
-    doc = json.loads(proc.stdout)
+    rec = corpus("scenario:seed004_case5@simnccl")
+    assert rec.rc is not None, rec.tail()
+    res = run_cli("replay", rec.run_dir, "--backend", "simnccl", "--timeout", "4", "--format", "json")
+    doc = json.loads(res.out)
     assert doc["recorded"] == {"kind": "op_mismatch", "group": "0", "position": 10, "ranks": [0]}, doc
     assert doc["matches"] is True and doc["replayed"] == doc["recorded"], doc
 
@@ -210,11 +211,11 @@ def test_every_scenario_declares_the_backends_it_runs_on():
                                    if os.path.exists(os.path.join(SCENARIOS, n, "expected.json"))])
 
 
-@pytest.mark.timeout(120)
-@pytest.mark.parametrize("world", [pytest.param(2, marks=pytest.mark.slow), 3])
-def test_every_collective_computes_what_nccl_computes(world, tmp_path):
+@pytest.mark.parametrize("world", [pytest.param(2, marks=[pytest.mark.slow, pytest.mark.recordings("simnccl_ops_2")]),
+                                   pytest.param(3, marks=pytest.mark.recordings("simnccl_ops_3"))])
+def test_every_collective_computes_what_nccl_computes(world, corpus):
     """The backend used directly (no recorder): every collective and P2P op, a subgroup and an
     object collective, each result checked against the arithmetic NCCL does."""
-    rc, out, err, _ = torchrun(program("simnccl_ops.py"), world, tmp_path, timeout=100, record=False)
-    assert rc == 0, err[-3000:]
-    assert out.count("ok ") == world, out
+    rec = corpus(f"simnccl_ops_{world}")
+    assert rec.rc == 0, rec.tail()
+    assert rec.stdout.count("ok ") == world, rec.stdout

@@ -6,24 +6,27 @@ each label checked against the framework on its stack (framework_labels.py)."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
-from conftest import diff_json, marker_lines, program, torchrun
-from framework_labels import assert_labels_speak_their_framework
-from test_reports import assert_rows_line_up
+from support.cli import diff_json, diff_text
+from support.framework_labels import assert_labels_speak_their_framework
+from support.jobs import marker_lines, program
+from support.reports import assert_rows_line_up
 
 from collcheck.analysis.diff import analyse
 from collcheck.model import load_run
 
-FULL = {"COLLCHECK_STACK": "full"}
+
+def recorded(corpus, name: str, ok: bool = False) -> str:
+    """The run dir of recording `name`, which ended cleanly (`ok`) or failed (the bug's hang)."""
+    rec = corpus(name)
+    assert (rec.rc == 0) if ok else (rec.rc not in (0, None)), rec.tail()
+    return rec.run_dir
 
 
-@pytest.mark.timeout(150)
-def test_fsdp2_expert_skipped_on_one_rank_is_reported_in_fsdp_terms(tmp_path):
-    rc, _, err, run_dir = torchrun(program("fsdp_skip.py"), 2, tmp_path, timeout=120, env=FULL)
-    assert rc != 0, err[-2000:]  # the skipped expert hangs the job until gloo's timeout
+@pytest.mark.recordings("fsdp_skip")
+def test_fsdp2_expert_skipped_on_one_rank_is_reported_in_fsdp_terms(corpus):
+    run_dir = recorded(corpus, "fsdp_skip")  # the skipped expert hangs the job until gloo's timeout
     code, report = diff_json(run_dir)
     assert code == 1, report
     first = report["findings"][0]
@@ -36,23 +39,21 @@ def test_fsdp2_expert_skipped_on_one_rank_is_reported_in_fsdp_terms(tmp_path):
     assert all(e["label"].startswith("FSDP2 forward: ") for e in first["events"].values()), first["events"]
     assert "experts.1" in first["message"] and "experts.2" in first["message"], first["message"]
     assert first["fix"].startswith("every rank must run the same FSDP modules"), first["fix"]
-    text = subprocess.run([sys.executable, "-m", "collcheck.cli", "diff", run_dir], capture_output=True, text=True, check=False,
-                          timeout=120).stdout
+    text = diff_text(run_dir, columns=None)
     assert "FSDP2 forward" in text and "DDP" not in text and "join()" not in text, text
     assert assert_labels_speak_their_framework(load_run(run_dir)) > 20
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(150)
-def test_rank_only_full_tensor_on_a_2d_mesh_blames_that_rank_at_its_slot(tmp_path):
+@pytest.mark.recordings("mesh_rank0_full_tensor")
+def test_rank_only_full_tensor_on_a_2d_mesh_blames_that_rank_at_its_slot(corpus):
     """Rank 0 all-gathers on its tp group while ranks 1-3 wait in a world barrier: a wait-for
     cycle through rank 1, but rank 0 is the one out of step (every other rank waits on it). The
     finding names rank 0 alone, at its own slot (#3 of its tp group, by mesh dimension), and the
     table shows that slot."""
     script = program("mesh_rank0_full_tensor.py")
     marks = marker_lines(script)
-    rc, _, err, run_dir = torchrun(script, 4, tmp_path, timeout=120, env=FULL)
-    assert rc != 0, err[-2000:]
+    run_dir = recorded(corpus, "mesh_rank0_full_tensor")
     code, report = diff_json(run_dir)
     assert code == 1, report
     first = report["findings"][0]
@@ -61,8 +62,7 @@ def test_rank_only_full_tensor_on_a_2d_mesh_blames_that_rank_at_its_slot(tmp_pat
     assert first["events"]["0"]["site"]["line"] == marks["full_tensor"], first["events"]["0"]
     assert first["details"]["waited_on_by"] == {"0": [1, 2, 3]}, first["details"]
     assert first["fix"].startswith("rank 0 issued a collective the other members"), first["fix"]
-    text = subprocess.run([sys.executable, "-m", "collcheck.cli", "diff", run_dir], capture_output=True, text=True, check=False,
-                          timeout=120, env=dict(os.environ, COLUMNS="200")).stdout
+    text = diff_text(run_dir, columns=200)
     assert f"{first['group_label']}: collectives around #3" in text, text
     run = load_run(run_dir)
     assert_rows_line_up(analyse(run))  # every table row: one slot on every rank
@@ -71,16 +71,15 @@ def test_rank_only_full_tensor_on_a_2d_mesh_blames_that_rank_at_its_slot(tmp_pat
     assert first["events"]["0"]["label"] == "DTensor.full_tensor(): Shard(1) -> Replicate() over tp", first["events"]["0"]
 
 
-@pytest.mark.timeout(150)
-def test_tensor_parallel_rank_only_full_tensor_names_the_placement_change(tmp_path):
+@pytest.mark.recordings("tp_branch")
+def test_tensor_parallel_rank_only_full_tensor_names_the_placement_change(corpus):
     """parallelize_module (ColwiseParallel up, RowwiseParallel down) on a 1-D tp mesh; at step 1 rank
     0 alone all-gathers a weight for a log line: the extra collective is rank 0's, named by the
     DTensor call and the placement change over `tp`; what rank 1 issued in that slot is the next
     step's RowwiseParallel output all-reduce."""
     script = program("tp_branch.py")
     marks = marker_lines(script)
-    rc, _, err, run_dir = torchrun(script, 2, tmp_path, timeout=120, env=FULL)
-    assert rc != 0, err[-2000:]
+    run_dir = recorded(corpus, "tp_branch")
     code, report = diff_json(run_dir)
     assert code == 1, report
     first = report["findings"][0]
@@ -100,12 +99,11 @@ def test_tensor_parallel_rank_only_full_tensor_names_the_placement_change(tmp_pa
     assert assert_labels_speak_their_framework(load_run(run_dir)) > 10
 
 
-@pytest.mark.timeout(200)
-def test_a_correct_fsdp2_and_tensor_parallel_program_is_clean(tmp_path):
+@pytest.mark.recordings("fsdp_tp_ok")
+def test_a_correct_fsdp2_and_tensor_parallel_program_is_clean(corpus):
     """FSDP2 over dp and tensor parallel over tp on a 2-D mesh of 4 ranks, a correct program: no
     finding, every group named by its mesh dimension, every label its framework's."""
-    rc, _, err, run_dir = torchrun(program("fsdp_tp_ok.py"), 4, tmp_path, timeout=180, env=FULL)
-    assert rc == 0, err[-3000:]
+    run_dir = recorded(corpus, "fsdp_tp_ok", ok=True)
     code, report = diff_json(run_dir)
     assert (code, report["verdict"], report["findings"]) == (0, "clean", []), report["findings"][:1]
     assert not os.path.exists(os.path.join(run_dir, "live-report.json"))  # live mode was silent too
@@ -120,15 +118,14 @@ def test_a_correct_fsdp2_and_tensor_parallel_program_is_clean(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(200)
-def test_fsdp2_and_tensor_parallel_rank_only_full_tensor_blames_that_rank(tmp_path):
+@pytest.mark.recordings("fsdp_tp_rank0_full_tensor")
+def test_fsdp2_and_tensor_parallel_rank_only_full_tensor_blames_that_rank(corpus):
     """The same program with the bug: only rank 0 all-gathers an FSDP2 + TP weight (its dp group
     first, its 25th collective there) while ranks 1-3 wait in the final barrier. Rank 0 alone is
     the culprit, at its own slot of its dp group, named by mesh dimension, with the placement change."""
     script = program("fsdp_tp_ok.py")
     marks = marker_lines(script)
-    rc, _, err, run_dir = torchrun(script, 4, tmp_path, timeout=180, env=FULL, args=("rank0_full_tensor",))
-    assert rc != 0, err[-2000:]
+    run_dir = recorded(corpus, "fsdp_tp_rank0_full_tensor")
     code, report = diff_json(run_dir)
     assert code == 1, report
     first = report["findings"][0]
@@ -143,16 +140,15 @@ def test_fsdp2_and_tensor_parallel_rank_only_full_tensor_blames_that_rank(tmp_pa
     assert assert_labels_speak_their_framework(run) > 100
 
 
-@pytest.mark.timeout(150)
-@pytest.mark.parametrize("schedule", ["1f1b", "gpipe"])
-def test_a_correct_pipeline_is_clean_and_speaks_in_stages(tmp_path, schedule):
+@pytest.mark.parametrize("schedule", [pytest.param("1f1b", marks=pytest.mark.recordings("pipeline_ok_1f1b")),
+                                      pytest.param("gpipe", marks=[pytest.mark.recordings("pipeline_ok_gpipe"),
+                                                                   pytest.mark.slow])])
+def test_a_correct_pipeline_is_clean_and_speaks_in_stages(corpus, schedule):
     """A 2-stage pipeline (Schedule1F1B or ScheduleGPipe), 4 microbatches, 3 steps: clean; every
     send and recv is labelled with its stage, the step's microbatch count, which way it goes (the
     half of a mixed batch) and its microbatch: each way runs microbatches 0-3 in order every step,
     however the schedule interleaves them."""
-    rc, _, err, run_dir = torchrun(program("pipeline_ok.py"), 2, tmp_path, timeout=120,
-                                   env=dict(FULL, PP_SCHEDULE=schedule))
-    assert rc == 0, err[-3000:]
+    run_dir = recorded(corpus, f"pipeline_ok_{schedule}", ok=True)
     code, report = diff_json(run_dir)
     assert (code, report["verdict"], report["findings"]) == (0, "clean", []), report["findings"][:1]
     assert not os.path.exists(os.path.join(run_dir, "live-report.json"))  # live mode was silent too
@@ -170,13 +166,12 @@ def test_a_correct_pipeline_is_clean_and_speaks_in_stages(tmp_path, schedule):
     assert assert_labels_speak_their_framework(run) == sum(len(log) for log in run.ranks.values())
 
 
-@pytest.mark.timeout(150)
-def test_a_pipeline_stage_with_another_microbatch_count_is_the_culprit(tmp_path):
+@pytest.mark.recordings("pipeline_ragged")
+def test_a_pipeline_stage_with_another_microbatch_count_is_the_culprit(corpus):
     """Stage 0 splits its ragged last batch into 3 microbatches, stage 1 its padded targets into 4:
     the first unpaired message is blamed on stage 0, whose count changed (4 before), and the
     verdict says the job aborted, and how: rank 1 failed when rank 0 had finished and gone."""
-    rc, _, err, run_dir = torchrun(program("pipeline_ragged.py"), 2, tmp_path, timeout=120, env=FULL)
-    assert rc != 0, err[-2000:]
+    run_dir = recorded(corpus, "pipeline_ragged")
     code, report = diff_json(run_dir)
     assert code == 1, report
     first = report["findings"][0]
@@ -194,16 +189,14 @@ def test_a_pipeline_stage_with_another_microbatch_count_is_the_culprit(tmp_path)
     assert assert_labels_speak_their_framework(load_run(run_dir)) > 50
 
 
-@pytest.mark.timeout(150)
-def test_a_checkpoint_saved_on_one_rank_blames_that_rank(tmp_path):
+@pytest.mark.recordings("dcp_rank0")
+def test_a_checkpoint_saved_on_one_rank_blames_that_rank(corpus):
     """torch.distributed.checkpoint.save called on rank 0 only: its planning collective meets rank
     1's next all-reduce. With two ranks there is no majority: the call from a line rank 1 never
     runs is the odd one (not the user's all-reduce, though DCP's call is torch's own); the fix is
-    DCP's. Saved on every rank, the run is clean."""
-    script = program("dcp_rank0.py")
-    marks = marker_lines(script)
-    rc, _, err, run_dir = torchrun(script, 2, tmp_path, timeout=120, env=FULL, args=(str(tmp_path / "ck"),))
-    assert rc != 0, err[-2000:]
+    DCP's."""
+    marks = marker_lines(program("dcp_rank0.py"))
+    run_dir = recorded(corpus, "dcp_rank0")
     code, report = diff_json(run_dir)
     first = report["findings"][0]
     assert (code, first["kind"], first["ranks"], first["position"]) == (1, "op_mismatch", [0], 4), first
@@ -212,9 +205,12 @@ def test_a_checkpoint_saved_on_one_rank_blames_that_rank(tmp_path):
         marks["save"], "checkpoint save: checkpoint planning", "checkpoint planning"), mine
     assert first["fix"].startswith("call torch.distributed.checkpoint save/load on every rank"), first["fix"]
     assert assert_labels_speak_their_framework(load_run(run_dir)) > 0
-    rc, _, err, run_dir = torchrun(script, 2, tmp_path, timeout=120, args=(str(tmp_path / "ck2"), "all"))
-    assert rc == 0, err[-2000:]
-    assert diff_json(run_dir)[1]["verdict"] == "clean"
+
+
+@pytest.mark.slow
+@pytest.mark.recordings("dcp_all")
+def test_a_checkpoint_saved_on_every_rank_is_clean(corpus):
+    assert diff_json(recorded(corpus, "dcp_all", ok=True))[1]["verdict"] == "clean"
 
 
 def test_every_table_entry_names_a_function_of_this_torch():

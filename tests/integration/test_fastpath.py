@@ -1,9 +1,9 @@
 """The compiled recording fast path (collcheck/capture/fastpath*): same log as the Python path.
 
 The extension is built once per test session (skipped with the reason when no C++ compiler or
-ninja is found), then real 2-rank torchrun jobs run with COLLCHECK_FASTPATH=1 and =0 and the
-decoded logs are compared: every C record (op, group, tensors, reduce op, root/peer, tag, API
-fields, purpose labels, call sites, thread) and which collectives completed.
+ninja is found), then the shared recordings of real 2-rank torchrun jobs with COLLCHECK_FASTPATH=1
+(`name@compiled`) and =0 are compared: every C record (op, group, tensors, reduce op, root/peer,
+tag, API fields, purpose labels, call sites, thread) and which collectives completed.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import (FASTPATH_BUILD_TIMEOUT as BUILD_TIMEOUT, base_env, diff_json, free_port, log_files, marker_lines, program,
-                      torchrun)
 
 from collcheck import logformat as lf
 from collcheck.reader import read_log
-
+from support.cli import diff_json, run_cli
+from support.corpus import FASTPATH_BUILD_TIMEOUT as BUILD_TIMEOUT
+from support.jobs import base_env, log_files, marker_lines, program
 
 
 @pytest.fixture
@@ -60,16 +60,15 @@ def resolved(path: str):
     return colls, done
 
 
-def record_both(script: str, tmp_path, args: tuple = (), env: dict | None = None):
-    """Run `script` on 2 ranks with the compiled path and with the Python path; their run dirs."""
+def both(corpus, name: str):
+    """The run dirs of recording `name` on the compiled path and on the Python path."""
     runs = {}
-    for mode in ("1", "0"):
-        rc, out, err, run_dir = torchrun(script, 2, tmp_path / f"fastpath{mode}", timeout=100, args=args,
-                                         env={"COLLCHECK_FASTPATH": mode, **(env or {})})
-        assert rc == 0, err[-4000:]
-        assert ("compiled fast path in use" in err) == (mode == "1"), err[-2000:]
-        runs[mode] = run_dir
-    return runs["1"], runs["0"]
+    for at in ("@compiled", ""):
+        rec = corpus(name + at)
+        assert rec.rc == 0, rec.tail()
+        assert ("compiled fast path in use" in rec.stderr) == (at == "@compiled"), rec.stderr[-2000:]
+        runs[at] = rec.run_dir
+    return runs["@compiled"], runs[""]
 
 
 def assert_same_logs(fast_dir: str, python_dir: str) -> int:
@@ -89,10 +88,10 @@ def assert_same_logs(fast_dir: str, python_dir: str) -> int:
     return total
 
 
-@pytest.mark.timeout(BUILD_TIMEOUT + 240)
-def test_ddp_join_same_records(built, tmp_path):
+@pytest.mark.recordings("ddp_join@compiled", "ddp_join")
+def test_ddp_join_same_records(corpus):
     """DDP's C++ reducer (records written by C++), bucket numbering per pass, join's shadow passes."""
-    fast, python = record_both(program("ddp_join.py"), tmp_path)
+    fast, python = both(corpus, "ddp_join")
     assert assert_same_logs(fast, python) > 40
     colls, _ = resolved(log_files(fast)[0])
     buckets = [c["l"] for c in colls if c.get("u") == "gradient bucket"]
@@ -100,11 +99,11 @@ def test_ddp_join_same_records(built, tmp_path):
     assert all(c["s"][0] == program("ddp_join.py") for c in colls)
 
 
-@pytest.mark.timeout(BUILD_TIMEOUT + 240)
-def test_every_op_same_records(built, tmp_path):
+@pytest.mark.recordings("every_op@compiled", "every_op")
+def test_every_op_same_records(corpus):
     """Python dist.* calls (API names, call ids, blocking vs async, errors), P2P, coalescing,
     functional collectives, DTensor, subgroups."""
-    fast, python = record_both(program("every_op.py"), tmp_path)
+    fast, python = both(corpus, "every_op")
     assert assert_same_logs(fast, python) > 60
     for rank in (0, 1):  # live mode's hashes: the same signatures mixed on both paths
         states = []
@@ -114,59 +113,69 @@ def test_every_op_same_records(built, tmp_path):
         assert states[0] == states[1] and len(states[0]["g"]) >= 3 and states[0]["c"], states
 
 
-@pytest.mark.timeout(BUILD_TIMEOUT + 240)
-def test_full_stack_same_records(built, tmp_path):
+@pytest.mark.slow
+@pytest.mark.recordings("ddp_join_full@compiled", "ddp_join_full")
+def test_full_stack_same_records(corpus):
     """COLLCHECK_STACK=full: every record carries its whole stack, so none is written by C++ alone."""
-    fast, python = record_both(program("ddp_join.py"), tmp_path, env={"COLLCHECK_STACK": "full"})
+    fast, python = both(corpus, "ddp_join_full")
     assert assert_same_logs(fast, python) > 40
     assert all("st" in c for c in resolved(log_files(fast)[0])[0])
 
 
+# each case in a fresh state of the same process: fastpath.load() caches what it found
 _LOAD_CHECK = """
-import sys, torch
+import os, sys, torch
 from collcheck.capture import fastpath
-module = fastpath.load()
-print("loaded" if module is not None else "python", flush=True)
+for case in sys.argv[1:]:
+    setting, extensions_dir = case.split(",")
+    os.environ["COLLCHECK_FASTPATH"] = setting
+    if extensions_dir:
+        os.environ["TORCH_EXTENSIONS_DIR"] = extensions_dir
+    else:
+        os.environ.pop("TORCH_EXTENSIONS_DIR", None)
+    fastpath._loaded = None
+    module = fastpath.load()
+    print(case, "loaded" if module is not None else "python", flush=True)
+    print("end of", case, file=sys.stderr, flush=True)
 """
-
-
-@pytest.mark.timeout(BUILD_TIMEOUT + 120)
-@pytest.mark.parametrize("setting, extensions_dir, expect, says", [
+LOAD_RULES = [  # (COLLCHECK_FASTPATH, TORCH_EXTENSIONS_DIR, what loads, what it says)
     ("0", None, "python", ""),
     ("", None, "loaded", ""),
     ("", "empty", "python", ""),  # not built for this torch: silent, never compiled here
     ("1", "empty", "python", "not built"),
-])
-def test_load_rules(built, tmp_path, setting, extensions_dir, expect, says):
-    env = base_env(tmp_path, record=False, extra={"COLLCHECK_FASTPATH": setting})
-    if extensions_dir:
-        env["TORCH_EXTENSIONS_DIR"] = str(tmp_path / extensions_dir)
-    proc = subprocess.run([sys.executable, "-c", _LOAD_CHECK], env=env, capture_output=True, text=True, timeout=60)
+]
+
+
+def test_load_rules(built, tmp_path):
+    cases = [f"{setting},{tmp_path / where if where else ''}" for setting, where, _, _ in LOAD_RULES]
+    env = base_env(tmp_path, record=False)
+    proc = subprocess.run([sys.executable, "-c", _LOAD_CHECK, *cases], env=env, capture_output=True, text=True,
+                          timeout=60)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.split() == [expect]
-    assert (says in proc.stderr) if says else "collcheck:" not in proc.stderr, proc.stderr
+    said = proc.stderr.split("end of ")
+    for (setting, where, expect, says), case, line, err in zip(LOAD_RULES, cases, proc.stdout.splitlines(), said):
+        assert line == f"{case} {expect}", (line, case)
+        assert (says in err) if says else "collcheck:" not in err, err
     assert not (tmp_path / "empty").exists()  # loading never builds
 
 
 def test_status_when_not_built(tmp_path):
     """`collcheck build-fastpath --status` on a machine without a build: says so, exit 1, builds nothing."""
-    env = base_env(tmp_path, record=False, extra={"TORCH_EXTENSIONS_DIR": str(tmp_path / "empty")})
-    proc = subprocess.run([sys.executable, "-m", "collcheck", "build-fastpath", "--status"], env=env,
-                          capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 1 and proc.stdout.startswith("not built: " + str(tmp_path / "empty")), proc
+    res = run_cli("build-fastpath", "--status", env={"TORCH_EXTENSIONS_DIR": str(tmp_path / "empty")})
+    assert res.code == 1 and res.out.startswith("not built: " + str(tmp_path / "empty")), res
     assert not (tmp_path / "empty").exists()
 
 
-@pytest.mark.timeout(BUILD_TIMEOUT + 240)
-def test_capped_log_written_by_the_compiled_path(built, tmp_path):
+@pytest.mark.recordings("capped_ddp@compiled")
+def test_capped_log_written_by_the_compiled_path(corpus):
     """The compiled path starts new segments itself (DDP's C++ all-reduces): the capped log
     still reads, lines up and names the divergence with its real sequence number."""
     script = program("long_run.py")
-    rc, _, err, run_dir = torchrun(script, 2, tmp_path, timeout=180, args=("1500", "1490", "ddp"),
-                                   env={"COLLCHECK_FASTPATH": "1", "COLLCHECK_MAX_MB": "0.1"})
-    assert "compiled fast path in use" in err and rc != 0
+    rec = corpus("capped_ddp@compiled")
+    run_dir = rec.run_dir
+    assert "compiled fast path in use" in rec.stderr and rec.rc != 0, rec.tail()
     assert any(".msgpack." in f for f in os.listdir(run_dir))  # segments were started
-    code, report = diff_json(run_dir, timeout=120)
+    code, report = diff_json(run_dir)
     first = report["findings"][0]
     assert code == 1 and first["kind"] == "op_mismatch" and first["ranks"] == [1]
     sites = {e["rank"]: e["site"] for e in first["events"].values() if e}
@@ -201,9 +210,11 @@ def _wait_for(path, seconds: float = 90) -> None:
 def test_the_first_command_builds_it_once_in_the_background(built, tmp_path, small_run):
     """No extra step: the first `collcheck` command starts the build (here it finds the build
     already there and only stamps it), says so once, and never again."""
-    from collcheck.capture import autobuild
+    from collcheck.capture import autobuild, fastpath
 
-    env = base_env(tmp_path, record=False, extra={"COLLCHECK_FASTPATH": "", "XDG_CACHE_HOME": str(tmp_path / "cache")})
+    built_in = os.path.dirname(fastpath.build_directory())  # where the session's build is (XDG_CACHE_HOME moves it)
+    env = base_env(tmp_path, record=False, extra={"COLLCHECK_FASTPATH": "", "XDG_CACHE_HOME": str(tmp_path / "cache"),
+                                                  "TORCH_EXTENSIONS_DIR": built_in})
     first = _cli(["diff", small_run], env)
     assert first.returncode in (0, 1) and "compiling the recording fast path in the background" in first.stderr
     stamp = subprocess.run([sys.executable, "-c", "from collcheck.capture import autobuild; print(autobuild.stamp())"],
@@ -239,20 +250,18 @@ def _wait_for_glob(directory, pattern: str, seconds: float = 60) -> None:
         time.sleep(0.2)
 
 
-@pytest.mark.timeout(120)
-@pytest.mark.parametrize("path", ["compiled", "python"])
-def test_work_without_a_future_is_asked_once(built, tmp_path, path):
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.recordings(n)) for n in ("no_future@compiled",
+                                                                                              "no_future")])
+def test_work_without_a_future_is_asked_once(corpus, name):
     """gloo's reduce-scatter Work has no future: every async one is recorded as returned (its
     completion unknown), and each path asks once (the compiled one per Work type, the Python one
     per op and group), not per call."""
     from collcheck.model import load_run
 
-    env = base_env(tmp_path, record=False, extra={"COLLCHECK_FASTPATH": "1" if path == "compiled" else "0"})
-    proc = subprocess.run([sys.executable, program("no_future_world1.py"), str(tmp_path), str(free_port()), "300"],
-                          env=env, capture_output=True, text=True, timeout=100)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = corpus(name)
+    assert proc.rc == 0, proc.tail()
     assert "without a future 1" in proc.stdout
-    log = load_run(str(tmp_path / "nofuture")).ranks[0]
+    log = load_run(os.path.join(proc.run_dir, "nofuture")).ranks[0]
     events = [log.event(i) for i in range(len(log))]
     assert len(events) == 300 and {e.sig.op for e in events} == {"_reduce_scatter_base_"}
     assert log.unconfirmed == list(range(300))  # returned, completion unknown

@@ -1,32 +1,21 @@
-"""The log reader and the CLI on damaged, foreign and mixed inputs."""
+"""The log reader (collcheck/reader.py, collcheck/scan.py) on logs written in memory: round trips,
+every truncation point, damaged, foreign and mixed inputs."""
 
 from __future__ import annotations
 
 import json
 import os
 import random
-import subprocess
-import sys
-import zlib
 
 import msgpack
 import pytest
 
 from collcheck import logformat as lf, synth
-from collcheck.capture.writer import LogWriter, open_exclusive
-from collcheck.cli import main
 from collcheck.analysis.diff import analyse
+from collcheck.capture.writer import LogWriter, open_exclusive
 from collcheck.model import load_run
 from collcheck.reader import LogError, parse_log, read_log
-
-
-def small_program(world=2):
-    prog = synth.Program(world, {"0": tuple(range(world))}, [])
-    a, b = prog.add_site(), prog.add_site()
-    prog.ops = [synth.Op("allreduce_", "0", (("float32", (8,)),), 0, site=a),
-                synth.Op("broadcast_", "0", (("bfloat16", (2, 3)),), root=1, site=b),
-                synth.Op("allreduce_", "0", (("float32", (8,)),), 0, site=a)]
-    return prog
+from support.logbytes import format1, frames, record_ends, small_program
 
 
 @pytest.fixture
@@ -34,74 +23,6 @@ def small_log(tmp_path):
     paths = synth.write_run(str(tmp_path / "run"), small_program())
     with open(paths[0], "rb") as f:
         return paths[0], f.read()
-
-
-def _unpack(data: bytes):
-    u = msgpack.Unpacker(raw=False, strict_map_key=False)
-    u.feed(data)
-    return list(u)
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        b = data[pos]
-        value |= (b & 0x7F) << shift
-        pos += 1
-        if b < 0x80:
-            return value, pos
-        shift += 7
-
-
-def frames(data: bytes) -> list[tuple[int, int, list]]:
-    """(start, end, records) of each frame, decoded as docs/log-format.md describes the format."""
-    out, pos = [], 0
-    while pos < len(data):
-        assert data[pos] == 0xC1, pos
-        length, p = _varint(data, pos + 5)
-        eid, p = _varint(data, p)
-        end = p + length
-        assert zlib.crc32(data[pos + 5:end]) == int.from_bytes(data[pos + 1:pos + 5], "little"), pos
-        recs = []
-        for rec in _unpack(data[p:end]):  # completions a C record carries are D records
-            if rec["k"] == "C":
-                for entry in rec.get("d", ()):
-                    done = {"k": "D", "i": eid - entry[0], "r": rec["ts"] - entry[1]}
-                    if len(entry) > 2:
-                        done["c"] = rec["ts"] - entry[2]
-                    recs.append(done)
-                eid += 1
-            recs.append(rec)
-        out.append((pos, end, recs))
-        pos = end
-    return out
-
-
-def record_ends(data: bytes, framed: bool) -> tuple[list, list[int]]:
-    """All records, and the byte offset after which each one is readable (its frame's end)."""
-    if not framed:
-        u = msgpack.Unpacker(raw=False, strict_map_key=False)
-        u.feed(data)
-        recs, ends = [], []
-        for rec in u:
-            recs.append(rec)
-            ends.append(u.tell())
-        return recs, ends
-    recs, ends = [], []
-    for _, end, rs in frames(data):
-        recs += rs
-        ends += [end] * len(rs)
-    return recs, ends
-
-
-def format1(data: bytes) -> bytes:
-    """The same log in format 1 (a plain msgpack stream, no frames), as older collcheck wrote it."""
-    recs = [r for _, _, rs in frames(data) for r in rs]
-    recs[0]["v"] = 1
-    for r in recs:
-        r.pop("j", None)
-        r.pop("d", None)
-    return b"".join(msgpack.packb(r) for r in recs)
 
 
 # -- round trip ------------------------------------------------------------------------
@@ -303,81 +224,6 @@ def test_malformed_record_is_a_log_error(tmp_path):
         load_run(str(tmp_path))
 
 
-# -- the CLI on bad inputs ---------------------------------------------------------------------
-
-
-def cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "collcheck.cli", *args], capture_output=True, text=True,
-                          timeout=120, cwd=cwd)
-
-
-def make_case(tmp_path, case):
-    d = tmp_path / case
-    if case == "missing-dir":
-        return d
-    d.mkdir()
-    if case == "empty-dir":
-        return d
-    paths = synth.write_run(str(d), small_program())
-    if case == "zero-bytes":
-        open(paths[0], "wb").close()
-    elif case == "corrupt":
-        with open(paths[0], "wb") as f:
-            f.write(bytes(random.Random(1).randrange(256) for _ in range(500)))
-    elif case == "two-runs":
-        other = small_program(3)  # another run's logs in a subfolder (subfolders are searched)
-        other.run_id = "another-run"
-        synth.write_run(str(d / "x"), other)
-    elif case == "unknown-version":
-        with open(paths[1], "wb") as f:
-            f.write(msgpack.packb({"k": "H", "magic": lf.MAGIC, "v": 99, "rank": 1, "world": 2, "run": "synth"}))
-    elif case == "same-rank-twice":
-        synth.write_run(str(d), small_program())
-    return d
-
-
-CASES = ["empty-dir", "missing-dir", "zero-bytes", "corrupt", "two-runs", "unknown-version", "same-rank-twice"]
-
-
-@pytest.mark.parametrize("case", CASES)
-def test_cli_input_errors(tmp_path, case):
-    target = make_case(tmp_path, case)
-    proc = cli("diff", str(target))
-    assert proc.returncode == 2, (proc.stdout, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("collcheck: error:"), proc.stderr
-    assert "Traceback" not in proc.stderr + proc.stdout
-    if case == "unknown-version":
-        assert "upgrade" in lines[0]
-    if case == "two-runs":
-        assert "different runs" in lines[0]
-
-
-@pytest.mark.parametrize("case", ["zero-bytes", "corrupt", "two-runs"])
-def test_cli_main_in_process(tmp_path, case, capsys):
-    assert main(["diff", str(make_case(tmp_path, case))]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("collcheck: error:") and err.count("\n") == 1
-
-
-def test_cli_clean_and_faulty_runs(tmp_path):
-    prog = small_program(3)
-    synth.write_run(str(tmp_path / "clean"), prog)
-    proc = cli("diff", str(tmp_path / "clean"))
-    assert proc.returncode == 0, proc.stderr
-    synth.write_run(str(tmp_path / "bad"), prog, [synth.Fault("shape_mismatch", 2, 1)])
-    proc = cli("diff", str(tmp_path / "bad"), "--format", "json")
-    assert proc.returncode == 1, proc.stderr
-    first = json.loads(proc.stdout)["findings"][0]
-    assert (first["kind"], first["group"], first["position"], first["ranks"]) == ("shape_mismatch", "0", 1, [2])
-
-
-def test_python_dash_m_collcheck(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "collcheck", "diff", str(tmp_path / "nothing")],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and proc.stderr.startswith("collcheck: error:")
-
-
 @pytest.mark.parametrize("dump, state", [
     ("Fatal Python error: Aborted\n\nThread 0x00007f (most recent call first):\n  <no Python frame>\n", "crashed"),
     # a SIGTERM dump that faulthandler could not finish (a thread died under it): still a kill
@@ -420,41 +266,3 @@ def test_killed_rank_reports_where_it_was(tmp_path):
     assert "rank 1: killed while in save_checkpoint() at train.py:41" in report.first.message
     assert "slow or stuck rank rather than a skipped call" in report.first.fix
     assert report.hang.states[1].detail == "killed while in save_checkpoint() at train.py:41"
-
-
-@pytest.mark.timeout(120)
-def test_wait_for_graph_counts_collective_slots_without_p2p(tmp_path):
-    """Rank 0 waits in the group's first all_reduce on rank 2, which only sent a message and left:
-    point-to-point ops are not slots of the group's collectives (rank 2's send must not count)."""
-    from conftest import marker_lines, program, torchrun
-
-    script = program("p2p_then_missing.py")
-    rc, out, err, run_dir = torchrun(script, 3, tmp_path, timeout=100)
-    assert rc != 0
-    report = analyse(load_run(run_dir))
-    assert report.hang.graph.has_edge(0, 2) and report.hang.graph.has_edge(1, 2), list(report.hang.graph.edges)
-    assert report.hang.root_causes == [2]
-    blocked = report.hang.states[1].blocked
-    assert [(e.sig.op, e.position, e.site[1]) for e in blocked] == [("allreduce_", 0, marker_lines(script)["all_reduce"])]
-    assert (report.first.kind, report.first.ranks) == ("missing", [2])
-
-
-@pytest.mark.timeout(120)
-def test_batch_p2p_waits_follow_the_unmatched_messages(tmp_path):
-    """gloo's batch_isend_irecv work has no future: the timeout each waiting rank raised is tied to
-    its batch, and a rank waits on a peer only for a message the peer never posted. Rank 0, which
-    moved on to the all_reduce, did not issue an 'extra' collective: the others are stuck elsewhere."""
-    from conftest import marker_lines, program, torchrun
-
-    script = program("batch_ring.py")
-    rc, out, err, run_dir = torchrun(script, 3, tmp_path, timeout=100)
-    assert rc != 0
-    report = analyse(load_run(run_dir))
-    kinds = [f.kind for f in report.findings]
-    assert kinds[:2] == ["unmatched_p2p", "unmatched_p2p"] and "extra" not in kinds, kinds
-    edges = set(report.hang.graph.edges)
-    # rank 1's recv from 0 was posted by rank 0 (no arc); its send to 2 never met a recv
-    assert (1, 2) in edges and (1, 0) not in edges and (2, 0) in edges, edges
-    line = marker_lines(script)["batch"]
-    assert {e.site[1] for e in report.hang.states[1].blocked} == {line}
-    assert report.verdict == "deadlock"

@@ -13,7 +13,6 @@ import contextlib
 import io
 import os
 import shutil
-import sys
 import tempfile
 
 import pytest
@@ -24,19 +23,18 @@ from collcheck.cli import main
 from collcheck.model import load_run
 from collcheck.reader import LogError, parse_log
 from collcheck.replay.plan import build_plan
-
-sys.path.insert(0, os.path.dirname(__file__))
-from test_reader import frames  # noqa: E402
+from support.logbytes import frames
 
 SCENARIOS = ("seed004_case6", "seed004_case4", "p2p_pipeline", "missing_barrier")
 EXAMPLES = int(os.environ.get("COLLCHECK_FUZZ_EXAMPLES", "40"))
+pytestmark = pytest.mark.recordings(*(f"scenario:{n}" for n in SCENARIOS))
 
 
 @pytest.fixture(scope="module")
-def recorded(scenario_run):
+def recorded(corpus):
     runs = {}
     for name in SCENARIOS:
-        _, run_dir, _ = scenario_run(name)
+        run_dir = corpus(f"scenario:{name}").run_dir
         files = sorted(os.path.join(run_dir, f) for f in os.listdir(run_dir) if f.endswith(".msgpack"))
         runs[name] = (run_dir, files, finding_keys(analyse(load_run(run_dir))))
     return runs

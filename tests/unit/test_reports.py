@@ -9,6 +9,7 @@ import random
 import xml.etree.ElementTree as ET
 
 import pytest
+from support.reports import assert_rows_line_up
 
 from collcheck import synth
 from collcheck.analysis.diff import analyse
@@ -141,27 +142,13 @@ def test_rank_that_crashed_on_the_culprits_data_is_its_victim(tmp_path):
            "(shape_mismatch by rank 2)" in hang.message
 
 
-def assert_rows_line_up(report, context: int = 4) -> None:
-    """Every row of every finding's side-by-side table is one slot, the same on every rank."""
-    from collcheck.report.text import slot_rows
-
-    for f in report.findings:
-        if f.kind in ("group_mismatch", "non_member_call") or f.details.get("p2p"):
-            continue
-        seqs = report.sequences.group(f.group)
-        for rank, rows in slot_rows(report, f, context).items():
-            for k, i in enumerate(rows):
-                if i >= 0:
-                    assert seqs.slot(rank, i) + seqs.start == f.number - context + k, (f.kind, f.number, rank, k)
-
-
 def test_side_by_side_rows_are_slots_even_where_a_rank_ended_earlier(tmp_path, monkeypatch):
     """Rank 2 stopped after 2 collectives; ranks 0-1 wait in #7 (NCCL-style dumps). The hang's
     table at #7 shows nothing for rank 2 near #7 (it used to show rank 2's last collectives, #0 and
     #1, in the rows of #5 and #6)."""
     import pathlib
 
-    from test_flight_recorder import dump, entry, write_dumps
+    from support.fr_dumps import dump, entry, write_dumps
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     members = {"0": [0, 1, 2]}

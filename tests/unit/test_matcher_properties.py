@@ -13,6 +13,7 @@ import random
 import tempfile
 
 import pytest
+from support import examples
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from collcheck import synth
@@ -20,7 +21,7 @@ from collcheck.analysis.diff import analyse
 from collcheck.analysis.splits import mismatched_pairs
 from collcheck.model import load_run
 
-SETTINGS = settings(deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow],
+SETTINGS = settings(deadline=None, max_examples=examples(25), suppress_health_check=[HealthCheck.too_slow],
                     derandomize=False)
 
 

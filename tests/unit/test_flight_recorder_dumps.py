@@ -1,16 +1,17 @@
-"""PyTorch Flight Recorder dumps as input: safe loading, conversion into the model, wrapped ring
-buffers, honest gaps; real gloo jobs that wrote torch's own dumps, read by the real CLI."""
+"""Flight Recorder dumps as input (collcheck/model/fr_*.py), built in memory: safe loading,
+conversion into the model, wrapped ring buffers, honest gaps, the cases of torch's own analyzer
+tests; read by the real CLI in-process."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
-import subprocess
-import sys
+from types import SimpleNamespace
 
 import pytest
-from conftest import base_env, free_port, marker_lines, program
+from support import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -19,46 +20,14 @@ from collcheck.model import load_run
 from collcheck.model.fr_convert import convert, find_dumps
 from collcheck.model.fr_load import load_dump
 from collcheck.reader import LogError
+from support.cli import run_cli
+from support.fr_dumps import dump, entry, fr_event, peer_dump, write_dumps
 
 
 def cli(*args, cwd=None, env=None):
-    return subprocess.run([sys.executable, "-m", "collcheck.cli", *args], capture_output=True, text=True,
-                          timeout=120, cwd=cwd, env=env)
-
-
-def entry(record_id, pg, seq, op, sizes, dtype="Float", p2p_seq=0, is_p2p=False, state="completed",
-          frames=None, backend="nccl"):
-    """One Flight Recorder entry as torch 2.13 writes it (pickle dump, version 2.10)."""
-    return {
-        "record_id": record_id, "pg_id": int(pg) if pg.isdigit() else 9, "process_group": (pg, "undefined"),
-        "collective_seq_id": seq, "p2p_seq_id": p2p_seq, "op_id": seq, "profiling_name": f"{backend}:{op}",
-        "time_created_ns": 1_700_000_000_000_000_000 + record_id * 1000, "duration_ms": None,
-        "input_sizes": [list(sizes)], "input_dtypes": [dtype], "output_sizes": [list(sizes)],
-        "output_dtypes": [dtype], "state": state, "time_discovered_started_ns": None,
-        "time_discovered_completed_ns": None, "retired": True, "timeout_ms": 600000, "is_p2p": is_p2p,
-        "thread_id": "1", "thread_name": "MainThread",
-        "frames": frames if frames is not None else [
-            {"name": "all_reduce", "filename": "/x/site-packages/torch/distributed/distributed_c10d.py", "line": 3000},
-            {"name": "train", "filename": "/home/u/train.py", "line": 40 + record_id % 3},
-            {"name": "<module>", "filename": "/home/u/train.py", "line": 99}],
-    }
-
-
-def dump(entries, groups, version="2.10"):
-    return {"version": version, "pg_config": {name: {"name": name, "desc": "undefined", "ranks": json.dumps(r)}
-                                              for name, r in groups.items()},
-            "pg_status": {}, "comm_lib_version": "2.21.5", "entries": entries}
-
-
-def write_dumps(d, dumps, fmt="pickle"):
-    d.mkdir(parents=True, exist_ok=True)
-    for rank, data in dumps.items():
-        path = d / f"comm_lib_trace_rank_{rank}"
-        if fmt == "json":
-            path.write_text(json.dumps(data))
-        else:
-            path.write_bytes(pickle.dumps(data, protocol=2))
-    return d
+    with contextlib.chdir(cwd or os.getcwd()):
+        res = run_cli(*args, env=env)
+    return SimpleNamespace(returncode=res.code, stdout=res.out, stderr=res.err)
 
 
 # -- safe loading --------------------------------------------------------------------------------
@@ -111,7 +80,7 @@ def test_bad_dumps_get_one_line_and_exit_2(tmp_path, case, message):
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_damaged_dumps_load_or_fail_cleanly(tmp_path, data):
     """Any cut or flipped byte of a real-shaped dump: a dict or a LogError, nothing else."""
@@ -138,7 +107,7 @@ def _program(rng_ops, world):
     return [(g, op, n) for g, op, n in rng_ops if g == "0" or world >= 2]
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(st.tuples(st.sampled_from(["0", "0", "1", "2"]), st.sampled_from(["all_reduce", "broadcast",
                                                                                    "all_gather"]),
                               st.integers(1, 9)), min_size=1, max_size=40),
@@ -193,78 +162,6 @@ def test_a_skipped_collective_is_found_in_wrapped_buffers(tmp_path):
     first = report["findings"][0]
     assert (first["kind"], first["group"], first["position"], first["ranks"]) == ("missing", "0", 28, [1]), first
     assert any("checked from #22" in w and "Flight Recorder buffers wrapped" in w for w in report["warnings"])
-
-
-# -- real jobs -------------------------------------------------------------------------------------
-
-
-def fr_job(tmp_path, scenario, fmt="pickle", buffer=2000):
-    """Run tests/programs/fr_dump.py on 2 gloo ranks (no collcheck): torch's own dumps."""
-    out = tmp_path / f"fr-{scenario}-{fmt}"
-    out.mkdir()
-    env = base_env(tmp_path, record=False, extra={"TORCH_FR_BUFFER_SIZE": str(buffer)})
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port",
-                           str(free_port()), program("fr_dump.py"), str(out), scenario, fmt],
-                          env=env, capture_output=True, text=True, timeout=100)
-    assert sorted(os.listdir(out)) == ["rank_0", "rank_1"], proc.stderr[-3000:]
-    return out
-
-
-@pytest.mark.timeout(200)
-@pytest.mark.parametrize("fmt", ["pickle", "json"])
-def test_real_dumps_of_a_skipped_collective(tmp_path, fmt):
-    out = fr_job(tmp_path, "skip", fmt)
-    marks = marker_lines(program("fr_dump.py"))
-    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
-    proc = cli("diff", str(out), "--format", "json", env=env)
-    assert proc.returncode == 1, proc.stderr
-    report = json.loads(proc.stdout)
-    first = report["findings"][0]
-    assert first["group"] == "0" and first["position"] == 1, first
-    assert (first["kind"], first["ranks"]) == ("op_mismatch", [1])
-    assert {e["api"] for e in first["events"].values()} == {"all_reduce", "broadcast"}, first
-    text = cli("diff", str(out), env=env).stdout
-    assert "no reduce op" in text and "records no send/recv" in text
-    if fmt == "pickle":  # only the pickle holds the frames (the JSON dump has none)
-        assert f"fr_dump.py:{marks['helper']}" in text and f"fr_dump.py:{marks['broadcast']}" in text, text
-        assert "helper_all_reduce()" in text
-
-
-@pytest.mark.timeout(200)
-def test_real_wrapped_dumps_of_a_correct_program(tmp_path):
-    out = fr_job(tmp_path, "clean", buffer=6)
-    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
-    proc = cli("diff", str(out), env=env)
-    # no finding; its groups used by one rank only in what the buffers kept cannot be compared
-    # (gloo's broken group table does not say who else is in them): incomplete, not clean
-    assert proc.returncode == 4 and "No divergence in what could be checked" in proc.stdout, proc.stdout + proc.stderr
-    assert "only one rank's entries use each" in proc.stdout, proc.stdout
-    assert "checked from #" in proc.stdout and "Flight Recorder buffers wrapped" in proc.stdout, proc.stdout
-    assert "reconstructed" in proc.stdout  # gloo's broken pg_config
-    show = cli("show", str(out / "rank_0"), env=env)
-    assert show.returncode == 0 and "all_reduce" in show.stdout, show.stderr
-
-
-@pytest.mark.slow  # its own recording and a replay; the default run reads real dumps with diff and export
-@pytest.mark.timeout(200)
-def test_tui_and_replay_read_real_dumps(tmp_path, monkeypatch):
-    """The same dumps in the TUI (first divergence selected) and in replay (the same finding on
-    local processes)."""
-    from test_tui import drive
-
-    out = fr_job(tmp_path, "skip")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-
-    async def script(pilot, app):
-        assert app.report.verdict != "clean"
-        await pilot.press("f")
-        assert app.selected()[1:3] == ("0", 1), app.selected()
-        await pilot.press("q")
-
-    drive(str(out), script)
-    proc = cli("replay", str(out), env=dict(os.environ))
-    assert proc.returncode == 1, proc.stdout + proc.stderr  # the hang reproduced
-    assert "matches the recording: yes" in proc.stdout, proc.stdout
 
 
 def test_nccl_p2p_and_coalesced_entries(tmp_path):
@@ -375,182 +272,7 @@ def test_collectives_in_flight_on_every_rank_are_no_hang(tmp_path):
     assert any("were inside #1 of group 0, which every member had enqueued" in w for w in report["warnings"])
 
 
-# -- export ----------------------------------------------------------------------------------------
-
-
-def _first(report: dict):
-    f = report["findings"][0]
-    return f["kind"], f["group"], f["position"], f["ranks"]
-
-
-@pytest.mark.timeout(300)
-def test_fr_export_is_read_by_torchfrtrace_and_by_collcheck(tmp_path, scenario_run):
-    """A recorded scenario exported as Flight Recorder dumps: torch's analyzer reports the same
-    op mismatch, and collcheck reads its own export back to the same first finding."""
-    _, run_dir, _ = scenario_run("op_mismatch")
-    out = tmp_path / "fr"
-    proc = cli("export", run_dir, "--format", "fr", "-o", str(out))
-    assert proc.returncode == 0 and sorted(os.listdir(out)) == ["rank_0", "rank_1"], proc.stderr
-    frtrace = subprocess.run([sys.executable, "-m", "torch.distributed.flight_recorder.fr_trace", str(out), "-p",
-                              "rank_"], capture_output=True, text=True, timeout=120)
-    assert "COLLECTIVE_TYPE_MISMATCH" in frtrace.stdout + frtrace.stderr, frtrace.stdout + frtrace.stderr
-    assert "'all_reduce' does not match found collective type: 'broadcast'" in frtrace.stdout + frtrace.stderr
-    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
-    original = json.loads(cli("diff", run_dir, "--format", "json").stdout)
-    back = json.loads(cli("diff", str(out), "--format", "json", env=env).stdout)
-    assert _first(back) == _first(original) == ("op_mismatch", "0", 0, [1])
-
-
-@pytest.mark.timeout(300)
-def test_perfetto_export_is_a_valid_trace(tmp_path, scenario_run):
-    """Trace Event Format, checked field by field: a slice per collective on its rank's group
-    track, each matched slot one flow (start, finish), one instant event per finding."""
-    _, run_dir, _ = scenario_run("op_mismatch")
-    path = tmp_path / "trace.json"
-    assert cli("export", run_dir, "-o", str(path)).returncode == 0
-    events = json.loads(path.read_text())["traceEvents"]
-    report = json.loads(cli("diff", run_dir, "--format", "json").stdout)
-    slices = [e for e in events if e["ph"] == "X" and e["cat"] == "collective"]
-    assert len(slices) == sum(1 for _ in report["findings"][0]["events"])  # one collective per rank here
-    for e in events:
-        assert e["ph"] in {"M", "X", "s", "t", "f", "i"} and isinstance(e["pid"], int) and isinstance(e["tid"], int)
-        if e["ph"] != "M":
-            assert isinstance(e["ts"], int) and e["ts"] > 0
-    assert all(e["dur"] >= 1 and e["name"] for e in slices)
-    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
-    assert all(names[(e["pid"], e["tid"])] == f"group {e['args']['group']}" for e in slices)
-    flows: dict = {}
-    for e in events:
-        if e["ph"] in "stf":
-            flows.setdefault(e["id"], []).append(e["ph"])
-    assert flows and all(v[0] == "s" and v[-1] == "f" for v in flows.values()), flows
-    instants = [e for e in events if e["ph"] == "i"]
-    assert [e["args"]["position"] for e in instants] == [f["position"] for f in report["findings"]]
-
-
-# -- scenarios: torch's own dumps against collcheck's own logs --------------------------------------
-
-# What `collcheck diff` on torch's own dumps of each scenario gives, against collcheck's own log of
-# the same program. "same": the same first finding (kind, group, position, culprits), or both
-# clean. Otherwise the report must say why it could not: ("gap", warning, same slot?): a check FR
-# has no field for; ("incomplete", unchecked): exit 4, ranks or groups it could not compare (gloo
-# aborts a rank on a size mismatch before it can dump; gloo's broken group table); ("refused",
-# stderr): exit 2, nothing to check (gloo records no send/recv; every rank aborted).
-FROM_DUMPS = {
-    "op_mismatch": "same", "missing_barrier": "same", "dtype_mismatch": "same", "gather_scatter_root": "same",
-    "rank0_only_barrier": "same", "seed004_case1": "same", "seed004_case2": "same", "seed004_case3": "same",
-    "seed004_case6": "same", "many_small_broadcasts": "same", "per_param_allreduce": "same", "pairwise_groups": "same",
-    "join_uneven_inputs": "same", "p2p_pipeline": "same", "subgroup_members_only": "same",
-    "root_mismatch": ("gap", "no root", False), "reduce_op_mismatch": ("gap", "no reduce op", False),
-    "alltoall_split_mismatch": ("gap", "no all_to_all split sizes", False),
-    # join()'s hidden all-reduces against a barrier: found at the same slot; without purposes the
-    # culprit is read from call sites
-    "seed004_case4": ("gap", "no purpose", True), "seed004_case5": ("gap", "no purpose", True),
-    "extra_allreduce": ("incomplete", "no Flight Recorder dump for rank(s) 0"),
-    "shape_mismatch": ("incomplete", "no Flight Recorder dump for rank(s) 1"),
-    "order_mismatch": ("incomplete", "no Flight Recorder dump for rank(s) 0"),
-    "semantic_mismatch": ("incomplete", "no Flight Recorder dump for rank(s) 1"),
-    "train_then_eval_gather": ("incomplete", "no Flight Recorder dump for rank(s) 1"),
-    "group_mismatch": ("incomplete", "only one rank's entries use each"),
-    "cross_group_deadlock": ("incomplete", "only one rank's entries use each"),
-    # both ranks abort; whichever survives its peer's abort long enough dumps
-    "bucket_order_threads": ("incomplete", "no Flight Recorder dump for rank(s)"),
-    "unmatched_p2p": ("refused", "gloo records no send/recv"),
-    "p2p_tag_mismatch": ("refused", "gloo records no send/recv"),
-}
-FROM_DUMPS_FAST = ["missing_barrier", "reduce_op_mismatch", "extra_allreduce"]  # same, gap, incomplete
-
-
-def test_every_scenario_says_what_its_dumps_give():
-    from collcheck.demo import SCENARIOS_DIR
-
-    names = {n for n in os.listdir(SCENARIOS_DIR) if os.path.isfile(os.path.join(SCENARIOS_DIR, n, "main.py"))}
-    assert names == set(FROM_DUMPS), names ^ set(FROM_DUMPS)
-
-
-def fr_scenario(tmp_path, name: str) -> str:
-    """scenarios/NAME under torchrun with tests/programs/fr_wrap.py: torch's dumps, no collcheck."""
-    from collcheck.demo import SCENARIOS_DIR
-
-    with open(os.path.join(SCENARIOS_DIR, name, "scenario.json")) as f:
-        nproc = json.load(f)["nproc"]
-    out = tmp_path / f"fr-{name}"
-    out.mkdir()
-    script = os.path.join(SCENARIOS_DIR, name, "main.py")
-    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--master-port",
-                    str(free_port()), program("fr_wrap.py"), str(out), script, "60"],
-                   env=base_env(tmp_path, record=False), capture_output=True, text=True, timeout=150)
-    return str(out)
-
-
-def _diff_json(path: str, tmp_path, codes=(0, 1)) -> dict:
-    proc = cli("diff", path, "--format", "json", env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")))
-    assert proc.returncode in codes, (proc.returncode, proc.stderr)
-    return json.loads(proc.stdout)
-
-
-def _first_or_clean(report: dict):
-    return _first(report) if report["findings"] else "clean"
-
-
-def _check_scenario(tmp_path, scenario_run, name: str) -> None:
-    _, run_dir, _ = scenario_run(name)
-    logs = _diff_json(run_dir, tmp_path)
-    dumps_dir = fr_scenario(tmp_path, name)
-    expected = FROM_DUMPS[name]
-    if expected == "same":
-        dumps = _diff_json(dumps_dir, tmp_path)
-        assert _first_or_clean(dumps) == _first_or_clean(logs), (dumps["findings"][:1], logs["findings"][:1])
-        return
-    assert logs["findings"], logs
-    if expected[0] == "incomplete" and not os.listdir(dumps_dir):  # every rank aborted before dumping
-        expected = ("refused", "no collcheck logs (*.msgpack) or Flight Recorder dumps found")
-    if expected[0] == "refused":
-        proc = cli("diff", dumps_dir, env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")))
-        errors = [line for line in proc.stderr.splitlines() if line.startswith("collcheck: error:")]
-        assert proc.returncode == 2 and len(errors) == 1 and expected[1] in errors[0], proc.stderr
-        assert "Traceback" not in proc.stderr, proc.stderr
-        return
-    if expected[0] == "incomplete":
-        dumps = _diff_json(dumps_dir, tmp_path, codes=(4,))
-        assert dumps["verdict"] == "incomplete" and any(expected[1] in w for w in dumps["unchecked"]), dumps
-        return
-    _, warning, same_slot = expected
-    dumps = _diff_json(dumps_dir, tmp_path)
-    assert any(warning in w for w in dumps["warnings"]), dumps["warnings"]
-    if same_slot:
-        assert dumps["findings"] and _first(dumps)[1:3] == _first(logs)[1:3], (dumps["findings"][:1], logs["findings"][:1])
-
-
-@pytest.mark.timeout(400)
-@pytest.mark.parametrize("name", FROM_DUMPS_FAST)
-def test_scenario_dumps_give_the_logs_first_finding(tmp_path, scenario_run, name):
-    _check_scenario(tmp_path, scenario_run, name)
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(400)
-@pytest.mark.parametrize("name", sorted(set(FROM_DUMPS) - set(FROM_DUMPS_FAST)))
-def test_more_scenario_dumps_give_the_logs_first_finding(tmp_path, scenario_run, name):
-    _check_scenario(tmp_path, scenario_run, name)
-
-
 # -- peer suite: the cases of torch's own analyzer tests (test_fr_analysis.py), as dump files ---------
-
-
-def fr_event(record_id, name, inputs, outputs, state="completed", seq=0, dtype="float32", out_dtype=None,
-             pg=("0", "default")):
-    """An entry as torch's test_fr_analysis.py builds them (string sequence ids, one dtype name)."""
-    return {"record_id": record_id, "profiling_name": f"nccl:{name}", "state": state, "process_group": pg,
-            "input_sizes": inputs, "output_sizes": outputs, "input_dtypes": dtype,
-            "output_dtypes": dtype if out_dtype is None else out_dtype, "collective_seq_id": str(seq),
-            "p2p_seq_id": "0", "time_created_ns": 0, "frames": [], "is_p2p": False}
-
-
-def _peer_dump(entries, rank):
-    return {"version": "2.8", "entries": entries, "pg_config": {
-        "0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"},
-        "1": {"name": "1", "desc": "sub_pg", "ranks": f"[{rank}]"}}}
 
 
 A, B = [[4, 4]], [[5, 5]]
@@ -602,7 +324,7 @@ PEER_CASES = {
 @pytest.mark.parametrize("case", sorted(PEER_CASES))
 def test_torch_analyzer_cases(tmp_path, case):
     r0, r1, expected = PEER_CASES[case]
-    findings = _first_findings(tmp_path, {0: _peer_dump(r0, 0), 1: _peer_dump(r1, 1)})
+    findings = _first_findings(tmp_path, {0: peer_dump(r0, 0), 1: peer_dump(r1, 1)})
     if expected is None:
         assert findings == [], findings[:1]
         return

@@ -1,32 +1,32 @@
 """The recorder under real processes: every op, DDP + join, crashes, hangs, forks, internal errors, the API.
 
-Each test launches a few small programs (tests/programs/) under torchrun with COLLCHECK=1 and
-checks the logs through the run model (collcheck.model). Call sites are checked against the
-`# @name` marker comments of the programs.
+Each test reads the shared recording of a small program (tests/integration/programs/, run under
+torchrun with COLLCHECK=1 once per session: support/corpus.py) through the run model
+(collcheck.model), on the pure-Python recording path and on the compiled one (`@compiled`).
+Call sites are checked against the `# @name` marker comments of the programs.
 """
 
 from __future__ import annotations
 
 import ast
 import os
-import subprocess
-import sys
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
-from conftest import base_env, free_port, log_files, marker_lines, program, torchrun
 
 from collcheck.model import load_run
+from support.cli import run_cli
+from support.jobs import job, launch, log_files, marker_lines, program
 
 
-@pytest.fixture(autouse=True, params=["python", "compiled"])
-def recording_path(request, monkeypatch):
-    """Every recorder test runs on both recording paths: the pure-Python kernels (what a fresh
-    install uses) and the compiled fast path (collcheck/capture/fastpath.cpp, built once)."""
-    if request.param == "compiled":
-        for key, value in request.getfixturevalue("fastpath_env").items():
-            monkeypatch.setenv(key, value)
-    return request.param
+def paths(name: str, slow_compiled: bool = True):
+    """Parameters `name` and `name@compiled`, each marked with its recording; the compiled one with
+    -m slow when `slow_compiled` (the default run reads both paths where they differ)."""
+    marks = [pytest.mark.slow] if slow_compiled else []
+    return [pytest.param(name, marks=[pytest.mark.recordings(name)], id="python"),
+            pytest.param(name + "@compiled", marks=[pytest.mark.recordings(name + "@compiled"), *marks],
+                         id="compiled")]
 
 SUM, PRODUCT, MIN, MAX = 0, 2, 3, 4
 F32, F64, F16, I64, I32, I16, U8 = "float32", "float64", "float16", "int64", "int32", "int16", "uint8"
@@ -125,13 +125,14 @@ GROUP_MEMBERS = {"group_all_reduce": {0: (0, 1), 1: (0, 1)}, "only0_all_reduce":
                  "sub_all_reduce": {0: (0,), 1: (1,)}}
 
 
-@pytest.mark.timeout(120)
-def test_every_op_recorded_on_every_rank(tmp_path):
+@pytest.mark.parametrize("name", paths("every_op", slow_compiled=False))
+def test_every_op_recorded_on_every_rank(corpus, name):
     script = program("every_op.py")
     marks = marker_lines(script)
-    rc, out, err, run_dir = torchrun(script, 2, tmp_path, timeout=100)
-    assert rc == 0, err[-4000:]
-    got = results(out)
+    rec = corpus(name)
+    assert rec.rc == 0, rec.tail()
+    run_dir = rec.run_dir
+    got = results(rec.stdout)
     # recording changes no result
     for r in (0, 1):
         assert got[(r, "all_reduce_sum")] == [3.0] * 3
@@ -252,14 +253,15 @@ FINAL = (["join(): not-joined count", "join() final sync: authoritative rank"]
          + ["join() final sync: module state broadcast"] * 2)
 
 
-@pytest.mark.timeout(120)
-def test_ddp_join_labels_and_clean_diff(tmp_path):
+@pytest.mark.parametrize("name", paths("ddp_join", slow_compiled=False))
+def test_ddp_join_labels_and_clean_diff(corpus, name):
     from collcheck.analysis.diff import analyse
 
     script = program("ddp_join.py")
     marks = marker_lines(script)
-    rc, out, err, run_dir = torchrun(script, 2, tmp_path, timeout=100)
-    assert rc == 0, err[-4000:]
+    rec = corpus(name)
+    assert rec.rc == 0, rec.tail()
+    run_dir, out = rec.run_dir, rec.stdout
     assert not os.path.exists(os.path.join(run_dir, "live-report.json"))  # join's shadows: not a live finding
     sums = {line.split(",")[1] for line in out.splitlines() if "checksum" in line}
     assert len(sums) == 1, out  # the ranks ended with the same parameters
@@ -300,12 +302,13 @@ def last_coll(log):
     return log.event(len(log) - 1)
 
 
-@pytest.mark.timeout(120)
-def test_sigkill_inside_collective_leaves_readable_log(tmp_path, recording_path):
+@pytest.mark.parametrize("name", paths("crash_kill", slow_compiled=False))
+def test_sigkill_inside_collective_leaves_readable_log(corpus, name):
     script = program("crash.py")
     marks = marker_lines(script)
-    rc, out, err, run_dir = torchrun(script, 2, tmp_path, timeout=100, args=("kill",))
-    assert rc != 0 and "SIGKILL" in err
+    rec = corpus(name)
+    run_dir = rec.run_dir
+    assert rec.rc != 0 and "SIGKILL" in rec.stderr, rec.tail()
     run = load_run(run_dir)
     log = run.ranks[1]
     assert log.junk is None and not log.trailer and log.exception is None
@@ -314,19 +317,20 @@ def test_sigkill_inside_collective_leaves_readable_log(tmp_path, recording_path)
     assert not e.completed and e.error is None
     assert log.state == "killed-in-collective"
     assert [x.site[1] for x in events_of(run.ranks[0])] == [marks["barrier"]]
-    if recording_path == "compiled":  # space reserved ahead of the mapping and never written: not damage
+    if name.endswith("@compiled"):  # space reserved ahead of the mapping and never written: not damage
         (path,) = [f for f in log_files(run_dir) if "rank-00001" in f]
         with open(path, "rb") as f:
             assert f.read().endswith(bytes(4096))
         assert not log.damage_notes()
 
 
-@pytest.mark.timeout(120)
-def test_size_mismatch_abort_leaves_readable_logs(tmp_path):
+@pytest.mark.parametrize("name", paths("crash_abort"))
+def test_size_mismatch_abort_leaves_readable_logs(corpus, name):
     script = program("crash.py")
     marks = marker_lines(script)
-    rc, out, err, run_dir = torchrun(script, 2, tmp_path, timeout=100, args=("abort",))
-    assert rc != 0 and "SIGABRT" in err, err[-3000:]
+    rec = corpus(name)
+    run_dir = rec.run_dir
+    assert rec.rc != 0 and "SIGABRT" in rec.stderr, rec.tail()
     run = load_run(run_dir)
     assert sorted(run.ranks) == [0, 1]
     # the rank that receives more bytes than it expects aborts (rank 0); its peer raises
@@ -359,15 +363,15 @@ def test_size_mismatch_abort_leaves_readable_logs(tmp_path):
         assert "rank 0 died of a fatal signal" in hang.gloo and "rank 1 failed at once" in hang.gloo
 
 
-@pytest.mark.timeout(120)
-def test_rank_killed_in_second_op_of_an_object_collective(tmp_path):
+@pytest.mark.parametrize("name", paths("crash_object"))
+def test_rank_killed_in_second_op_of_an_object_collective(corpus, name):
     """An API call of several wire ops: the ops that returned are completed when the next one is
     issued, so a rank killed inside the second reads as blocked there, not in the first."""
     script = program("crash.py")
     marks = marker_lines(script)
-    rc, out, err, run_dir = torchrun(script, 2, tmp_path, timeout=100, args=("object",))
-    assert rc != 0
-    run = load_run(run_dir)
+    rec = corpus(name)
+    assert rec.rc != 0, rec.tail()
+    run = load_run(rec.run_dir)
     log = run.ranks[0]
     sizes, data = [e for e in events_of(log) if e.site[1] == marks["object"]]
     assert sizes.call_id == data.call_id is not None
@@ -382,18 +386,22 @@ def _sigterm_dump_complete(run_dir: str) -> bool:
     return os.path.exists(path) and "terminated_in_all_reduce" in open(path).read()
 
 
+@pytest.mark.solo  # the watchdog's 1 s, and torchrun's SIGTERM while the rank is blocked
 @pytest.mark.timeout(240)
-def test_watchdog_stacks_and_sigterm_dump(tmp_path):
+@pytest.mark.parametrize("path", ["python", pytest.param("compiled", marks=pytest.mark.slow)])
+def test_watchdog_stacks_and_sigterm_dump(tmp_path, path, request):
     script = program("crash.py")
     marks = marker_lines(script)
+    compiled = path == "compiled" and bool(request.getfixturevalue("fastpath_env"))
+    watchdog = job(script, args=("watchdog",), env={"COLLCHECK_HANG_SECONDS": "1"}, compiled=compiled, timeout=100)
     # faulthandler's dump can be cut short (a second SIGTERM while it writes, or a thread that
     # exits while it walks the threads: seen on loaded CI machines): more launches before judging
     for attempt in range(3):
-        rc, out, err, run_dir = torchrun(script, 2, tmp_path / f"try{attempt}", timeout=100, args=("watchdog",),
-                                         env={"COLLCHECK_HANG_SECONDS": "1"})
+        rec = launch(watchdog, str(tmp_path / f"try{attempt}"))
+        run_dir = rec.run_dir
         if _sigterm_dump_complete(run_dir):
             break
-    assert rc != 0
+    assert rec.rc != 0, rec.tail()
     run = load_run(run_dir)
     log = run.ranks[1]
     stuck = [e for e in events_of(log) if e.site[1] == marks["stuck"]]
@@ -414,8 +422,7 @@ def test_watchdog_stacks_and_sigterm_dump(tmp_path):
     assert log.sigterm_dump == text
     assert log.crash is None and log.state == "stuck"  # SIGTERM: a kill, not a crash
     # the watchdog's stacks reach the user: `collcheck show` prints every thread's
-    shown = subprocess.run([sys.executable, "-m", "collcheck", "show", log.path], capture_output=True, text=True,
-                           timeout=60).stdout
+    shown = run_cli("show", log.path).out
     assert "watchdog: stuck" in shown and f"{script}:{marks['stuck']} in stuck_in_all_reduce()" in shown, shown
 
 
@@ -432,14 +439,14 @@ def per_rank(stdout: str) -> dict:
     return dict(out)
 
 
-@pytest.mark.timeout(120)
-def test_same_results_with_and_without_recording(tmp_path):
-    script = program("results.py")
-    rc1, plain, err1, _ = torchrun(script, 2, tmp_path, timeout=60, record=False)
-    rc2, recorded, err2, run_dir = torchrun(script, 2, tmp_path, timeout=60)
-    assert rc1 == 0, err1[-3000:]
-    assert rc2 == 0, err2[-3000:]
-    a, b = per_rank(plain), per_rank(recorded)
+@pytest.mark.recordings("results_plain")
+@pytest.mark.parametrize("name", paths("results"))
+def test_same_results_with_and_without_recording(corpus, name):
+    plain, recorded = corpus("results_plain"), corpus(name)
+    assert plain.rc == 0, plain.tail()
+    assert recorded.rc == 0, recorded.tail()
+    run_dir = recorded.run_dir
+    a, b = per_rank(plain.stdout), per_rank(recorded.stdout)
     assert sorted(a) == [0, 1] and a == b
     assert any("invalid root rank" in line for line in a[0])
     # the errors the user saw are in the log, on the failing call, verbatim
@@ -455,11 +462,11 @@ def test_same_results_with_and_without_recording(tmp_path):
 # 6. forked DataLoader workers, internal recorder error
 # ---------------------------------------------------------------------------------------------
 
-@pytest.mark.timeout(120)
-def test_fork_and_internal_error(tmp_path):
-    script = program("fork_and_fail.py")
-    rc, out, err, run_dir = torchrun(script, 2, tmp_path, timeout=100, args=("break",))
-    assert rc == 0, err[-3000:]
+@pytest.mark.parametrize("name", paths("fork_and_fail"))
+def test_fork_and_internal_error(corpus, name):
+    rec = corpus(name)
+    assert rec.rc == 0, rec.tail()
+    out, err, run_dir = rec.stdout, rec.stderr, rec.run_dir
     for r in (0, 1):
         assert f"rank {r} loader total [112.0, 128.0]" in out
         for i in range(3):
@@ -483,21 +490,20 @@ def test_fork_and_internal_error(tmp_path):
 # 7. the Python API in a world-size-1 job
 # ---------------------------------------------------------------------------------------------
 
-@pytest.mark.timeout(60)
-def test_enable_disable_and_recording_context(tmp_path, recording_path):
+@pytest.mark.parametrize("name", paths("api_world1", slow_compiled=False))
+def test_enable_disable_and_recording_context(corpus, name):
     """Also: no kernel stays registered once recording is off or paused (the dispatcher runs
     c10d's ops as without collcheck), they come back with the next recording and on resuming; the
     compiled path maps its log."""
     script = program("api_world1.py")
     marks = marker_lines(script)
-    env = base_env(tmp_path, record=False)
-    proc = subprocess.run([sys.executable, script, str(tmp_path), str(free_port())], env=env, capture_output=True,
-                          text=True, timeout=50)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = corpus(name)
+    assert proc.rc == 0, proc.tail()
+    tmp_path = Path(proc.run_dir)
     assert "value [1.0, 1.0, 1.0]" in proc.stdout and "patched False" in proc.stdout
     assert "registered after disable False" in proc.stdout and "registered while recording True" in proc.stdout
     assert "registered while paused False" in proc.stdout and "registered after resuming True" in proc.stdout
-    assert ("mapped True" if recording_path == "compiled" else "mapped None") in proc.stdout
+    assert ("mapped True" if name.endswith("@compiled") else "mapped None") in proc.stdout
     enabled = load_run(str(tmp_path / "enabled" / "enabled"))
     assert f"disabled {log_files(str(tmp_path / 'enabled' / 'enabled'))[0]}" in proc.stdout
     log = enabled.ranks[0]
@@ -510,17 +516,15 @@ def test_enable_disable_and_recording_context(tmp_path, recording_path):
     assert ctx.state == "finished"
 
 
-@pytest.mark.timeout(120)
-def test_compile_tracing_is_not_recorded(tmp_path):
+@pytest.mark.parametrize("name", paths("compiled_fn"))
+def test_compile_tracing_is_not_recorded(corpus, name):
     """torch.compile traces with fake tensors: those calls must not appear in the log; the compiled
     graph's functional collectives do, labelled as such."""
     script = program("compiled.py")
-    env = base_env(tmp_path, record=False)
-    proc = subprocess.run([sys.executable, script, str(tmp_path), str(free_port())], env=env, capture_output=True,
-                          text=True, timeout=110)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = corpus(name)
+    assert proc.rc == 0, proc.tail()
     assert "value [3.0, 3.0, 3.0, 3.0]" in proc.stdout
-    log = load_run(str(tmp_path / "compiled")).ranks[0]
+    log = load_run(os.path.join(proc.run_dir, "compiled")).ranks[0]
     ops = [e.sig.op for e in events_of(log)]
     assert ops == ["allreduce_"] * 3, ops
     # the compiled function (not torch.fx's generated code: Dynamo's code for `step` runs the graph from
@@ -530,15 +534,15 @@ def test_compile_tracing_is_not_recorded(tmp_path):
     assert seen == {(marker_lines(script)["compiled"], "step", "torch.compile graph: functional collective")}, seen
 
 
-@pytest.mark.timeout(120)
-def test_call_on_a_group_the_rank_is_not_in(tmp_path):
+@pytest.mark.parametrize("name", paths("non_member"))
+def test_call_on_a_group_the_rank_is_not_in(corpus, name):
     """torch skips a collective on a group the rank is not in, with one warning: the log keeps the
     call (N record), and diff names it before the hang it causes."""
     script = program("non_member.py")
     marks = marker_lines(script)
-    rc, out, err, run_dir = torchrun(script, 3, tmp_path, timeout=100)
-    assert rc != 0
-    run = load_run(run_dir)
+    rec = corpus(name)
+    assert rec.rc != 0, rec.tail()
+    run = load_run(rec.run_dir)
     assert [(api, site[1]) for api, site, _ in run.ranks[1].non_member] == [("all_reduce", marks["skipped"])]
     assert not run.ranks[0].non_member and not run.ranks[2].non_member
     from collcheck.analysis.diff import analyse
@@ -549,21 +553,20 @@ def test_call_on_a_group_the_rank_is_not_in(tmp_path):
     assert "rank 1 is not in the groups of ranks [2]" in first.message
     # rank 0 waits in {0, 1} for rank 1, which waits in the world barrier for rank 0
     assert (second.kind, second.ranks, second.events[0].site[1]) == ("deadlock", [0, 1], marks["skipped"])
-    proc = subprocess.run([sys.executable, "-m", "collcheck", "diff", "--format", "junit", run_dir],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 1 and 'type="non_member_call"' in proc.stdout, proc.stdout + proc.stderr
+    res = run_cli("diff", "--format", "junit", rec.run_dir)
+    assert res.code == 1 and 'type="non_member_call"' in res.out, res.out + res.err
 
 
-@pytest.mark.timeout(150)
-def test_framework_collectives_are_labelled_by_their_framework(tmp_path):
+@pytest.mark.parametrize("name", paths("frameworks"))
+def test_framework_collectives_are_labelled_by_their_framework(corpus, name):
     """FSDP2's and FSDP1's collectives are FSDP's (the module's phase, never DDP's or join()'s), DTensor's are
     named by the user's DTensor call and the placement change over the mesh dimension, DDP keeps
     its labels, a user's call has none."""
     script = program("frameworks.py")
     marks = marker_lines(script)
-    rc, _, err, run_dir = torchrun(script, 2, tmp_path, timeout=120)
-    assert rc == 0, err[-4000:]
-    run = load_run(run_dir)
+    rec = corpus(name)
+    assert rec.rc == 0, rec.tail()
+    run = load_run(rec.run_dir)
     for rank, log in run.ranks.items():
         phases, phase = {}, None
         for e in events_of(log):
@@ -602,15 +605,15 @@ def test_framework_collectives_are_labelled_by_their_framework(tmp_path):
         assert len(every) > 10
 
 
-@pytest.mark.timeout(120)
-def test_every_collective_carries_the_users_call_chain(tmp_path):
+@pytest.mark.parametrize("name", paths("chains"))
+def test_every_collective_carries_the_users_call_chain(corpus, name):
     """The chain from the program's outermost frame to the call site, with torch's frames (nn.Module's
     call machinery) left out; one interned chain per way the program reaches the call."""
     script = program("chains.py")
     marks = marker_lines(script)
-    rc, _, err, run_dir = torchrun(script, 2, tmp_path, timeout=100, args=("clean",))
-    assert rc == 0, err[-4000:]
-    run = load_run(run_dir)
+    rec = corpus(name)
+    assert rec.rc == 0, rec.tail()
+    run = load_run(rec.run_dir)
     for log in run.ranks.values():
         chains = {tuple((os.path.basename(f), line, fn) for f, line, fn in e.chain) for e in events_of(log)
                   if e.sig.op in ("allgather_", "allreduce_")}

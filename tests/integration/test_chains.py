@@ -4,31 +4,26 @@ places of the program are a divergence at that slot, not collectives later."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
-from conftest import diff_json, marker_lines, program, torchrun
+
+from support.cli import diff_json, diff_text
+from support.jobs import marker_lines, program
 
 SCRIPT = program("chains.py")
 NAME = os.path.basename(SCRIPT)
 
 
-def text_report(run_dir: str) -> str:
-    return subprocess.run([sys.executable, "-m", "collcheck.cli", "diff", run_dir], capture_output=True, text=True,
-                          check=False, timeout=120, env=dict(os.environ, COLUMNS="250")).stdout
-
-
-@pytest.mark.timeout(150)
-def test_an_extra_forward_on_one_rank_is_found_where_the_chains_part(tmp_path):
+@pytest.mark.recordings("chains_extra_forward")
+def test_an_extra_forward_on_one_rank_is_found_where_the_chains_part(corpus):
     """Rank 0's visualisation pass all-gathers statistics from the same line and with the same shape
     as rank 1's training pass: the first finding is that slot (step 2's first gather, #12), rank 0
     alone, naming both lines of main() the passes came from; the op mismatch two calls later
     (gradient all-reduce vs all-gather) is a consequence."""
     marks = marker_lines(SCRIPT)
-    rc, _, err, run_dir = torchrun(SCRIPT, 2, tmp_path, timeout=120, args=("extra_forward",))
-    assert rc != 0, err[-2000:]
-    code, report = diff_json(run_dir)
+    rec = corpus("chains_extra_forward")
+    assert rec.rc != 0, rec.tail()
+    code, report = diff_json(rec.run_dir)
     assert code == 1, report
     first = report["findings"][0]
     assert (first["kind"], first["group"], first["position"], first["ranks"]) == ("semantic_mismatch", "0", 12, [0]), first
@@ -43,15 +38,17 @@ def test_an_extra_forward_on_one_rank_is_found_where_the_chains_part(tmp_path):
     assert any(f["kind"] == "op_mismatch" and f["position"] == 14 for f in report["findings"][1:]), report["findings"]
 
 
-@pytest.mark.timeout(150)
-def test_a_barrier_in_a_helper_is_shown_with_its_caller(tmp_path):
+@pytest.mark.slow
+@pytest.mark.recordings("chains_helper_barrier")
+def test_a_barrier_in_a_helper_is_shown_with_its_caller(corpus):
     marks = marker_lines(SCRIPT)
-    rc, _, err, run_dir = torchrun(SCRIPT, 2, tmp_path, timeout=120, args=("helper_barrier",))
-    assert rc != 0, err[-2000:]
+    rec = corpus("chains_helper_barrier")
+    assert rec.rc != 0, rec.tail()
+    run_dir = rec.run_dir
     code, report = diff_json(run_dir)
     first = report["findings"][0]
     assert code == 1 and (first["kind"], first["ranks"], first["position"]) == ("extra", [0], 12), first
-    text = text_report(run_dir)
+    text = diff_text(run_dir)
     chain = (f"{NAME}:{marks['evaluate_calls']} evaluate() > {SCRIPT}:{marks['helper_barrier']} in "
              "sync_checkpoint()")
     assert chain in text, text

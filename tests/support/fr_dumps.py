@@ -1,0 +1,57 @@
+"""Flight Recorder dumps built in memory, as torch 2.13 writes them (pickle dump, version 2.10)
+and as torch's own analyzer tests build them (test_fr_analysis.py)."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+
+def entry(record_id, pg, seq, op, sizes, dtype="Float", p2p_seq=0, is_p2p=False, state="completed",
+          frames=None, backend="nccl"):
+    """One Flight Recorder entry as torch 2.13 writes it (pickle dump, version 2.10)."""
+    return {
+        "record_id": record_id, "pg_id": int(pg) if pg.isdigit() else 9, "process_group": (pg, "undefined"),
+        "collective_seq_id": seq, "p2p_seq_id": p2p_seq, "op_id": seq, "profiling_name": f"{backend}:{op}",
+        "time_created_ns": 1_700_000_000_000_000_000 + record_id * 1000, "duration_ms": None,
+        "input_sizes": [list(sizes)], "input_dtypes": [dtype], "output_sizes": [list(sizes)],
+        "output_dtypes": [dtype], "state": state, "time_discovered_started_ns": None,
+        "time_discovered_completed_ns": None, "retired": True, "timeout_ms": 600000, "is_p2p": is_p2p,
+        "thread_id": "1", "thread_name": "MainThread",
+        "frames": frames if frames is not None else [
+            {"name": "all_reduce", "filename": "/x/site-packages/torch/distributed/distributed_c10d.py", "line": 3000},
+            {"name": "train", "filename": "/home/u/train.py", "line": 40 + record_id % 3},
+            {"name": "<module>", "filename": "/home/u/train.py", "line": 99}],
+    }
+
+
+def dump(entries, groups, version="2.10"):
+    return {"version": version, "pg_config": {name: {"name": name, "desc": "undefined", "ranks": json.dumps(r)}
+                                              for name, r in groups.items()},
+            "pg_status": {}, "comm_lib_version": "2.21.5", "entries": entries}
+
+
+def write_dumps(d, dumps, fmt="pickle"):
+    d.mkdir(parents=True, exist_ok=True)
+    for rank, data in dumps.items():
+        path = d / f"comm_lib_trace_rank_{rank}"
+        if fmt == "json":
+            path.write_text(json.dumps(data))
+        else:
+            path.write_bytes(pickle.dumps(data, protocol=2))
+    return d
+
+
+def fr_event(record_id, name, inputs, outputs, state="completed", seq=0, dtype="float32", out_dtype=None,
+             pg=("0", "default")):
+    """An entry as torch's test_fr_analysis.py builds them (string sequence ids, one dtype name)."""
+    return {"record_id": record_id, "profiling_name": f"nccl:{name}", "state": state, "process_group": pg,
+            "input_sizes": inputs, "output_sizes": outputs, "input_dtypes": dtype,
+            "output_dtypes": dtype if out_dtype is None else out_dtype, "collective_seq_id": str(seq),
+            "p2p_seq_id": "0", "time_created_ns": 0, "frames": [], "is_p2p": False}
+
+
+def peer_dump(entries, rank):
+    return {"version": "2.8", "entries": entries, "pg_config": {
+        "0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"},
+        "1": {"name": "1", "desc": "sub_pg", "ranks": f"[{rank}]"}}}

@@ -1,0 +1,98 @@
+"""Runs written call by call for the unit tests: each rank's own list of calls, each completed or
+not, each rank's log ended as the test says (a trailer: finished; none: killed). Written with
+the recorder's LogWriter, as collcheck.synth writes its random programs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from collcheck import logformat as lf
+from collcheck.capture.writer import LogWriter, open_exclusive
+from collcheck.model import load_run
+
+FILE = "/job/train.py"
+
+
+@dataclass(frozen=True)
+class Call:
+    """One collective (or send/recv: `peer`, the group rank) as one rank issued it; `line` is its
+    call site; `done`: completed; `error`: what it raised."""
+
+    op: str = "allreduce_"
+    group: str = "0"
+    size: int = 4
+    line: int = 10
+    done: bool = True
+    error: str | None = None
+    peer: int | None = None
+    reduce_op: int | None = 0
+    role: str | None = None
+    func: str = "train_step"
+
+
+def calls(*specs, **common) -> list[Call]:
+    """Calls from (op, size, line) tuples or Call objects, `common` fields on each."""
+    out = []
+    for s in specs:
+        if isinstance(s, Call):
+            out.append(s)
+        else:
+            op, size, line = s
+            out.append(Call(op, size=size, line=line, **common))
+    return out
+
+
+def write(directory: str, groups: dict[str, tuple], ranks: dict[int, list[Call]], finished=None,
+          raised: dict[int, str] | None = None, backend: str = "cpu:gloo"):
+    """One log per rank of `ranks`; `finished`: the ranks that exited cleanly (default: all);
+    `raised`: rank -> the RuntimeError it raised at its last call's site; the others were killed
+    where their calls end. Returns the loaded Run."""
+    raised = raised or {}
+    world = len(groups["0"])
+    finished = set(ranks) if finished is None else set(finished)
+    for rank, rank_calls in ranks.items():
+        fd, path = open_exclusive(directory, f"rank-{rank:05d}.0")
+        w = LogWriter(fd, path)
+        with w.lock:
+            w.write({"k": lf.HEADER, "magic": lf.MAGIC, "v": lf.FORMAT_VERSION, "rank": rank, "world": world,
+                     "run": "unit", "launch": "unit", "restart": 0, "host": "unit", "pid": 20000 + rank,
+                     "backend": backend, "wall_ns": 1_700_000_000_000_000_000, "mono_ns": 0})
+            gids: dict[str, int] = {}
+            for name, members in groups.items():  # every rank creates every group, as torch needs
+                rec = {"k": lf.GROUP, "op": "init" if name == "0" else "new", "ts": 0, "r": list(members),
+                       "m": rank in members}
+                if rank in members:
+                    gids[name] = len(gids)
+                    w.queue({"k": lf.GROUP, "op": "seen", "gid": gids[name], "g": name, "d": "", "r": list(members)})
+                    rec.update(gid=gids[name], g=name)
+                w.write(rec)
+            w.queue({"k": lf.THREAD, "h": 0, "n": "MainThread", "id": 1})
+            seqs: dict = {}
+            for n, c in enumerate(rank_calls):
+                ts = 100 * (n + 1)
+                key = lf.seq_key(gids[c.group], c.op, c.peer)
+                seqs[key] = j = seqs.get(key, -1) + 1
+                rec = {"k": lf.COLL, "o": w.string_id(c.op), "g": gids[c.group], "ts": ts, "j": j,
+                       "s": w.site_id(FILE, c.line, c.func)}
+                if c.op != "barrier":
+                    rec["t"] = w.tspec_id((("float32", (c.size,)),))
+                if c.reduce_op is not None and c.op.startswith(("allreduce", "reduce")):
+                    rec["r"] = c.reduce_op
+                if c.peer is not None:
+                    rec["p"] = c.peer
+                if c.role is not None:
+                    rec["u"] = w.string_id(c.role)
+                    rec["l"] = w.string_id(c.role)
+                w.write(rec, n)
+                if c.error is not None:
+                    w.queue({"k": lf.DONE, "i": n, "r": ts + 5, "e": c.error})
+                elif c.done:
+                    w.queue({"k": lf.DONE, "i": n, "r": ts + 5, "c": ts + 40})
+            if rank in raised:
+                last = rank_calls[-1]
+                w.write({"k": lf.EXCEPTION, "t": "RuntimeError", "m": raised[rank], "ts": 100 * (len(rank_calls) + 1),
+                         "s": w.site_id(FILE, last.line, last.func)})
+            if rank in finished:
+                w.write({"k": lf.TRAILER, "ts": 100 * (len(rank_calls) + 2)})
+        w.close()
+    return load_run(directory)

@@ -1,0 +1,78 @@
+"""Replay's pieces in-process (collcheck/replay/plan.py, runtime.py): shapes shrunk with their size
+relations, the torch-function chains that make the recorder see the recorded purpose, the
+trampoline that gives a replayed call its recorded call site."""
+
+from __future__ import annotations
+
+import sys
+
+from collcheck.replay import runtime
+from collcheck.replay.plan import shrink_shapes
+
+
+def test_shrink_keeps_size_relations():
+    from collcheck.replay.plan import Plan
+
+    shapes = [[1000, 10], [10, 1000], [10000], [5000, 2], [3], [100, 100]]
+    acts = [[{"k": "op", "i": i, "op": "allreduce_", "g": "0", "t": [["float32", s]]} for i, s in enumerate(shapes)]]
+    plan = Plan(1, acts, [0])
+    shrink_shapes(plan, 64)
+    new = [a["t"][0][1] for a in plan.ranks[0]]
+    numel = [__import__("math").prod(s) for s in new]
+    old_numel = [__import__("math").prod(s) for s in shapes]
+    assert all(n <= 128 for n in numel)
+    assert len({tuple(s) for s in new}) == len({tuple(s) for s in shapes})  # distinct shapes stay distinct
+    for a in range(len(shapes)):
+        assert len(new[a]) == len(shapes[a])
+        for b in range(len(shapes)):
+            assert (old_numel[a] == old_numel[b]) == (numel[a] == numel[b])
+            assert (old_numel[a] < old_numel[b]) == (numel[a] < numel[b])
+
+
+def test_role_chains_match_the_recorder():
+    """The runtime's torch-function chains make the recorder see the recorded role and label phase."""
+    from collcheck.capture import callsite, frameworks
+
+    roles = set(frameworks.ROLES.values()) | {"bucket rebuild"}
+    phases = set(frameworks.PHASES.values())
+    assert roles - {"bucket rebuild"} <= set(runtime.ROLE_FUNCTION), roles - set(runtime.ROLE_FUNCTION)
+    assert phases <= set(runtime.PHASE_FUNCTION), phases - set(runtime.PHASE_FUNCTION)
+    for role in roles:
+        for phase in [None, *phases]:
+            if role == "bucket rebuild" and phase not in ("DDP forward", "join() shadow"):
+                continue  # the recorder labels bucket rebuilds with these phases only
+            label = f"{phase}: {role}" if phase else role
+            want_role, want_label = callsite._purpose(runtime.role_functions(role, label))
+            assert want_role == role, (role, label)
+            if phase and phase != "DDP init":
+                assert want_label.startswith(phase), (role, label, want_label)
+    assert callsite._purpose(runtime.role_functions("gradient bucket", "DDP backward: gradient bucket")) == (
+        "gradient bucket", "DDP backward: gradient bucket")
+
+
+def test_fsdp_roles_replay_with_their_module():
+    """An FSDP2 role names its module; the replayed call is issued through a frame whose `self`
+    names the same module, so the recorder sees the recorded role."""
+    from collcheck.capture import callsite
+
+    seen = []
+
+    def probe():
+        _, names, _, _ = callsite.walk(sys._getframe(1), False)
+        seen.append(callsite._purpose(names))
+
+    for role, phase in [("FSDP unshard all-gather of layers.3.experts.1", "FSDP2 forward"),
+                        ("FSDP gradient reduce of the root module", "FSDP2 backward")]:
+        runtime.call_as({"role": role, "label": f"{phase}: {role}", "s": ["/somewhere/train.py", 7, "step"]}, probe)
+        assert seen[-1] == (role, f"{phase}: {role}"), seen[-1]
+
+
+def test_trampoline_reports_the_recorded_site():
+    seen = []
+
+    def probe():
+        f = sys._getframe(1)
+        seen.append((f.f_code.co_filename, f.f_lineno, f.f_code.co_name))
+
+    runtime.trampoline("/somewhere/train.py", "<module>", 42)(probe)
+    assert seen == [("/somewhere/train.py", 42, "<module>")]

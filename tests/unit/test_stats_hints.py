@@ -1,0 +1,70 @@
+"""collcheck stats' rules in-process (collcheck/stats/): when a straggler, contention or batch hint
+is given, on numbers built in memory."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.mark.parametrize("last_in, slots, members, hinted", [
+    (9, 12, 2, False), (11, 12, 2, False), (12, 12, 2, True), (10, 10, 2, True), (27, 30, 4, True),
+    (9, 12, 4, True), (5, 6, 4, False), (30, 40, 2, False), (38, 40, 2, True)])
+def test_a_straggler_hint_needs_more_lasts_than_chance_gives(last_in, slots, members, hinted):
+    """Of two ranks each comes last about half the time: 9 of 12 lasts is chance (7 %) and gives no
+    hint, even with much waiting (start-up skew in a short run); 12 of 12 does."""
+    from collcheck.stats.hints import straggler_hints
+    from collcheck.stats.skew import Skew, Straggler
+
+    top = Straggler(1, wait_caused_us=2e5, last_in=last_in, slots=slots, expected_last=slots / members)
+    rest = [Straggler(r, 1e3, 0, slots, slots / members) for r in range(2, members + 1)]
+    skew = Skew({}, [top, *rest], [("0", i, 1, 1e4, ("t.py", 5, "f")) for i in range(last_in)])
+    assert bool(straggler_hints(skew, [])) == hinted
+
+
+def test_a_rank_last_only_because_its_previous_collective_completed_later_is_no_straggler():
+    """Two ranks all-reducing back to back: the same rank gets the last message of each and issues
+    the next one last, every time, though its work took no longer: the waiting its work explains
+    (a twentieth here) is too little for a hint; most of it is."""
+    from collcheck.stats.hints import straggler_hints
+    from collcheck.stats.skew import Skew, Straggler
+
+    for caused, hinted in ((0.05, False), (0.9, True)):
+        slots = [("1", i, 1, 1e3, ("t.py", 5, "f"), 0.0) for i in range(400)]
+        top = Straggler(1, wait_caused_us=caused * 400 * 1e3, last_in=400, slots=400, expected_last=200)
+        skew = Skew({}, [top, Straggler(0, 0.0, 0, 400, 200)], slots)
+        assert bool(straggler_hints(skew, [])) == hinted
+
+
+def test_contention_needs_a_slowdown_measured_on_enough_collectives():
+    from collcheck.stats.concurrency import HostLoad
+    from collcheck.stats.groups import contention_hints
+
+    def host(by_count):
+        return HostLoad("h", list(range(8)), 2, 1, ["1", "2", "3", "4"], ("all_reduce", 400), ("m.py", 3, "f"),
+                        {k: [us] * n for k, (n, us) in by_count.items()})
+
+    assert contention_hints([host({2: (50, 300.0), 4: (900, 1000.0)})])[0].evidence["at_once"] == {2: 300.0, 4: 1000.0}
+    assert not contention_hints([host({2: (50, 300.0), 4: (900, 400.0)})])  # 1.3x: not enough
+    assert not contention_hints([host({2: (5, 300.0), 4: (900, 1000.0)})])  # 5 collectives: too few to compare
+    assert not contention_hints([host({4: (900, 1000.0)})])  # nothing to compare with
+
+
+def test_a_batch_hint_says_what_groups_at_once_and_crowded_cpus_did():
+    from collcheck.stats.concurrency import HostLoad
+    from collcheck.stats.hints import batch_hints
+    from collcheck.stats.sites import SiteStats
+
+    site = SiteStats(("m.py", 3, "f"), "all_reduce", "allreduce_", "1", None, ranks=[0, 1], calls=200,
+                     bytes_per_call=400, durations_us=[300.0] * 400, per_rank_us={0: 6e4, 1: 6e4})
+    crowded = HostLoad("h", list(range(8)), 2, 1, ["1", "2"], ("all_reduce", 400), ("m.py", 3, "f"),
+                       {1: [300.0] * 20, 2: [900.0] * 380})
+    (hint,) = batch_hints([site], set(), [crowded])
+    assert "with 1 group communicating at once on host h: 300 µs; with 2: 900 µs" in hint.text, hint.text
+    assert "8 ranks share 2 CPUs there" in hint.text and hint.evidence["move_us"] == 4.0, hint.text
+    crowded.by_count = {1: [300.0] * 20, 2: [320.0] * 380}  # measured: more at once cost no more
+    (hint,) = batch_hints([site], set(), [crowded])
+    assert "with 2: 320 µs" in hint.text and "CPUs there" not in hint.text, hint.text
+    roomy = HostLoad("h", [0, 1], 8, 1, ["1"], ("all_reduce", 400), ("m.py", 3, "f"), {1: [300.0] * 400})
+    (hint,) = batch_hints([site], set(), [roomy])
+    assert "CPUs there" not in hint.text and "at once" not in hint.text, hint.text
+    assert not batch_hints([site], {("m.py", 3, "f")}, [roomy])  # a fuse hint covers that line
