@@ -19,7 +19,7 @@ from support.corpus import Corpus, FastpathUnavailable, cleanup
 # In-process commands never start a background build of the compiled path (support/jobs.py says
 # which path each job records on).
 os.environ.setdefault("COLLCHECK_FASTPATH", "0")
-WORKERS = int(os.environ.get("COLLCHECK_TEST_JOBS", "3"))  # recordings at once
+WORKERS = int(os.environ.get("COLLCHECK_TEST_JOBS", "4"))  # recordings at once, at most (support/admission.py)
 
 _corpus: Corpus | None = None
 

@@ -10,6 +10,7 @@ import pytest
 from collcheck import logformat as lf
 from collcheck.reader import segment_paths
 from support.cli import diff_json, run_cli
+from support.corpus import CAPPED_STEPS
 from support.jobs import job, launch, marker_lines, program
 
 LONG = program("long_run.py")
@@ -60,13 +61,16 @@ def test_divergence_near_the_end_of_a_wrapped_log(corpus):
     rec = corpus("capped_divergence")
     assert rec.rc != 0, rec.tail()
     run_dir = rec.run_dir
+    for rank in (0, 1):  # both wrapped: their first kept segments are past the first
+        _, segs, _ = kept_bytes(run_dir, rank)
+        assert segs and int(segs[0].rsplit(".", 1)[1]) > 1, segs
     code, report = diff_json(run_dir)
     first = report["findings"][0]
     assert code == 1 and first["kind"] == "op_mismatch" and first["ranks"] == [1]
-    assert first["group"] == "0" and first["position"] == 2990  # the world group's 2991st collective
+    assert first["group"] == "0" and first["position"] == CAPPED_STEPS  # the world group's collective #1200
     sites = {e["rank"]: e["site"] for e in first["events"].values() if e}
     assert sites[1]["line"] == marker_lines(LONG)["diverge"]
-    # the TUI's grid: the finding's row is numbered #2990 and holds rank 1's broadcast
+    # the TUI's grid: the finding's row is numbered #1200 and holds rank 1's broadcast
     from collcheck.analysis.diff import analyse
     from collcheck.model import load_run
     from tui.grid import Grid, finding_row
@@ -74,13 +78,13 @@ def test_divergence_near_the_end_of_a_wrapped_log(corpus):
     report = analyse(load_run(run_dir))
     grid = Grid(report, "0")
     row = finding_row(grid, report.first)
-    assert grid.number(*grid.slot(row)) == 2990
+    assert grid.number(*grid.slot(row)) == CAPPED_STEPS
     assert report.run.ranks[1].event(grid.index(1, row)).sig.op == "broadcast_"
     for log in report.run.ranks.values():  # a wrapped log read in one pass: the same events
         assert log.events() == [log.event(i) for i in range(len(log))]
     # `show` numbers it the same
     shown = run_cli("show", kept_bytes(run_dir, 1)[0], "--limit", "2", columns=200).out
-    assert any("broadcast" in line and "│ 2990 │" in line for line in shown.splitlines()), shown
+    assert any("broadcast" in line and f"│ {CAPPED_STEPS} │" in line for line in shown.splitlines()), shown
 
 
 # COLLCHECK_TEST_CAPPED_STEPS=500000 makes it 2 million collectives in 8 MB (about 25 minutes here)

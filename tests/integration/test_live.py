@@ -17,8 +17,8 @@ import time
 import pytest
 
 from support.cli import diff_json, run_cli
-from support.corpus import LIVE_ABORT, SIM, scenario_meta, scenario_names
-from support.jobs import SCENARIOS, base_env, free_port, job, launch, program, scenario_script
+from support.corpus import params, scenario_meta, scenario_names
+from support.jobs import SCENARIOS, base_env, free_port, program
 from support.tui import drive, plain
 
 # -- running jobs -----------------------------------------------------------------------------------
@@ -48,13 +48,13 @@ def live_report(run_dir: str) -> dict:
         return json.load(f)
 
 
-def check_live_run(name: str, backend: str, tmp_path) -> None:
-    """The scenario on `backend` with group timeouts of 60 s and COLLCHECK_LIVE_ACTION=abort: the
-    live report within 5 s of the divergence, the post-mortem's first finding (the scenario's
-    expected one), the job over within 10 s of the divergence."""
-    env = dict(LIVE_ABORT, **(SIM if backend == "simnccl" else {}))
-    rec = launch(job(scenario_script(name), scenario_meta(name)["nproc"], env=env, timeout=120), str(tmp_path))
-    ended = time.time()
+def check_live_run(corpus, name: str, backend: str) -> None:
+    """The scenario on `backend` with group timeouts of 60 s and COLLCHECK_LIVE_ACTION=abort, with
+    no other recording beside it (support/corpus.py): the live report within 5 s of the
+    divergence, the post-mortem's first finding (the scenario's expected one), the job over within
+    10 s of the divergence."""
+    rec = corpus(f"live:{name}@{backend}")
+    ended = rec.ended_wall
     run_dir, output = rec.run_dir, rec.output
     assert rec.rc is not None, rec.tail()
     report = live_report(run_dir)
@@ -66,11 +66,9 @@ def check_live_run(name: str, backend: str, tmp_path) -> None:
     assert "collcheck live: " in output  # on the job's stderr too
 
 
-@pytest.mark.solo
-@pytest.mark.timeout(150)
-@pytest.mark.parametrize("name", [pytest.param(n, marks=() if n in DEFAULT_RUN else pytest.mark.slow) for n in NOT_VALID])
-def test_live_report_names_the_first_finding_while_the_job_runs(name, tmp_path):
-    check_live_run(name, "simnccl", tmp_path)
+@pytest.mark.parametrize("name", params(NOT_VALID, lambda n: f"live:{n}@simnccl", default=DEFAULT_RUN))
+def test_live_report_names_the_first_finding_while_the_job_runs(name, corpus):
+    check_live_run(corpus, name, "simnccl")
 
 
 def _gloo_verdict(name: str) -> str:
@@ -81,12 +79,9 @@ def _gloo_verdict(name: str) -> str:
 GLOO_HANGS = [n for n in NOT_VALID if _gloo_verdict(n) in ("hang", "deadlock")]  # (the others fail at once)
 
 
-@pytest.mark.slow
-@pytest.mark.solo
-@pytest.mark.timeout(150)
-@pytest.mark.parametrize("name", GLOO_HANGS)
-def test_live_report_on_gloo_hangs(name, tmp_path):
-    check_live_run(name, "gloo", tmp_path)
+@pytest.mark.parametrize("name", params(GLOO_HANGS, lambda n: f"live:{n}@gloo", slow=GLOO_HANGS))
+def test_live_report_on_gloo_hangs(name, corpus):
+    check_live_run(corpus, name, "gloo")
 
 
 def kill_tree(pid: int) -> None:

@@ -17,7 +17,7 @@ import pytest
 
 from collcheck.model import load_run
 from support.cli import run_cli
-from support.jobs import job, launch, log_files, marker_lines, program
+from support.jobs import launch, log_files, marker_lines, program
 
 
 def paths(name: str, slow_compiled: bool = True):
@@ -386,21 +386,20 @@ def _sigterm_dump_complete(run_dir: str) -> bool:
     return os.path.exists(path) and "terminated_in_all_reduce" in open(path).read()
 
 
-@pytest.mark.solo  # the watchdog's 1 s, and torchrun's SIGTERM while the rank is blocked
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("path", ["python", pytest.param("compiled", marks=pytest.mark.slow)])
-def test_watchdog_stacks_and_sigterm_dump(tmp_path, path, request):
+@pytest.mark.parametrize("name", paths("watchdog"))  # (made with no other recording beside it)
+def test_watchdog_stacks_and_sigterm_dump(tmp_path, name, corpus):
     script = program("crash.py")
     marks = marker_lines(script)
-    compiled = path == "compiled" and bool(request.getfixturevalue("fastpath_env"))
-    watchdog = job(script, args=("watchdog",), env={"COLLCHECK_HANG_SECONDS": "1"}, compiled=compiled, timeout=100)
+    rec = corpus(name)
+    run_dir = rec.run_dir
     # faulthandler's dump can be cut short (a second SIGTERM while it writes, or a thread that
     # exits while it walks the threads: seen on loaded CI machines): more launches before judging
-    for attempt in range(3):
-        rec = launch(watchdog, str(tmp_path / f"try{attempt}"))
-        run_dir = rec.run_dir
+    for attempt in range(2):
         if _sigterm_dump_complete(run_dir):
             break
+        rec = launch(rec.job, str(tmp_path / f"try{attempt}"))
+        run_dir = rec.run_dir
     assert rec.rc != 0, rec.tail()
     run = load_run(run_dir)
     log = run.ranks[1]

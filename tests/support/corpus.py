@@ -17,8 +17,10 @@ import tempfile
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from .admission import Admission
 from .jobs import SCENARIOS, SESSION_ENV, Job, Launch, job, launch, program, scenario_script
 
+CAPPED_STEPS = 1200  # capped_divergence: rank 1 diverges at the world group's collective #1200
 FASTPATH = "fastpath"  # the compiled recording path, built once (a recording every compiled job waits for)
 FASTPATH_BUILD_TIMEOUT = 420
 FULL = {"COLLCHECK_STACK": "full"}
@@ -92,9 +94,10 @@ def _declared() -> dict[str, Job]:
     capped = {"COLLCHECK_MAX_MB": "0.25"}
     jobs["capped_uneven"] = job(program("long_run.py"), args=("3000",), env=capped, timeout=180)
     jobs["capped_p2p"] = job(program("long_run.py"), args=("2000", "-1", "p2p"), env=capped, timeout=180)
-    jobs["capped_divergence"] = job(program("long_run.py"), args=("3000", "2990"), env=capped, timeout=180)
-    jobs["capped_ddp@compiled"] = job(program("long_run.py"), args=("1500", "1490", "ddp"),
-                                      env={"COLLCHECK_MAX_MB": "0.1"}, compiled=True, timeout=180)
+    jobs["capped_divergence"] = job(program("long_run.py"), args=(CAPPED_STEPS + 10, CAPPED_STEPS),
+                                    env={"COLLCHECK_MAX_MB": "0.1"}, timeout=180)
+    jobs["capped_ddp@compiled"] = job(program("long_run.py"), args=("700", "690", "ddp"),
+                                      env={"COLLCHECK_MAX_MB": "0.05"}, compiled=True, timeout=180)
     jobs["simnccl_silent"] = job(program("simnccl_semantics.py"), args=("silent",), env=SIM, timeout=90)
     jobs["simnccl_ahead"] = job(program("simnccl_semantics.py"), args=("ahead",), env=SIM, timeout=90)
     jobs["simnccl_p2p"] = job(program("simnccl_semantics.py"), 3, args=("p2p",), env=SIM, timeout=90)
@@ -107,6 +110,17 @@ def _declared() -> dict[str, Job]:
     for name in scenario_names():
         jobs[f"fr_scenario:{name}"] = job(program("fr_wrap.py"), scenario_meta(name)["nproc"],
                                           args=("{dir}", scenario_script(name), "60"), record=False, timeout=150)
+    # live mode's timing: the report within seconds of the divergence, the job ended by its abort
+    for name in scenario_names():
+        if not scenario_meta(name)["valid"]:
+            for backend in ("simnccl", "gloo"):
+                env = dict(LIVE_ABORT, **(SIM if backend == "simnccl" else {}))
+                jobs[f"live:{name}@{backend}"] = job(scenario_script(name), scenario_meta(name)["nproc"], env=env,
+                                                     timeout=120, exclusive=True)
+    jobs["watchdog"] = job(program("crash.py"), args=("watchdog",), env={"COLLCHECK_HANG_SECONDS": "1"}, timeout=100,
+                           exclusive=True)
+    jobs["watchdog@compiled"] = job(program("crash.py"), args=("watchdog",), env={"COLLCHECK_HANG_SECONDS": "1"},
+                                    compiled=True, timeout=100, exclusive=True)
     jobs["scenario:seed004_case4@simnccl+torch19"] = scenario("seed004_case4", "simnccl",
                                                               env={"SIMNCCL_BARRIER_VALUE": "1"})
     return jobs
@@ -122,11 +136,14 @@ class Corpus:
         self.root, self.jobs = root, dict(JOBS if jobs is None else jobs)
         self.workers = max(1, workers)
         self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="corpus")
+        self.admission = Admission(self.workers)
         self.futures: dict[str, Future] = {}
         self.lock = threading.Lock()
 
     def prefetch(self, names) -> None:
-        for name in names:
+        """Start making these, exclusive ones first (while the unit tests run, before the others)."""
+        names = list(names)
+        for name in sorted(names, key=lambda n: not (n in self.jobs and self.jobs[n].exclusive)):
             self._future(name)
 
     def __call__(self, name: str) -> Launch:
@@ -180,7 +197,11 @@ class Corpus:
         if job_.compiled:
             self.futures[FASTPATH].result()  # raises FastpathUnavailable where it cannot be built
         folder = tempfile.mkdtemp(prefix=name.replace(":", "-").replace("@", "-") + "-", dir=self.root)
-        return launch(job_, folder)
+        self.admission.start(job_.exclusive)
+        try:
+            return launch(job_, folder)
+        finally:
+            self.admission.done()
 
 
 def build_fastpath() -> dict:

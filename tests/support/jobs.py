@@ -27,6 +27,8 @@ SESSION_ENV = dict(os.environ)
 # Jobs record on the pure-Python path (what a fresh install runs) unless they ask for the compiled
 # one (Job.compiled): a build found in torch's extension cache must not decide what is tested.
 SESSION_ENV.setdefault("COLLCHECK_FASTPATH", "0")
+# the first job compiles collcheck's modules once for all (each rank would compile them again)
+SESSION_ENV.pop("PYTHONDONTWRITEBYTECODE", None)
 # variables a job must not inherit from the shell that runs the tests
 SCRUBBED = ("COLLCHECK", "COLLCHECK_DIR", "COLLCHECK_RUN_ID", "COLLCHECK_HANG_SECONDS", "COLLCHECK_STACK",
             "COLLCHECK_SIMNCCL", "COLLCHECK_LIVE", "COLLCHECK_LIVE_ACTION", "COLLCHECK_MAX_MB",
@@ -101,6 +103,9 @@ class Job:
     timeout: float = 120
     record: bool = True
     compiled: bool = False  # the compiled recording path (built once per session)
+    # its timing is under test: no other shared recording runs beside it (they are made first,
+    # while the unit tests run: support/admission.py)
+    exclusive: bool = False
 
     def environment(self) -> dict:
         return dict(self.env, COLLCHECK_FASTPATH="1" if self.compiled else "0")
@@ -123,6 +128,7 @@ class Launch:
     folder: str  # the launch's own directory
     seconds: float = 0.0
     cpu_seconds: float | None = None  # user + system of the whole job, with COLLCHECK_TEST_PROFILE=1
+    ended_wall: float = 0.0  # time.time() when it ended
 
     def __post_init__(self):
         if self.run_dir and not os.path.isdir(self.run_dir) and os.environ.get("COLLCHECK_TEST_DEBUG"):
@@ -168,7 +174,7 @@ def launch(job_: Job, log_dir: str, run_id: str | None = None, cwd: str | None =
         run_dir = log_dir  # the program records (or not) through collcheck's API, where it says
     else:
         run_dir = os.path.join(log_dir, run_id) if job_.record else None
-    return Launch(job_, rc, out, err, run_dir, str(log_dir), time.monotonic() - start, _cpu(cpu_file))
+    return Launch(job_, rc, out, err, run_dir, str(log_dir), time.monotonic() - start, _cpu(cpu_file), time.time())
 
 
 def _cpu(path: str | None) -> float | None:

@@ -1,0 +1,63 @@
+"""When the next shared recording may start: when the machine has a core to spare.
+
+A job's ranks import torch and start together; under CPU contention one rank can fall seconds
+behind its peers and a program's short group timeout (6 s in the scenarios) fires at a correct
+collective. So a recording starts only when the last half second left a good share of the CPUs
+idle (a hang waiting out its timeout leaves them idle: another job fills that time), never more
+than `max_jobs` at once, and always when none runs. An exclusive job (one whose timing is under
+test) starts only when none runs, and nothing starts beside it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+IDLE_SHARE = 0.25  # of all CPUs, idle over the last half second
+SPACING_S = 1.0  # between two starts: a job's own start-up has not shown in the idle time yet
+
+
+def _cpu_times() -> tuple[int, int] | None:
+    """(idle, total) jiffies of all CPUs since boot (None: no /proc/stat, e.g. not Linux)."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return fields[3] + fields[4], sum(fields[:8])
+
+
+class Admission:
+    def __init__(self, max_jobs: int):
+        self.max_jobs = max(1, max_jobs)
+        self.running = 0
+        self.exclusive = False
+        self.last_start = 0.0
+        self.cond = threading.Condition()
+
+    def _idle_share(self) -> float:
+        a = _cpu_times()
+        time.sleep(0.5)
+        b = _cpu_times()
+        if a is None or b is None or b[1] == a[1]:
+            return 1.0
+        return (b[0] - a[0]) / (b[1] - a[1])
+
+    def start(self, exclusive: bool = False) -> None:
+        while True:
+            with self.cond:
+                if self.running == 0 or (not exclusive and not self.exclusive and self.running < self.max_jobs
+                                         and time.monotonic() - self.last_start >= SPACING_S
+                                         and self._idle_share() >= IDLE_SHARE):
+                    self.running += 1
+                    self.exclusive = exclusive
+                    self.last_start = time.monotonic()
+                    return
+                self.cond.wait(0.25)
+
+    def done(self) -> None:
+        with self.cond:
+            self.running -= 1
+            self.exclusive = False
+            self.cond.notify_all()
+
