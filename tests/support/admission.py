@@ -32,6 +32,7 @@ class Admission:
         self.max_jobs = max(1, max_jobs)
         self.running = 0
         self.exclusive = False
+        self.issued = self.served = 0  # tickets: jobs start in the order they asked
         self.last_start = 0.0
         self.cond = threading.Condition()
 
@@ -44,14 +45,20 @@ class Admission:
         return (b[0] - a[0]) / (b[1] - a[1])
 
     def start(self, exclusive: bool = False) -> None:
+        """Wait for this job's turn (first come, first served), then for room to start it."""
+        with self.cond:
+            ticket, self.issued = self.issued, self.issued + 1
         while True:
             with self.cond:
-                if self.running == 0 or (not exclusive and not self.exclusive and self.running < self.max_jobs
-                                         and time.monotonic() - self.last_start >= SPACING_S
-                                         and self._idle_share() >= IDLE_SHARE):
+                if ticket == self.served and (
+                        self.running == 0 or (not exclusive and not self.exclusive and self.running < self.max_jobs
+                                              and time.monotonic() - self.last_start >= SPACING_S
+                                              and self._idle_share() >= IDLE_SHARE)):
                     self.running += 1
+                    self.served += 1
                     self.exclusive = exclusive
                     self.last_start = time.monotonic()
+                    self.cond.notify_all()
                     return
                 self.cond.wait(0.25)
 
