@@ -28,9 +28,9 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "recordings(*names): shared recordings the test reads (tests/support/corpus.py)")
     config.addinivalue_line("markers", "solo: starts a job whose timing it checks; runs last, with no recording running")
     config.addinivalue_line("markers", "property: a hypothesis test (marked by conftest.py); -m 'slow or property' "
-                                       "runs them with 5 times the cases")
+                                       "runs them with 3 times the cases")
     if "property" in (config.option.markexpr or ""):
-        os.environ.setdefault("COLLCHECK_TEST_EXAMPLES", "5")
+        os.environ.setdefault("COLLCHECK_TEST_EXAMPLES", "3")
 
 
 def _needed(items) -> list[str]:

@@ -114,7 +114,7 @@ def test_damaged_log(recorded, scenario, which, where, how):
 
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
-@settings(max_examples=3000, deadline=None, suppress_health_check=HEALTH)
+@settings(max_examples=1000, deadline=None, suppress_health_check=HEALTH)
 @given(**CASES)
 def test_damaged_log_many(recorded, scenario, which, where, how):
     check_damaged(recorded, scenario, which, where, how)

@@ -143,7 +143,7 @@ def test_field_mismatch_names_the_most_telling_difference(a, b, kind):
     assert align.field_mismatch(a, b) == kind == align.field_mismatch(b, a)
 
 
-@settings(max_examples=examples(200), deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(st.integers(0, 5), max_size=12), st.randoms(use_true_random=False))
 def test_permutation_maps_each_slot_to_an_equal_one(reference, rnd):
     actual = list(reference)
@@ -166,7 +166,7 @@ def _aligner(a, b, cut_short=frozenset()):
     return al
 
 
-@settings(max_examples=examples(300), deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(st.integers(0, 3), max_size=300), st.lists(st.integers(0, 3), max_size=300),
        st.integers(0, 3), st.integers(0, 3), st.booleans())
 def test_agreement_is_the_common_run_before_the_first_difference(a, b, off_a, off_b, same_start):
