@@ -4,8 +4,8 @@ A job's ranks import torch and start together; under CPU contention one rank can
 behind its peers and a program's short group timeout (6 s in the scenarios) fires at a correct
 collective. So a recording starts only when the last half second left a good share of the CPUs
 idle (a hang waiting out its timeout leaves them idle: another job fills that time), never more
-than `max_jobs` at once, and always when none runs. An exclusive job (one whose timing is under
-test) starts only when none runs, and nothing starts beside it.
+than `max_jobs` at once, and always when none runs. While a job whose timing is under test
+(`exclusive`: live mode's report within seconds) runs, at most one other job runs beside it.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import time
 
 IDLE_SHARE = 0.25  # of all CPUs, idle over the last half second
 SPACING_S = 1.0  # between two starts: a job's own start-up has not shown in the idle time yet
+QUIET_JOBS = 2  # jobs at once while one whose timing is under test runs (it and one other)
 
 
 def _cpu_times() -> tuple[int, int] | None:
@@ -31,7 +32,7 @@ class Admission:
     def __init__(self, max_jobs: int):
         self.max_jobs = max(1, max_jobs)
         self.running = 0
-        self.exclusive = False
+        self.quiet = 0  # exclusive jobs running
         self.issued = self.served = 0  # tickets: jobs start in the order they asked
         self.last_start = 0.0
         self.cond = threading.Condition()
@@ -50,21 +51,22 @@ class Admission:
             ticket, self.issued = self.issued, self.issued + 1
         while True:
             with self.cond:
+                limit = QUIET_JOBS if exclusive or self.quiet else self.max_jobs
                 if ticket == self.served and (
-                        self.running == 0 or (not exclusive and not self.exclusive and self.running < self.max_jobs
+                        self.running == 0 or (self.running < limit
                                               and time.monotonic() - self.last_start >= SPACING_S
                                               and self._idle_share() >= IDLE_SHARE)):
                     self.running += 1
                     self.served += 1
-                    self.exclusive = exclusive
+                    self.quiet += exclusive
                     self.last_start = time.monotonic()
                     self.cond.notify_all()
                     return
                 self.cond.wait(0.25)
 
-    def done(self) -> None:
+    def done(self, exclusive: bool = False) -> None:
         with self.cond:
             self.running -= 1
-            self.exclusive = False
+            self.quiet -= exclusive
             self.cond.notify_all()
 

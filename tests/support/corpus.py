@@ -201,7 +201,7 @@ class Corpus:
         try:
             return launch(job_, folder)
         finally:
-            self.admission.done()
+            self.admission.done(job_.exclusive)
 
 
 def build_fastpath() -> dict:

@@ -103,8 +103,8 @@ class Job:
     timeout: float = 120
     record: bool = True
     compiled: bool = False  # the compiled recording path (built once per session)
-    # its timing is under test: no other shared recording runs beside it (they are made first,
-    # while the unit tests run: support/admission.py)
+    # its timing is under test: at most one other shared recording runs beside it (these are
+    # made first, while the unit tests run: support/admission.py)
     exclusive: bool = False
 
     def environment(self) -> dict:
