@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 
-from .errors import FINDINGS, INCOMPLETE, INPUT_ERROR, INTERNAL_ERROR, OK, UsageError
+from .errors import FINDINGS, INCOMPLETE, OK, UsageError, parse_args, run_command
 from .reader import latest_run
 
 
@@ -168,32 +168,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    from .reader import LogError
-
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:
-        return INPUT_ERROR if exc.code not in (0, None) else OK
+    args = parse_args(build_parser(), argv)
+    if isinstance(args, int):
+        return args
     if args.cmd != "build-fastpath":  # the compiled recording path, built once without an extra step
         from .capture import autobuild
 
         autobuild.start(foreground=args.cmd in ("record", "demo"))  # these launch jobs at once
-    try:
-        return args.func(args)
-    except (LogError, UsageError) as exc:
-        print(f"collcheck: error: {exc}", file=sys.stderr)
-        return INPUT_ERROR
-    except KeyboardInterrupt:
-        return INPUT_ERROR
-    except BrokenPipeError:
-        return OK
-    except Exception as exc:  # a bug in collcheck: say so in one line, details on request
-        print(f"collcheck: internal error: {type(exc).__name__}: {exc} (set COLLCHECK_DEBUG=1 for a traceback)",
-              file=sys.stderr)
-        if os.environ.get("COLLCHECK_DEBUG"):
-            raise
-        return INTERNAL_ERROR
+    return run_command(lambda: args.func(args))
 
 
 if __name__ == "__main__":

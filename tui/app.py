@@ -8,6 +8,7 @@ import sys
 import time
 
 from rich.console import Group as RichGroup
+from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
@@ -16,6 +17,8 @@ from textual.reactive import reactive
 from textual.widgets import ContentSwitcher, Footer, Label, LoadingIndicator, Static
 
 from collcheck.model import group_label, rank_ranges
+from collcheck.report import MESSAGE_CHARS
+from collcheck.untrusted import one_line, visible
 
 from . import navigation
 from .messages import CursorMoved, Loaded, LoadFailed, LoadProgress, Previewed, StatsReady
@@ -178,7 +181,7 @@ class CollcheckApp(App):
         return bool(self.preview)
 
     def on_load_progress(self, message: LoadProgress) -> None:
-        self.query_one("#loading-stage", Label).update(message.stage)
+        self.query_one("#loading-stage", Label).update(Text(one_line(message.stage)))  # names a path: data
 
     def on_load_failed(self, message: LoadFailed) -> None:
         self.error = message.error
@@ -232,7 +235,7 @@ class CollcheckApp(App):
         if r is None:
             return
         run = r.run
-        g = "all groups" if self.group == MERGED else group_label(run, self.group)
+        g = "all groups" if self.group == MERGED else one_line(group_label(run, self.group))
         f = f"finding {self.finding + 1}/{len(r.findings)}" if self.finding >= 0 else f"{len(r.findings)} findings"
         if self.preview:
             verdict, f = "(analysing ...)", f"preview: first {self.preview} collectives per rank"
@@ -240,9 +243,10 @@ class CollcheckApp(App):
             verdict = r.verdict.upper()
         if run.running:  # the logs of processes still running: what they do next is not known
             verdict += f" (SNAPSHOT: rank{'s' if len(run.running) > 1 else ''} {rank_ranges(run.running)} still running)"
-        self.query_one("#summary-line", Static).update(
-            f"collcheck  {os.path.basename(os.path.normpath(run.directory))}  {len(run.ranks)} ranks  "
-            f"verdict {verdict}  |  {self.view}  |  {g}  |  {f}  |  ? help")
+        # widgets read a str as markup: what holds strings from the logs goes in as Text
+        self.query_one("#summary-line", Static).update(Text(
+            f"collcheck  {one_line(os.path.basename(os.path.normpath(run.directory)))}  {len(run.ranks)} ranks  "
+            f"verdict {verdict}  |  {self.view}  |  {g}  |  {f}  |  ? help"))
 
     def watch_view(self, view: str) -> None:
         self.query_one(ContentSwitcher).current = view
@@ -296,11 +300,11 @@ class CollcheckApp(App):
         status = g.status(column.rep, row)
         ev = g.event(column.rep, row) if status not in ("not member", "after exit") else None
         where = f" at {ev.where()}" if ev is not None else ""
-        text = f"{column.title}  group {grp} #{k}: {status}{where}"
+        text = one_line(f"{column.title}  group {grp} #{k}: {status}{where}")
         if self.finding >= 0 and self.report.findings:
             f = self.report.findings[self.finding]
-            text += f"\n{f.title}: {f.message}"
-        self.query_one("#status-line", Static).update(text)
+            text += f"\n{one_line(f.title)}: {visible(f.message, MESSAGE_CHARS)}"
+        self.query_one("#status-line", Static).update(Text(text))
 
     # -- actions -----------------------------------------------------------------------
     def action_view(self, view: str) -> None:
@@ -348,7 +352,7 @@ class CollcheckApp(App):
         tl = self.query_one(Timeline)
         hit = navigation.search(self.grid, query, tl.cursor_row, tl.cursor_col)
         if hit is None:
-            self.notify(f"no match for {query!r}", severity="warning")
+            self.notify(f"no match for {query!r}", severity="warning", markup=False)
             return
         self.view = "timelines"
         tl.move_to(*hit)
@@ -363,7 +367,7 @@ class CollcheckApp(App):
         try:
             rank = int(text)
         except ValueError:
-            self.notify(f"not a rank: {text!r}", severity="error")
+            self.notify(f"not a rank: {text!r}", severity="error", markup=False)
             return
         if rank not in self.report.run.ranks:
             self.notify(f"no log for rank {rank}", severity="error")
@@ -412,6 +416,6 @@ def run_tui(target: str) -> int:
     app = CollcheckApp(target)
     app.run()
     if app.error is not None:
-        print(f"collcheck: error: {app.error}", file=sys.stderr)
+        print(f"collcheck: error: {one_line(app.error)}", file=sys.stderr)
         return 2
     return 0

@@ -4,7 +4,7 @@ analysis decides, on the logs of the running job read as a snapshot.
 It runs as a process of its own (`python -m collcheck.live RUN_DIR`, started by the checker at its
 first suspicion), so the training job never imports the analysis. A finding is printed to the
 job's stderr (this process shares it) and written to live-report.txt / live-report.json in the
-run directory (docs/live.md).
+run directory (docs/live.md). Log strings in them are escaped (`untrusted`): shown, never acted on.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from ..analysis.diff import Report, analyse
 from ..model import load_run, rank_ranges
 from ..report.json_report import finding_dict, to_dict
 from ..report.text import render_first
+from ..untrusted import one_line, visible
 
 REPORT_NAME = "live-report"
 HANG_KINDS = ("hang", "deadlock")
@@ -34,7 +35,7 @@ def judge(run_dir: str, request: dict) -> str | None:
     if not report.findings:
         return None
     first = report.findings[0]
-    line = (f"{first.title} in group {first.group} at #{first.number}, "
+    line = (f"{one_line(first.title)} in group {one_line(first.group)} at #{first.number}, "
             f"culprit rank{'s' if len(first.ranks) != 1 else ''} {rank_ranges(first.ranks)}")
     write_reports(run_dir, report, request, line)
     return line
@@ -58,16 +59,17 @@ def write_reports(run_dir: str, report: Report, request: dict, line: str) -> Non
     since = divergence_wall(report)
     after = f", {now - since:.1f} s after it was issued" if since is not None else ""
     headline = (f"collcheck live: {line}{after}; the job is still running (a snapshot; "
-                f"`collcheck diff {run_dir}` for the whole report)")
+                f"`collcheck diff {one_line(run_dir)}` for the whole report)")
     text = io.StringIO()
     render_first(report, text, headline)
     data = to_dict(report)
     data["live"] = {"first": finding_dict(report.findings[0], report.run), "suspicion": request,
                     "divergence_wall": since, "reported_wall": now}
-    for suffix, body in ((".txt", text.getvalue()), (".json", json.dumps(data, indent=1) + "\n")):
+    shown = visible(text.getvalue(), limit=1 << 20)  # (the renderer escapes log strings: a last guard)
+    for suffix, body in ((".txt", shown), (".json", json.dumps(data, indent=1) + "\n")):
         path = os.path.join(run_dir, REPORT_NAME + suffix)
         with open(path + ".tmp", "w") as f:
             f.write(body)
         os.replace(path + ".tmp", path)
-    sys.stderr.write(text.getvalue())
+    sys.stderr.write(shown)
     sys.stderr.flush()

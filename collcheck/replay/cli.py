@@ -12,7 +12,8 @@ import shutil
 import sys
 import tempfile
 
-from ..errors import INPUT_ERROR, UsageError
+from ..errors import UsageError, parse_args, run_command
+from ..untrusted import one_line, visible
 
 AUTO_ABOVE = 8  # default --ranks: all up to this world size, auto above
 MAX_PROCESSES = 64
@@ -82,6 +83,10 @@ def cmd_replay(args) -> int:
         raise UsageError("--timeout must be positive")
     if args.shrink is not None and args.shrink < 1:
         raise UsageError("--shrink must be at least 1")
+    if args.emit_script:
+        from .minimize import check_script_path
+
+        check_script_path(args.emit_script)  # before the replay, not after minutes of it
     run = load_run(latest_run(args.logs))
     original = analyse(run)
     first = original.first
@@ -129,15 +134,16 @@ def _replay(args, run, original, plan, edits, scale_note, work, out, finding_key
 
     first = original.first
     orig_key = finding_key(first) if first else None
-    out.line(f"collcheck replay: {run.directory}  ({len(run.ranks)} recorded ranks, verdict {original.verdict.upper()})")
+    out.line(f"collcheck replay: {one_line(run.directory)}  ({len(run.ranks)} recorded ranks, "
+             f"verdict {original.verdict.upper()})")
     if first is not None:
         out.line(f"recorded first finding: {_key_text(orig_key)}")
     if scale_note:
-        out.line(scale_note)
+        out.line(one_line(scale_note))
     for e in edits:
         out.line(f"what-if: {e.describe()}")
     for n in plan.notes:
-        out.line(f"note: {n}")
+        out.line(f"note: {one_line(n)}")
     out.line(f"replaying {plan.n_ops()} collective(s) on {plan.world} {plan.backend} process(es), timeout {plan.timeout_s:g} s ...")
     o = run_plan(plan, os.path.join(work, "replay"), verbose=args.verbose)
     got = o.first_key()
@@ -145,14 +151,14 @@ def _replay(args, run, original, plan, edits, scale_note, work, out, finding_key
     out.line(f"replay {status.upper()} in {o.wall_s:.1f} s: " + ", ".join(
         f"rank {plan.rank_map[r]} {describe_exit(c)}" for r, c in enumerate(o.exit_codes)))
     for r, where in o.blocked().items():
-        out.line(f"  rank {r}: {where}")
+        out.line(f"  rank {r}: {one_line(where)}")
     if o.report is None:
         out.line("the replay wrote no readable logs; its output:")
         for r, text in enumerate(o.outputs):
-            out.line(f"--- rank {r}\n{text[-1500:]}")
+            out.line(f"--- rank {r}\n{visible(text[-1500:])}")
     elif got is not None:
         out.line(f"replay first finding:   {_key_text(got)}")
-        out.line("  " + o.report.first.message)
+        out.line("  " + visible(o.report.first.message))
     else:
         out.line("replay first finding:   none")
     if edits:
@@ -186,10 +192,10 @@ def _replay(args, run, original, plan, edits, scale_note, work, out, finding_key
                 out.line(f"kept {final.n_ops()} of {plan.n_ops()} collective(s) after {m.tests} trial replay(s)")
         text = f"Recorded first finding: {_key_text(orig_key)}" if first else "The recording has no finding."
         if first is not None:
-            text += "\n  " + first.message.replace('"""', "'''")
+            text += "\n  " + first.message  # data in the script, never its code (minimize.emit_script)
         emit_script(final, args.emit_script, text, mini)
         script = args.emit_script
-        out.line(f"wrote {script}: run it with  torchrun --nproc-per-node {final.world} {script}")
+        out.line(f"wrote {one_line(script)}: run it with  torchrun --nproc-per-node {final.world} {one_line(script)}")
 
     if args.format == "json":
         doc = {"run": run.directory, "status": status, "world": plan.world, "rank_map": plan.rank_map,
@@ -210,7 +216,7 @@ def _key_text(key) -> str:
     if key is None:
         return "none"
     kind, group, position, ranks = key
-    return f"{kind} in group {group} at #{position}, culprit rank(s) {_ranges(ranks)}"
+    return f"{one_line(kind)} in group {one_line(group)} at #{position}, culprit rank(s) {_ranges(ranks)}"
 
 
 def _key_json(key):
@@ -227,28 +233,25 @@ def _ranges(ranks) -> str:
 
 
 class Printer:
+    """The replay's progress lines (stdout; stderr with --format json). Log-derived fields are escaped
+    where each line is built; `visible` here is the last guard: no control character reaches the
+    terminal whatever a caller forgot."""
+
     def __init__(self, enabled: bool):
         self.enabled = enabled
 
     def line(self, text: str) -> None:
-        print(text, file=sys.stdout if self.enabled else sys.stderr, flush=True)
+        print(visible(text, limit=1 << 16), file=sys.stdout if self.enabled else sys.stderr, flush=True)
 
 
 def main(argv=None) -> int:
-    """`python -m collcheck.replay RUN_DIR ...` (the same as `collcheck replay`)."""
+    """`python -m collcheck.replay RUN_DIR ...` (the same as `collcheck replay`, on the same error path)."""
     import argparse
-
-    from ..reader import LogError
 
     parser = argparse.ArgumentParser(prog="collcheck")
     sub = parser.add_subparsers(dest="cmd", required=True)
     add_parser(sub)
-    try:
-        args = parser.parse_args(["replay", *(sys.argv[1:] if argv is None else argv)])
-    except SystemExit as exc:
-        return INPUT_ERROR if exc.code not in (0, None) else 0
-    try:
-        return args.func(args)
-    except (LogError, UsageError) as exc:
-        print(f"collcheck: error: {exc}", file=sys.stderr)
-        return INPUT_ERROR
+    args = parse_args(parser, ["replay", *(sys.argv[1:] if argv is None else argv)])
+    if isinstance(args, int):
+        return args
+    return run_command(lambda: args.func(args))

@@ -9,12 +9,14 @@ target; positions may change (deleting earlier slots renumbers them).
 
 from __future__ import annotations
 
+import ast
 import inspect
 import json
 import os
 import tempfile
 
 from ..analysis.align import LOOKAHEAD
+from ..errors import UsageError
 from ..model import P2P_OPS
 from . import runtime
 from .plan import Plan, finalize
@@ -126,6 +128,13 @@ def ddmin(units: list, test) -> list:
 
 # ----------------------------------------------------------------------------------------
 # the standalone script
+#
+# A log comes from another machine: its group names, file names, labels, tags and run folder
+# name are data, and the script holds them as data only. Everything taken from the log (and the
+# finding's text) is one JSON document in one string literal, read with json.loads when the
+# script runs; the docstring and comments hold only numbers and text escaped so that it cannot
+# end them. The script is parsed before it is written: a script that does not parse, or whose
+# data literal is not the document, is a bug (exit 3), never a file.
 
 HEADER = '''#!/usr/bin/env python3
 """Reproducer written by `collcheck replay --emit-script` (torch only, gloo, CPU).
@@ -134,50 +143,95 @@ Run:    torchrun --nproc-per-node {world} {name}
 Record: COLLCHECK=1 COLLCHECK_DIR=/tmp/cc torchrun --nproc-per-node {world} {name}
         collcheck diff /tmp/cc/<run-id>
 
-Recorded run: {source}
-{finding}
 Each rank re-issues its recorded collectives in the recorded order, with zero tensors of
 the recorded dtypes and shapes{ranks_note}. {collectives} collective(s) in all{minimized}.
 Set REPLAY_TIMEOUT_S to change the process-group timeout ({timeout} s).
+The recorded run (its folder, its first finding) and the plan are RECORDED, at the end.
 """
+
+import json
 '''
+
+def check_script_path(path: str) -> None:
+    """A usage error (exit 2, one line) for a script path that cannot be written, before the replay."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UsageError(f"--emit-script {path}: no folder {folder}")
+    if os.path.isdir(path):
+        raise UsageError(f"--emit-script {path}: is a folder")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"--emit-script {path}: folder {folder} is not writable")
 
 
 def emit_script(plan: Plan, path: str, finding_text: str = "", minimized: str = "") -> None:
+    """Write `plan` as a standalone torch program to `path` (UsageError when it cannot be written)."""
+    text, data = script_text(plan, os.path.basename(path), finding_text, minimized)
+    check_script(text, data)
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(path, 0o755)
+    except OSError as exc:
+        raise UsageError(f"--emit-script {path}: cannot write it ({exc.strerror or exc})") from None
+
+
+def script_text(plan: Plan, name: str, finding_text: str = "", minimized: str = "") -> tuple[str, str]:
+    """(the script, the JSON text of its data literal)."""
     src = inspect.getsource(runtime)
     body = src.split('"""', 2)[2]  # the runtime without its module docstring
     ranks_note = ""
     if plan.rank_map != list(range(plan.world)):
-        ranks_note = f" (recorded ranks {plan.rank_map} run as ranks 0..{plan.world - 1})"
-    text = HEADER.format(world=plan.world, name=os.path.basename(path), source=plan.source, finding=finding_text,
-                         ranks_note=ranks_note, collectives=plan.n_ops(), minimized=minimized,
-                         timeout=plan.timeout_s)
-    text += body.rstrip() + "\n\n\n"
-    text += plan_literal(plan) + "\n\n"
+        ranks_note = f" (recorded ranks {_doc(plan.rank_map)} run as ranks 0..{plan.world - 1})"
+    text = HEADER.format(world=int(plan.world), name=_doc(name), ranks_note=ranks_note, collectives=plan.n_ops(),
+                         minimized=_doc(minimized), timeout=_doc(plan.timeout_s))
+    text += "\n" + body.strip() + "\n\n\n"
+    lines, data = data_literal(plan, finding_text, minimized)
+    text += lines + "\nPLAN = RECORDED[\"plan\"]\n\n"
     text += 'if __name__ == "__main__":\n    main(PLAN)\n'
-    with open(path, "w") as f:
-        f.write(text)
-    os.chmod(path, 0o755)
+    return text, data
 
 
-def plan_literal(plan: Plan) -> str:
-    """`PLAN = {...}` as Python source, one recorded action per line (JSON values are Python literals
-    once true/false/null are spelled the Python way)."""
+def data_literal(plan: Plan, finding_text: str = "", minimized: str = "") -> tuple[str, str]:
+    """(`RECORDED = json.loads(...)` as Python source, the JSON text it holds).
+
+    One string literal, split into adjacent pieces (Python joins them into one constant) so that
+    the file shows one recorded action per line: {"finding", "minimized", "plan": plan.to_json()}.
+    Non-ASCII characters, quotes, backslashes and line breaks are JSON escapes inside a repr():
+    no piece can end the literal; inf and nan (a damaged tag) are JSON's Infinity and NaN."""
     doc = plan.to_json()
     head = {k: v for k, v in doc.items() if k != "ranks"}
-    lines = ["PLAN = {"]
-    for k, v in head.items():
-        lines.append(f"    {k!r}: {_py(v)},")
-    lines.append("    'ranks': [")
+    pieces = [(f'{{"finding": {_json(finding_text)}, "minimized": {_json(minimized)},', None),
+              (' "plan": {' + "".join(f"{_json(k)}: {_json(v)}, " for k, v in head.items()) + '"ranks": [', None)]
     for r, acts in enumerate(doc["ranks"]):
-        lines.append(f"        [  # rank {r} (recorded rank {plan.rank_map[r]})")
-        for a in acts:
-            lines.append(f"            {_py(a)},")
-        lines.append("        ],")
-    lines.append("    ],")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+        recorded = plan.rank_map[r] if r < len(plan.rank_map) else "?"
+        pieces.append(("  [", f"rank {r} (recorded rank {_doc(recorded)})"))
+        pieces += [("   " + _json(a) + ("," if k + 1 < len(acts) else ""), None) for k, a in enumerate(acts)]
+        pieces.append(("  ]" + ("," if r + 1 < len(doc["ranks"]) else ""), None))
+    pieces.append((" ]}}", None))
+    out = ["RECORDED = json.loads("]
+    for piece, comment in pieces:
+        out.append(f"    {piece!r}" + (f"  # {comment}" if comment else ""))
+    out.append(")")
+    return "\n".join(out) + "\n", "".join(p for p, _ in pieces)
 
 
-def _py(v) -> str:
-    return repr(json.loads(json.dumps(v)))
+def check_script(text: str, data: str) -> None:
+    """The script parses and holds `data` as one constant (its only log-derived text): else a bug."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as exc:
+        raise RuntimeError(f"the emitted script does not parse (line {exc.lineno}): not written") from None
+    if not any(isinstance(n, ast.Constant) and n.value == data for n in ast.walk(tree)):
+        raise RuntimeError("the emitted script does not hold its plan as one literal: not written")
+    json.loads(data)  # (a ValueError here is a bug too)
+
+
+def _json(value) -> str:
+    """JSON text, ASCII only (every other character an escape); inf and nan as Infinity and NaN."""
+    return json.dumps(value, ensure_ascii=True, allow_nan=True)
+
+
+def _doc(value) -> str:
+    """`value` as text for the docstring or a comment: JSON's escapes (quotes, backslashes, line
+    breaks, non-ASCII), which cannot end a docstring or a comment; plain text stays as it is."""
+    return _json(value if isinstance(value, str) else str(value))[1:-1]

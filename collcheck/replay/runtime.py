@@ -20,6 +20,9 @@ Call sites and purpose roles: each op is issued through small trampoline functio
 code objects carry the recorded call site (file, line, function) and, for calls that torch
 internals made (DDP, join), the name of that internal. A recorder such as collcheck then
 attributes the replayed call to the same site and role as the recorded one.
+
+A plan's strings come from a log, from another machine: they reach code objects only as
+attributes (never source text) and messages only by repr() (escape sequences shown, not acted on).
 """
 
 import datetime
@@ -27,6 +30,7 @@ import functools
 import os
 import sys
 import time
+import types
 
 # purpose role -> a torch function that plays it; phase -> a torch function that encloses it, as
 # "file:function" (file relative to the torch package: the recorder keys its tables by both)
@@ -104,24 +108,39 @@ _FSDP_OBJECT_FRAME = {"FSDP unshard all-gather": f"{_FSDP2}_fsdp_param_group.py:
                       "FSDP gradient reduce": f"{_FSDP2}_fsdp_param_group.py:post_backward"}
 
 _trampolines = {}
+_TEMPLATES = {}
+MAX_LINE = 2**31 - 1  # a code object's first line is a C int
+
+
+def _template(with_self):
+    """The trampoline's code, compiled once from fixed source: a log's file and function names and
+    its line go into code objects only as attributes (`replace`), never into source text."""
+    code = _TEMPLATES.get(with_self)
+    if code is None:
+        args = "self, __f" if with_self else "__f"
+        ns = {}
+        exec(compile(f"def _t({args}, *__a, **__k): return __f(*__a, **__k)\n", "<replay>", "exec"), ns)
+        code = _TEMPLATES[with_self] = ns["_t"].__code__
+    return code
 
 
 def trampoline(filename, name, line, with_self=False):
     """A function `t(f, *a, **k) -> f(*a, **k)` whose frame reads as `name` at filename:line
-    (`with_self`: `t(self, f, ...)`, a frame with a `self` local, as a method's)."""
+    (`with_self`: `t(self, f, ...)`, a frame with a `self` local, as a method's).
+
+    The recorded values come from a log: a file or function name that is not a string reads as
+    "?", a line that is not an integer in 1..2**31-1 as line 1 (setting the line is O(1): no
+    padding, whatever the number)."""
+    filename = filename if isinstance(filename, str) else "?"
+    name = name if isinstance(name, str) else "?"
+    line = line if type(line) is int and 1 <= line <= MAX_LINE else 1
     key = (filename, name, line, with_self)
     t = _trampolines.get(key)
     if t is None:
-        args = "self, __f" if with_self else "__f"
-        src = "\n" * (max(int(line or 1), 1) - 1) + f"def _t({args}, *__a, **__k): return __f(*__a, **__k)\n"
-        ns = {}
-        exec(compile(src, filename, "exec"), ns)
-        t = ns["_t"]
-        code = t.__code__.replace(co_name=name)
+        code = _template(bool(with_self)).replace(co_filename=filename, co_name=name, co_firstlineno=line)
         if hasattr(code, "co_qualname"):
             code = code.replace(co_qualname=name)
-        t.__code__ = code
-        _trampolines[key] = t
+        t = _trampolines[key] = types.FunctionType(code, {})
     return t
 
 
@@ -181,7 +200,7 @@ def call_as(op, fn, /, *args, **kwargs):
         t = trampoline(os.path.join(torch_dir, *file.split("/")), func, 1, with_self=obj is not None)
         call = functools.partial(t, obj, call) if obj is not None else functools.partial(t, call)
     site = op.get("s")
-    if site:
+    if isinstance(site, (list, tuple)) and len(site) == 3:  # [file, line, function] as recorded
         call = functools.partial(trampoline(site[0], site[2], site[1]), call)
     return call()
 
@@ -342,7 +361,8 @@ class Replayer:
                         k += 1
                         ops.append(actions[k])
                 if self.verbose:
-                    print(f"[replay rank {self.rank}] {act['op']} group {act['g']} #{act['i']}", file=sys.stderr, flush=True)
+                    print(f"[replay rank {self.rank}] {act['op']!r} group {act['g']!r} #{act['i']!r}", file=sys.stderr,
+                          flush=True)
                 try:
                     if len(ops) > 1:
                         works = self.batch(ops)
@@ -355,14 +375,14 @@ class Replayer:
                 except Exception as exc:
                     if not act.get("e") or k + 1 >= len(actions) or actions[k + 1]["k"] == "end":
                         raise
-                    print(f"[replay rank {self.rank}] {act['op']} #{act['i']} raised as recorded: {exc}",
+                    print(f"[replay rank {self.rank}] {act['op']!r} #{act['i']!r} raised as recorded: {str(exc)!r}",
                           file=sys.stderr, flush=True)
             k += 1
 
     def end(self, act):
         state = act.get("state", "finished")
         if state == "raised":
-            raise RuntimeError(f"replay: rank {self.rank} raised here in the recorded run: {act.get('m', '')}")
+            raise RuntimeError(f"replay: rank {self.rank} raised here in the recorded run: {act.get('m', '')!r}")
         if state == "killed":
             sys.stderr.write(f"replay: rank {self.rank} was killed here in the recorded run\n")
             sys.stderr.flush()

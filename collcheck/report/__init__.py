@@ -1,6 +1,7 @@
 """Reporters: one module per output format, each `render(report, out)`."""
 
 FORMATS = ("text", "json", "junit", "github")
+MESSAGE_CHARS = 1 << 16  # a finding's message shown whole up to this (it quotes strings from the logs)
 
 
 def render(report, fmt: str, out, context: int = 4) -> None:

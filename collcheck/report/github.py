@@ -1,15 +1,47 @@
 """GitHub Actions workflow commands: an annotation at each culprit's call site (for a rank that
-skipped or stopped, at the call the others made)."""
+skipped or stopped, at the call the others made).
+
+A workflow command is one line the runner acts on, so nothing from a log may end it or start
+another: every value is escaped as GitHub documents (the message: `%`, CR, LF; each property
+also `:` and `,`), after `visible`/`one_line` made its control characters visible, and a line
+number is written only when it is a plausible one (an int from 1 to 2^31 - 1)."""
 
 from __future__ import annotations
 
 import os
 
 from ..model import group_label
+from ..untrusted import one_line, visible
+from . import MESSAGE_CHARS
+
+MAX_LINE = 2**31 - 1
 
 
-def _esc(s: str) -> str:
+def escape_data(s: str) -> str:
+    """A command's message (after `::`)."""
     return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(s: str) -> str:
+    """A property value (`file=`, `line=`, `title=`)."""
+    return escape_data(s).replace(":", "%3A").replace(",", "%2C")
+
+
+def _line(value) -> int | None:
+    if value.__class__ is int and 1 <= value <= MAX_LINE:  # not bool, str, float or a huge int
+        return value
+    return None
+
+
+def _site_params(site) -> list[str]:
+    if not site or not isinstance(site[0], str) or not site[0]:
+        return []
+    path = os.path.relpath(site[0]) if os.path.isabs(site[0]) else site[0]
+    params = [f"file={escape_property(one_line(path))}"]
+    line = _line(site[1]) if len(site) > 1 else None
+    if line is not None:
+        params.append(f"line={line}")
+    return params
 
 
 def render(report, out) -> None:
@@ -20,12 +52,10 @@ def render(report, out) -> None:
             e = expected
         if e is None:
             e = next((x for x in f.events.values() if x is not None and x.site), None)
-        params = []
         site = e.site if e is not None else f.details.get("site")  # non_member_call: no event
-        if site:
-            path = os.path.relpath(site[0]) if os.path.isabs(site[0]) else site[0]
-            params += [f"file={path}", f"line={site[1]}"]
-        params.append(f"title={_esc(f'collcheck {f.kind} ({group_label(report.run, f.group)}, #{f.number})')}")
-        out.write(f"::error {','.join(params)}::{_esc(f.message)}\n")
+        params = _site_params(site)
+        title = one_line(f"collcheck {f.kind} ({group_label(report.run, f.group)}, #{f.number})")
+        params.append(f"title={escape_property(title)}")
+        out.write(f"::error {','.join(params)}::{escape_data(visible(f.message, MESSAGE_CHARS))}\n")
     if not report.findings:
         out.write("::notice title=collcheck::no divergence found\n")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 
 from ..model import REDUCE_OPS, group_label
+from ..untrusted import one_line
 
 JSON_VERSION = 1
 
@@ -72,5 +74,37 @@ def to_dict(report) -> dict:
 
 
 def render(report, out) -> None:
-    json.dump(to_dict(report), out, indent=1)
+    write_json(to_dict(report), out, indent=1)
     out.write("\n")
+
+
+def write_json(obj, out, indent: int | None = None) -> None:
+    """`obj` as strict JSON (RFC 8259), whatever values the logs put in it: a float that is not
+    finite (nan, inf) becomes null, where `json.dump` would write `NaN`, which other parsers
+    refuse; a value of a type JSON has no form for, or a key that is not a string, number or
+    null, becomes its short `one_line` text. Strings need nothing: JSON escapes control
+    characters, and `ensure_ascii` every other non-ASCII one (lone surrogates included)."""
+    try:
+        text = json.dumps(obj, indent=indent, allow_nan=False)
+    except (ValueError, TypeError):  # the rare hostile value: convert, then dump again
+        text = json.dumps(_strict(obj), indent=indent, allow_nan=False)
+    out.write(text)
+
+
+def _strict(x):
+    if isinstance(x, dict):
+        return {k if k.__class__ is str else _key(k): _strict(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_strict(v) for v in x]
+    if x is None or x.__class__ in (str, bool):
+        return x
+    if x.__class__ is float:
+        return x if math.isfinite(x) else None
+    if x.__class__ is int:
+        return x if x.bit_length() <= 4096 else f"<int of {x.bit_length()} bits>"  # str() refuses > 4300 digits
+    return one_line(x, 200)
+
+
+def _key(k) -> str:
+    v = _strict(k)
+    return v if v.__class__ is str else one_line(v, 200)

@@ -1,10 +1,17 @@
-"""JUnit XML: one test case per group plus one for the hang check, for CI dashboards."""
+"""JUnit XML: one test case per group plus one for the hang check, for CI dashboards.
+
+Well-formed whatever the logs hold: every string from them goes through `one_line` (attributes)
+or `visible` (the failure text), which escape each character XML 1.0 forbids (C0 controls, lone
+surrogates, U+FFFE/U+FFFF) along with every other non-printable one; ElementTree escapes the rest."""
 
 from __future__ import annotations
 
 from xml.etree import ElementTree as ET
 
 from ..model import group_label
+from ..untrusted import one_line, visible
+from . import MESSAGE_CHARS
+from .guard import guard_lines
 
 
 def render(report, out) -> None:
@@ -12,17 +19,19 @@ def render(report, out) -> None:
     cases = 0
     failures = 0
     # findings about groups no collective used (group creation, calls torch skipped: group "?")
-    unseen = sorted({f.group for f in report.findings if f.kind not in ("hang", "deadlock")} - set(report.counts))
+    unseen = sorted({f.group for f in report.findings if f.kind not in ("hang", "deadlock")} - set(report.counts),
+                    key=str)
     names = list(report.counts) + unseen + ["hang"]
     for name in names:
-        case = ET.SubElement(suite, "testcase", classname="collcheck.diff", name=group_label(report.run, name) if name != "hang" else "hang")
+        label = one_line(group_label(report.run, name)) if name != "hang" else "hang"
+        case = ET.SubElement(suite, "testcase", classname="collcheck.diff", name=label)
         cases += 1
         mine = [f for f in report.findings if (f.kind in ("hang", "deadlock")) == (name == "hang") and (name == "hang" or f.group == name)]
         for f in mine:
             failures += 1
-            el = ET.SubElement(case, "failure", type=f.kind, message=f"{f.title}: ranks {f.ranks}")
-            el.text = f.message
+            el = ET.SubElement(case, "failure", type=one_line(f.kind), message=one_line(f"{f.title}: ranks {f.ranks}"))
+            el.text = visible(f.message, MESSAGE_CHARS)
     suite.set("tests", str(cases))
     suite.set("failures", str(failures))
-    out.write(ET.tostring(suite, encoding="unicode"))
+    out.write(guard_lines(ET.tostring(suite, encoding="unicode")))  # failure texts keep their line breaks
     out.write("\n")

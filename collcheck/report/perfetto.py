@@ -10,8 +10,9 @@ Trace Event Format: https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQt
 
 from __future__ import annotations
 
-import json
 from itertools import pairwise
+
+from .json_report import write_json
 
 MIN_DUR_US = 1  # a slice of 0 µs is invisible in the UI
 
@@ -107,4 +108,4 @@ def _findings(report) -> list[dict]:
 
 
 def write(report, out, stats=None) -> None:
-    json.dump(trace(report, stats), out)
+    write_json(trace(report, stats), out)  # strict JSON whatever numbers the logs hold

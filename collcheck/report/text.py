@@ -6,18 +6,21 @@ from __future__ import annotations
 import os
 
 from rich.console import Console
-from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from ..analysis.fold import fold_identical
 from ..model import group_label, rank_ranges
+from ..untrusted import one_line, visible
+from . import MESSAGE_CHARS
+from .guard import CommandGuard
 
 MAX_COLUMNS = 8
 
 
 def _cell(e) -> str:
+    """The event as a table cell; every string from the log shown on one line, escaped."""
     if e is None:
         return "—"
     s = e.sig
@@ -27,9 +30,9 @@ def _cell(e) -> str:
         extra = f" {'peer' if s.op in ('send', 'recv_') else 'root'} {s.root}"
     if s.tag:
         extra += f" tag {s.tag}"
-    label = f"\n  ({e.label})" if e.label else ""
+    label = f"\n  ({one_line(e.label)})" if e.label else ""
     state = "" if e.completed else (" ✗" if e.error else " ⏳")
-    return f"{s.api} {shape}{extra}{state}{label}\n  @{e.where()}"
+    return f"{one_line(f'{s.api} {shape}{extra}')}{state}{label}\n  @{one_line(e.where())}"
 
 
 def chain_text(e, most: int = 6) -> str:
@@ -42,7 +45,7 @@ def chain_text(e, most: int = 6) -> str:
     parts = [f"{os.path.basename(x[0])}:{x[1]} {x[2]}()" for x in outer[-(most - 1):]] if most > 1 else []
     if len(outer) > most - 1:
         parts.insert(0, "…")
-    return " > ".join([*parts, f"{site[0]}:{site[1]} in {site[2]}()"])
+    return one_line(" > ".join([*parts, f"{site[0]}:{site[1]} in {site[2]}()"]))
 
 
 def slot_rows(report, finding, context: int) -> dict[int, tuple[int, ...]]:
@@ -76,8 +79,8 @@ def side_by_side(report, finding, context: int) -> Table | None:
                tuple((log.sig[i], log.completed(i), log.a2a.get(i)) if i >= 0 else None for i in rows))
         windows[r] = (key, rows)
     folded = fold_identical({r: key for r, (key, _) in windows.items()})
-    table = Table(title=f"{group_label(report.run, group)}: collectives around #{finding.number}", show_lines=True,
-                  expand=False)
+    table = Table(title=Text(one_line(f"{group_label(report.run, group)}: collectives around #{finding.number}")),
+                  show_lines=True, expand=False)
     table.add_column("", style="dim", no_wrap=True)
     columns = []
     for ranks, _ in folded[:MAX_COLUMNS]:
@@ -86,7 +89,7 @@ def side_by_side(report, finding, context: int) -> Table | None:
         rows = windows[rep][1]
         columns.append([_cell(log.event(i)) if i >= 0 else "" for i in rows])
         style = "bold red" if any(r in finding.ranks for r in ranks) else "bold"
-        table.add_column(f"rank{'s' if len(ranks) > 1 else ''} {rank_ranges(ranks)}", header_style=style)
+        table.add_column(Text(f"rank{'s' if len(ranks) > 1 else ''} {rank_ranges(ranks)}"), header_style=style)
     for k in range(2 * context + 1):
         offset = k - context
         marker = "▶" if offset == 0 else f"{offset:+d}"
@@ -95,36 +98,42 @@ def side_by_side(report, finding, context: int) -> Table | None:
         if any(c.plain for c in cells):
             table.add_row(marker, *cells)
     if len(folded) > MAX_COLUMNS:
-        table.caption = f"{len(folded) - MAX_COLUMNS} more distinct columns not shown"
+        table.caption = Text(f"{len(folded) - MAX_COLUMNS} more distinct columns not shown")
     return table
 
 
 def _finding_panel(report, f, index: int) -> Panel:
+    """The finding as a panel: its texts hold strings from the logs, so every part is a `Text`
+    (never markup, the title included: rich parses a `str` title as markup) and escaped."""
     body = Text()
-    body.append(f.message + "\n\n")
+    body.append(visible(f.message, MESSAGE_CHARS) + "\n\n")
     sites = {r: e for r, e in sorted(f.events.items()) if e is not None and e.site}
     if sites:
         chained = any(e.chain and len(e.chain) > 1 for e in sites.values())
         body.append("call chains (outermost first):\n" if chained else "call sites:\n", style="bold")
         for r, e in list(sites.items())[:8]:
-            body.append(f"  rank {r}: {chain_text(e)}  [thread {e.thread}]\n")
+            body.append(f"  rank {r}: {chain_text(e)}  [thread {one_line(e.thread)}]\n")
     if f.kind == "group_mismatch":
         for r, site in sorted(f.details.get("sites", {}).items()):
             if site:
-                body.append(f"  rank {r}: new_group at {site[0]}:{site[1]}\n")
+                body.append(f"  rank {r}: new_group at {one_line(f'{site[0]}:{site[1]}')}\n")
     body.append("under NCCL: ", style="bold")
-    body.append(f.nccl + "\n")
+    body.append(visible(f.nccl) + "\n")
     body.append("under gloo: ", style="bold")
-    body.append(f.gloo + "\n")
+    body.append(visible(f.gloo) + "\n")
     body.append("usual fix: ", style="bold")
-    body.append(f.fix)
+    body.append(visible(f.fix))
     title = f"{'FIRST DIVERGENCE' if index == 0 else f'finding {index + 1}'}: {f.title} — {group_label(report.run, f.group)}, #{f.number}, culprit rank{'s' if len(f.ranks) != 1 else ''} {rank_ranges(f.ranks)}"
-    return Panel(body, title=title, title_align="left", border_style="red" if f.severity == "error" else "yellow")
+    return Panel(body, title=Text(one_line(title)), title_align="left",
+                 border_style="red" if f.severity == "error" else "yellow")
 
 
 def _console(out) -> Console:
-    return Console(file=out, width=int(os.environ.get("COLUMNS", "120")), highlight=False,
-                   force_terminal=False, color_system=None if not getattr(out, "isatty", lambda: False)() else "auto")
+    """A console that never interprets what it prints (no markup, no emoji codes, no highlighting)
+    and passes no CI workflow command on: the report's strings come from the logs."""
+    tty = getattr(out, "isatty", lambda: False)()
+    return Console(file=CommandGuard(out), width=int(os.environ.get("COLUMNS", "120")), highlight=False, markup=False,
+                   emoji=False, force_terminal=False, color_system="auto" if tty else None)
 
 
 def snapshot_text(run) -> str:
@@ -140,7 +149,7 @@ def render_first(report, out, headline: str, context: int = 4) -> None:
     """The first finding alone, as `render` shows it (live mode's report), under `headline`; for a
     hang, the final states and the wait-for graph too."""
     console = _console(out)
-    console.print(headline, markup=False)
+    console.print(one_line(headline), markup=False)
     f = report.findings[0]
     console.print(_finding_panel(report, f, 0))
     table = side_by_side(report, f, context)
@@ -148,18 +157,22 @@ def render_first(report, out, headline: str, context: int = 4) -> None:
         console.print(table)
     if f.kind in ("hang", "deadlock"):
         _hang_summary(console, report)
+    console.file.flush()
 
 
 def render(report, out, context: int = 4) -> None:
     console = _console(out)
     run = report.run
-    console.print(f"collcheck diff: {run.directory}  ({len(run.ranks)}/{run.world} ranks, "
-                  f"{sum(len(l) for l in run.ranks.values())} collectives)  verdict: [bold]{report.verdict.upper()}[/bold]"
-                  + (f" ({escape(report.aborted)})" if report.aborted else ""))
+    head = Text(f"collcheck diff: {one_line(run.directory)}  ({len(run.ranks)}/{run.world} ranks, "
+                f"{sum(len(l) for l in run.ranks.values())} collectives)  verdict: ")
+    head.append(report.verdict.upper(), style="bold")
+    if report.aborted:
+        head.append(f" ({one_line(report.aborted)})")
+    console.print(head)
     if run.running:
         console.print(snapshot_text(run), style="bold", markup=False)
     for w in run.warnings:
-        console.print(f"warning: {w}", markup=False)
+        console.print(f"warning: {one_line(w)}", markup=False)
     if not report.findings:
         console.print("No divergence in what could be checked; the warnings above say what could not be."
                       if report.verdict == "incomplete" else "No divergence: every group's collectives line up on all ranks.")
@@ -173,6 +186,7 @@ def render(report, out, context: int = 4) -> None:
             console.print(f"... {len(report.findings) - 10} more findings (use --format json for all)")
             break
     _hang_summary(console, report)
+    console.file.flush()
 
 
 def _hang_summary(console, report) -> None:
@@ -186,14 +200,16 @@ def _hang_summary(console, report) -> None:
     t.add_column("detail")
     rows = {r: (s.state, _cell(s.blocked[0]).replace("\n", " ") if s.blocked else "", s.detail) for r, s in states.items()}
     for ranks, row in fold_identical(rows):
-        t.add_row(rank_ranges(ranks), *(Text(x) for x in row))
+        t.add_row(rank_ranges(ranks), *(Text(one_line(x)) for x in row))
     console.print(t)
     edges = list(report.hang.graph.edges(data=True))
     if edges:
         waits: dict = {}
         for a, b, d in edges:
             waits.setdefault((a, d.get("group")), []).append(b)
-        lines = [f"  rank {a} waits in group {g} on rank{'s' if len(bs) > 1 else ''} {rank_ranges(bs)}" for (a, g), bs in sorted(waits.items())]
+        ordered = sorted(waits.items(), key=lambda kv: (kv[0][0], str(kv[0][1])))
+        lines = [f"  rank {a} waits in group {one_line(g)} on rank{'s' if len(bs) > 1 else ''} {rank_ranges(bs)}"
+                 for (a, g), bs in ordered]
         console.print("wait-for graph:\n" + "\n".join(lines[:40]), markup=False)
     if report.hang.root_causes:
         console.print(f"root cause rank(s): {rank_ranges(report.hang.root_causes)} (waited on and waiting on nobody, "

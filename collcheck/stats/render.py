@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import statistics
@@ -12,12 +11,15 @@ from rich.table import Table
 from rich.text import Text
 
 from ..model import group_label, rank_ranges
+from ..report.guard import CommandGuard
+from ..report.json_report import write_json
+from ..untrusted import one_line
 
 STATS_JSON_VERSION = 1
 
 
 def _site_text(s) -> str:
-    return f"{os.path.basename(s.site[0])}:{s.site[1]} {s.site[2]}()" if s.site else "?"
+    return one_line(f"{os.path.basename(s.site[0])}:{s.site[1]} {s.site[2]}()") if s.site else "?"
 
 
 def _fmt(x, unit: str = "", digits: int = 1) -> str:
@@ -68,14 +70,17 @@ def to_dict(st) -> dict:
 
 def renderables(st, top: int = 20, title: bool = True) -> list:
     """The report as rich renderables, in reading order (the CLI prints them, the TUI shows them
-    under its own title line)."""
+    under its own title line). Strings from the logs are escaped (`one_line`) and go in as `Text`,
+    titles and cells included: a `str` would be read as markup where these are shown."""
     run, skew = st.run, st.skew
-    out: list = [Text(f"collcheck stats: {run.directory}  ({len(run.ranks)}/{run.world} ranks)")] if title else []
+    out: list = []
+    if title:
+        out.append(Text(f"collcheck stats: {one_line(run.directory)}  ({len(run.ranks)}/{run.world} ranks)"))
     if st.steps is not None:
         wall, comm = statistics.median(st.steps.wall_s), statistics.median(st.steps.comm_s)
         out.append(Text(f"steps (between optimizer steps): {st.steps.count}; per step {wall:.4f} s, {comm:.4f} s "
                         f"of it inside collectives ({100 * st.steps.share:.0f} %, medians)"))
-    out += [Text(f"hint {i + 1} ({h.kind}): {h.text}") for i, h in enumerate(st.hints[:5])]
+    out += [Text(f"hint {i + 1} ({h.kind}): {one_line(h.text)}") for i, h in enumerate(st.hints[:5])]
     out.append(_sites_table(run, st.sites, top))
     if len(st.sites) > top:
         out.append(Text(f"... {len(st.sites) - top} more call sites (--top, or --format json for all)"))
@@ -83,8 +88,8 @@ def renderables(st, top: int = 20, title: bool = True) -> list:
     for col in ("group", "members", "collectives/rank", "bytes/rank"):
         g.add_column(col)
     for gs in st.groups.values():
-        g.add_row(group_label(run, gs.name), rank_ranges(gs.members) if gs.members else "?", str(gs.calls),
-                  str(gs.bytes))
+        g.add_row(Text(one_line(group_label(run, gs.name))), rank_ranges(gs.members) if gs.members else "?",
+                  str(gs.calls), str(gs.bytes))
     out.append(g)
     out += [_host_table(h) for h in st.hosts if h.sample and len(h.groups) > 1]
     if skew.slots:
@@ -100,8 +105,8 @@ def renderables(st, top: int = 20, title: bool = True) -> list:
 
 
 def _host_table(h) -> Table:
-    t = Table(title=f"host {h.host}: {len(h.ranks)} ranks on {h.cpus_text}; {h.sample[0]} of {h.sample[1]} bytes "
-                    "against the groups communicating at once")
+    t = Table(title=Text(one_line(f"host {h.host}: {len(h.ranks)} ranks on {h.cpus_text}; {h.sample[0]} of "
+                                  f"{h.sample[1]} bytes against the groups communicating at once")))
     for col in ("groups at once", "collectives", "median (µs)", "mean (µs)"):
         t.add_column(col, justify="right")
     for k in sorted(h.by_count):
@@ -117,19 +122,21 @@ def _sites_table(run, sites, top: int) -> Table:
                      overflow="fold" if col in ("call site", "op") else "ellipsis")
     for s in sites[:top]:
         alg, bus = s.bandwidth_mbs(len(run.group_members(s.group)))
-        op = s.api + (f" ({s.role})" if s.role else "")
-        t.add_row(_site_text(s), op, s.group, rank_ranges(s.ranks), str(s.calls), str(s.bytes_per_call),
-                  _fmt(s.total_s, digits=4), _fmt(s.median_us), _fmt(s.percentile_us(0.99)), _fmt(alg, digits=2),
-                  _fmt(bus, digits=2))
+        op = one_line(s.api + (f" ({s.role})" if s.role else ""))
+        t.add_row(Text(_site_text(s)), Text(op), Text(one_line(s.group)), rank_ranges(s.ranks), str(s.calls),
+                  str(s.bytes_per_call), _fmt(s.total_s, digits=4), _fmt(s.median_us), _fmt(s.percentile_us(0.99)),
+                  _fmt(alg, digits=2), _fmt(bus, digits=2))
     return t
 
 
 def render(st, fmt: str, out, top: int = 20) -> None:
     """`st`: summary.Stats."""
     if fmt == "json":
-        json.dump(to_dict(st), out, indent=1)
+        write_json(to_dict(st), out, indent=1)
         out.write("\n")
         return
-    console = Console(file=out, width=shutil.get_terminal_size((120, 24)).columns, highlight=False, color_system=None)
+    console = Console(file=CommandGuard(out), width=shutil.get_terminal_size((120, 24)).columns, highlight=False,
+                      color_system=None, markup=False, emoji=False)  # what it prints holds strings from the logs
     for r in renderables(st, top):
         console.print(r)
+    console.file.flush()

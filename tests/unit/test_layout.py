@@ -16,9 +16,9 @@ TOPS = ("collcheck", "tui")
 # Earliest first: a module may import modules of its own layer and of earlier ones. The data flow
 # is capture -> log -> model -> analysis -> report -> views (TUI, replay) -> command line.
 LAYERS = [
-    ("capture", ["collcheck", "collcheck._startup", "collcheck.capture", "collcheck.logformat", "collcheck.errors",
-                 "collcheck.simnccl"]),
-    ("log", ["collcheck.frames", "collcheck.reader", "collcheck.scan", "collcheck.synth"]),
+    ("capture", ["collcheck", "collcheck._startup", "collcheck.capture", "collcheck.logformat", "collcheck.simnccl"]),
+    ("log", ["collcheck.frames", "collcheck.reader", "collcheck.scan", "collcheck.synth", "collcheck.untrusted",
+             "collcheck.errors"]),
     ("model", ["collcheck.model"]),
     ("analysis", ["collcheck.analysis"]),
     ("report", ["collcheck.report", "collcheck.show", "collcheck.stats"]),

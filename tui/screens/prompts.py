@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
+
+from collcheck.untrusted import one_line
 
 KEYS = [
     ("o", "overview: run summary and final state of every rank"),
@@ -72,7 +75,7 @@ class GroupScreen(ModalScreen[str]):
         self.choices, self.current = choices, current
 
     def compose(self) -> ComposeResult:
-        options = [Option(text, id=key) for key, text in self.choices]
+        options = [Option(Text(one_line(text)), id=key) for key, text in self.choices]  # group names: data
         with Vertical(classes="modal-box"):
             yield Label("choose a group (enter selects, escape cancels)")
             ol = OptionList(*options, id="group-list")

@@ -14,6 +14,8 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from collcheck.untrusted import one_line
+
 from ..messages import CursorMoved
 from ..grid import STATUS, Grid
 
@@ -22,7 +24,8 @@ GUTTER = 10
 
 
 def cell_text(ev, status: str) -> str:
-    """op, dtype[shape], purpose label, with the status glyph first."""
+    """op, dtype[shape], purpose label, with the status glyph first; on one line, escaped (the
+    strings are the log's, and the timeline writes them to the terminal as they are)."""
     glyph = STATUS[status][0]
     if ev is None:
         return {"missing": "✗ missing (never issued)", "after exit": "·", "not member": ""}.get(status, glyph)
@@ -37,7 +40,7 @@ def cell_text(ev, status: str) -> str:
         text += " ⧗"
     if ev.label:
         text += f" ({ev.label})"
-    return text
+    return one_line(text)
 
 
 class Timeline(ScrollView, can_focus=True):
@@ -160,7 +163,8 @@ class Timeline(ScrollView, can_focus=True):
         if y == self.scrollable_content_region.height - 1:  # whole page rendered: for the benchmark
             self.painted = (sy, time.perf_counter())
         if y == 0:
-            head = [Segment(set_cell_size(f" {g.group if g.group is not None else 'all'}"[: GUTTER - 1], GUTTER - 1),
+            name = one_line(g.group) if g.group is not None else "all"
+            head = [Segment(set_cell_size(f" {name}"[: GUTTER - 1], GUTTER - 1),
                             Style(bold=True)), Segment("│", Style(color="grey35"))]
             segs = []
             for c in range(first, last):
@@ -175,7 +179,7 @@ class Timeline(ScrollView, can_focus=True):
             return Strip([Segment(" " * width)])
         grp, k = g.slot(row)
         mark = self.marks.get(row, " ")
-        label = f"{mark}{'' if g.group is not None else grp + ':'}#{g.number(grp, k)}"
+        label = f"{mark}{'' if g.group is not None else one_line(grp) + ':'}#{g.number(grp, k)}"
         future = self.step_mode and row > self.cursor_row
         gstyle = Style(reverse=row == self.cursor_row, bold=bool(mark.strip()), color="red" if mark.strip() else None)
         head = [Segment(set_cell_size(label, GUTTER - 1), gstyle), Segment("│", Style(color="grey35"))]
