@@ -265,7 +265,8 @@ class Replayer:
         if kind == "_allgather_base_":
             return go(dist.all_gather_into_tensor, cat(t), t, group=pg, async_op=a)
         if kind == "allgather_coalesced_":
-            return go(dist.all_gather_coalesced, [[torch.zeros_like(x) for _ in range(n)] for x in ts], ts,
+            # one output list per rank, each with a tensor per input
+            return go(dist.all_gather_coalesced, [[torch.zeros_like(x) for x in ts] for _ in range(n)], ts,
                       group=pg, async_op=a)
         if kind in ("allgather_into_tensor_coalesced_", "reduce_scatter_tensor_coalesced_"):
             def coalesced():

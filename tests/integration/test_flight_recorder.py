@@ -164,13 +164,14 @@ FROM_DUMPS = {
     "seed004_case4": ("gap", "no purpose", True), "seed004_case5": ("gap", "no purpose", True),
     "extra_allreduce": ("incomplete", "no Flight Recorder dump for rank(s) 0"),
     "shape_mismatch": ("incomplete", "no Flight Recorder dump for rank(s) 1"),
-    "order_mismatch": ("incomplete", "no Flight Recorder dump for rank(s) 0"),
     "semantic_mismatch": ("incomplete", "no Flight Recorder dump for rank(s) 1"),
     "train_then_eval_gather": ("incomplete", "no Flight Recorder dump for rank(s) 1"),
     "group_mismatch": ("incomplete", "only one rank's entries use each"),
     "cross_group_deadlock": ("incomplete", "only one rank's entries use each"),
-    # both ranks abort; whichever survives its peer's abort long enough dumps
+    # both ranks abort; whichever survives its peer's abort long enough dumps (order_mismatch:
+    # gloo's size check may fail on either rank first)
     "bucket_order_threads": ("incomplete", "no Flight Recorder dump for rank(s)"),
+    "order_mismatch": ("incomplete", "no Flight Recorder dump for rank(s)"),
     "unmatched_p2p": ("refused", "gloo records no send/recv"),
     "p2p_tag_mismatch": ("refused", "gloo records no send/recv"),
 }

@@ -28,6 +28,7 @@ class Call:
     reduce_op: int | None = 0
     role: str | None = None
     func: str = "train_step"
+    splits: tuple | None = None  # all_to_all_single: (input split sizes, output split sizes)
 
 
 def calls(*specs, **common) -> list[Call]:
@@ -80,6 +81,8 @@ def write(directory: str, groups: dict[str, tuple], ranks: dict[int, list[Call]]
                     rec["r"] = c.reduce_op
                 if c.peer is not None:
                     rec["p"] = c.peer
+                if c.splits is not None:
+                    rec["sp"] = [list(c.splits[0]), list(c.splits[1])]
                 if c.role is not None:
                     rec["u"] = w.string_id(c.role)
                     rec["l"] = w.string_id(c.role)

@@ -76,3 +76,43 @@ def test_trampoline_reports_the_recorded_site():
 
     runtime.trampoline("/somewhere/train.py", "<module>", 42)(probe)
     assert seen == [("/somewhere/train.py", 42, "<module>")]
+
+
+REPLAYED_KINDS = ["allreduce_", "allreduce_coalesced_", "broadcast_", "reduce_", "allgather_", "_allgather_base_",
+                  "allgather_coalesced_", "allgather_into_tensor_coalesced_", "reduce_scatter_tensor_coalesced_",
+                  "gather_", "scatter_", "reduce_scatter_", "_reduce_scatter_base_", "alltoall_", "alltoall_base_",
+                  "barrier", "monitored_barrier_"]
+
+
+def test_the_runtime_issues_every_collective_kind_on_a_one_rank_group(monkeypatch):
+    """Each op kind a plan may hold is issued by the replay runtime as torch's own call, with the
+    recorded call site as its caller's frame: on a one-rank gloo group in this process (the
+    multi-rank replays run as jobs with -m slow)."""
+    import torch.distributed as dist
+    from support.jobs import free_port
+
+    seen = []
+    spec = [["float32", [4, 2]]]
+    acts = [{"k": "op", "i": i, "op": kind, "g": "0", "t": spec * (2 if "coalesced" in kind else 1), "p": 0,
+             "a": kind == "allreduce_", "s": ["/job/train.py", 40 + i, "step"]}
+            for i, kind in enumerate(REPLAYED_KINDS)]
+    acts.insert(1, {"k": "op", "i": 99, "op": "alltoall_base_", "g": "0", "t": [["float32", [3]]], "sp": [[3], [3]]})
+    acts.append({"k": "op", "i": 100, "op": "allreduce_", "g": "0", "t": spec, "w": [0]})
+    plan = {"world": 1, "timeout_s": 30, "ranks": [acts + [{"k": "end", "state": "finished"}]]}
+    for key, value in {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "RANK": "0", "WORLD_SIZE": "1"}.items():
+        monkeypatch.setenv(key, value)
+    replayer = runtime.Replayer(plan, 0)
+    issue = replayer.issue
+
+    def recorded_issue(op):
+        seen.append(op["op"])
+        return issue(op)
+
+    replayer.issue = recorded_issue
+    try:
+        replayer.run()
+        assert not replayer.pending  # the async all-reduce was waited for by the op that names it
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    assert seen == [a["op"] for a in acts]

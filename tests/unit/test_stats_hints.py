@@ -68,3 +68,23 @@ def test_a_batch_hint_says_what_groups_at_once_and_crowded_cpus_did():
     (hint,) = batch_hints([site], set(), [roomy])
     assert "CPUs there" not in hint.text and "at once" not in hint.text, hint.text
     assert not batch_hints([site], {("m.py", 3, "f")}, [roomy])  # a fuse hint covers that line
+
+
+def test_groups_created_and_barely_used_are_hinted(tmp_path):
+    """Three groups besides the world, two used once each: a hint names those two (and not the
+    one used for every step); one barely used group alone is no hint."""
+    from support import runs
+    from support.cli import stats_json
+    from support.runs import Call
+
+    def hinted(groups, calls):
+        d = tmp_path / str(len(list(tmp_path.iterdir())))
+        d.mkdir()
+        runs.write(str(d), groups, {r: list(calls) for r in (0, 1)})
+        return [h for h in stats_json(str(d))["hints"] if h["kind"] == "groups"]
+
+    pairs = {"0": (0, 1), "1": (0, 1), "2": (0, 1), "3": (0, 1)}
+    steps = [Call(group="3", line=30 + k) for k in range(6)]
+    (hint,) = hinted(pairs, [Call(group="1", line=10), Call(group="2", line=20), *steps])
+    assert hint["evidence"]["barely_used"] == {"1": 1, "2": 1} and hint["evidence"]["created"] == 3
+    assert not hinted({"0": (0, 1), "1": (0, 1), "3": (0, 1)}, [Call(group="1", line=10), *steps])
