@@ -1,7 +1,7 @@
 """What one PyTorch Flight Recorder entry means in collcheck's terms: its op and public API, its
 group, its tensors, its call site and the user's chain, its peer; and which entries form one
 coalesced collective. Tables cite what torch 2.13 writes (profiling_name "<backend>:<op>[ meta]",
-c10::ScalarType names)."""
+c10::ScalarType names). Entries are those fr_schema.entry_of checked: every field there, of its type."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import os
 import sysconfig
 
 from ..capture.wire import WIRE_OPS
+from .fr_schema import MAX_RANKS
 
 # Flight Recorder op name (after "<backend>:") -> (collcheck wire op, public API, tensors that
 # ranks must agree on: "in" or "out")
@@ -63,20 +64,19 @@ _TORCH_PARTS = (os.sep + "torch" + os.sep, os.sep + "collcheck" + os.sep)
 
 
 def group_of(entry: dict) -> tuple[str, str]:
-    pg = entry.get("process_group")
-    if isinstance(pg, (list, tuple)) and len(pg) == 2:
-        return str(pg[0]), str(pg[1])
-    return str(entry.get("pg_id", "?")), ""
+    """(name, description) of the entry's group (fr_schema.entry_of filled it in from `pg_id`
+    where the dump had no `process_group`)."""
+    return entry["process_group"]
 
 
 def backend_of(entry: dict) -> str:
-    name = str(entry.get("profiling_name", ""))
+    name = entry["profiling_name"]
     return name.split(":", 1)[0] if ":" in name else ""
 
 
 def op_of(entry: dict) -> tuple[str, str | None]:
     """(FR op name, P2P meta such as "0->1")."""
-    name = str(entry.get("profiling_name", ""))
+    name = entry["profiling_name"]
     name = name.split(":", 1)[1] if ":" in name else name
     parts = name.split(" ")
     return parts[0], (parts[1] if len(parts) > 1 else None)
@@ -87,27 +87,19 @@ def tensors_of(entry: dict, which: str | None) -> tuple | None:
     if which is None:
         return None
     side = "input" if which == "in" else "output"
-    sizes, dtypes = entry.get(f"{side}_sizes") or [], entry.get(f"{side}_dtypes") or []
-    if isinstance(dtypes, str):  # one name for every tensor (torch's own analyzer tests write so)
-        dtypes = [dtypes] * max(len(sizes), 1)
+    sizes, dtypes = entry[f"{side}_sizes"], entry[f"{side}_dtypes"]
     out = []
     for i, shape in enumerate(sizes):
         d = dtypes[i] if i < len(dtypes) else (dtypes[-1] if dtypes else "?")
-        out.append((DTYPES.get(str(d), str(d).lower()), tuple(int(x) for x in shape)))
+        out.append((DTYPES.get(d, d.lower()), shape))
     return tuple(out)
 
 
 def site_of(frames) -> tuple[tuple | None, list]:
     """The innermost user frame and the user's call chain (outermost first) of FR's frames
-    (innermost first), leaving out torch, collcheck and the Python library."""
-    chain = []
-    for f in frames or []:
-        if not isinstance(f, dict):
-            continue
-        fn = str(f.get("filename", "?"))
-        if fn.startswith(_LIBRARY_DIRS) or any(p in fn for p in _TORCH_PARTS) or fn.startswith("<"):
-            continue
-        chain.append((fn, int(f.get("line", 0) or 0), str(f.get("name", "?"))))
+    ((filename, line, name), innermost first), leaving out torch, collcheck and the Python library."""
+    chain = [f for f in frames
+             if not (f[0].startswith(_LIBRARY_DIRS) or any(p in f[0] for p in _TORCH_PARTS) or f[0].startswith("<"))]
     return (chain[0] if chain else None), chain[::-1]
 
 
@@ -120,14 +112,11 @@ def peer_of(name: str, meta: str | None) -> int | None:
     """The group-local peer of "send 0->1" (1) or "recv 1<-0" (0)."""
     if not meta:
         return None
-    try:
-        if name == "send" and "->" in meta:
-            return int(meta.split("->")[1])
-        if name == "recv" and "<-" in meta:
-            return int(meta.split("<-")[1])
-    except ValueError:
-        return None
-    return None
+    text = meta.split("->")[1] if name == "send" and "->" in meta else (
+        meta.split("<-")[1] if name == "recv" and "<-" in meta else "")
+    if not (text.isascii() and text.isdigit() and len(text) < 8) or int(text) >= MAX_RANKS:
+        return None  # not a group rank
+    return int(text)
 
 
 def blocks_of(entries: list[dict]) -> list[list[dict]]:
@@ -138,9 +127,9 @@ def blocks_of(entries: list[dict]) -> list[list[dict]]:
         name, _ = op_of(e)
         if name == "coalesced":
             continue
-        if (blocks and not e.get("is_p2p") and not blocks[-1][0].get("is_p2p")
+        if (blocks and not e["is_p2p"] and not blocks[-1][0]["is_p2p"]
                 and group_of(blocks[-1][0]) == group_of(e)
-                and blocks[-1][0].get("collective_seq_id") == e.get("collective_seq_id")):
+                and blocks[-1][0]["collective_seq_id"] == e["collective_seq_id"]):
             blocks[-1].append(e)
         else:
             blocks.append([e])
@@ -148,13 +137,10 @@ def blocks_of(entries: list[dict]) -> list[list[dict]]:
 
 
 def seq_of(entry: dict) -> int:
-    """The entry's `collective_seq_id` as a number (torch writes an int; its tests a string)."""
-    try:
-        return int(entry.get("collective_seq_id", 0) or 0)
-    except (TypeError, ValueError):
-        return 0
+    """The entry's `collective_seq_id` (a number: torch writes an int, its tests a string)."""
+    return entry["collective_seq_id"]
 
 
 def group_order(name: str):
     """Groups in creation order: numeric names ("0", "1", ...) first, by number."""
-    return (0, int(name)) if name.isdigit() else (1, name)
+    return (0, int(name)) if name.isascii() and name.isdigit() and len(name) < 20 else (1, name)

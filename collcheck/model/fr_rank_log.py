@@ -44,10 +44,9 @@ class RunFacts:
 
 def completed_by_counter(dump: dict, entry: dict) -> bool:
     """The entry's group counters (`pg_status`, keyed by this process's pg_id) say it completed."""
-    status = (dump.get("pg_status") or {}).get(str(entry.get("pg_id")))
-    done = status.get("last_completed_collective") if isinstance(status, dict) else None
-    return isinstance(done, int) and seq_of(entry) <= done
-
+    status = dump["pg_status"].get(entry["pg_id"])
+    done = status["last_completed_collective"] if status is not None else None
+    return done is not None and seq_of(entry) <= done
 
 
 class RankWriter:
@@ -57,7 +56,8 @@ class RankWriter:
         self.rank, self.path, self.dump, self.facts = rank, path, dump, facts
         self.world, self.members, self.descs, self.base = facts.world, facts.members, facts.descs, facts.base
         # this process's pg_id -> group name (pg_id counts the groups a process joined, in order)
-        self.pg_names = dict(facts.pg_names, **{str(e.get("pg_id")): group_of(e)[0] for e in dump.get("entries", [])})
+        self.pg_names = dict(facts.pg_names)
+        self.pg_names.update((e["pg_id"], group_of(e)[0]) for e in dump["entries"] if e["pg_id"] is not None)
         self.gids: dict[str, int] = {}
         self.threads: dict[tuple, int] = {}
         self.p2p: dict[int, int] = {}  # seq_key -> last `j` of that P2P channel
@@ -66,13 +66,13 @@ class RankWriter:
         self.p2p_unnumbered = False  # wrapped, with P2P entries: their per-peer numbers are not known
 
     def write(self, run_dir: str) -> None:
-        entries = sorted(self.dump.get("entries", []), key=lambda e: e.get("record_id", 0))
+        entries = sorted(self.dump["entries"], key=lambda e: e["record_id"])
         blocks = blocks_of(entries)
         fd, path = open_exclusive(run_dir, f"rank-{self.rank:05d}.0")
         w = LogWriter(fd, path, max_bytes=1 << 40)  # segments, never deleted: a wrapped buffer is one
-        wrapped = bool(entries) and int(entries[0].get("record_id", 0) or 0) > 0  # entries before it went
+        wrapped = bool(entries) and entries[0]["record_id"] > 0  # entries before it went
         last = self._counts_before(blocks) if wrapped else None
-        self.p2p_unnumbered = wrapped and any(e.get("is_p2p") for e in entries)
+        self.p2p_unnumbered = wrapped and any(e["is_p2p"] for e in entries)
         with w.lock:
             w.write(self._header())
             for name in sorted(self._groups_used(entries), key=group_order):
@@ -84,10 +84,10 @@ class RankWriter:
         w.close()
 
     def _header(self) -> dict:
-        backends = sorted({backend_of(e) for e in self.dump.get("entries", [])} - {""})
+        backends = sorted({backend_of(e) for e in self.dump["entries"]} - {""})
         return {
             "k": lf.HEADER, "magic": lf.MAGIC, "v": lf.FORMAT_VERSION, "collcheck": __version__,
-            "torch": f"flight recorder {self.dump.get('version')}", "python": "?",
+            "torch": f"flight recorder {self.dump['version']}", "python": "?",
             "backend": ",".join(backends) or "?", "rank": self.rank, "world": self.world, "run": "flight-recorder",
             "launch": "", "restart": 0, "host": "?", "pid": 0, "argv": [self.path], "wall_ns": self.base,
             "mono_ns": 0, "stack": "full", "hang_s": 0.0, "source": "flight-recorder", "notes": self.notes,
@@ -112,13 +112,13 @@ class RankWriter:
         last: dict[str, int] = {}
         for b in blocks:
             e = b[0]
-            if not e.get("is_p2p"):
+            if not e["is_p2p"]:
                 g = group_of(e)[0]
                 last.setdefault(g, seq_of(e) - self.facts.seq_base.get(g, 1) - 1)
-        for pg_id, status in (self.dump.get("pg_status") or {}).items():
-            name = self.pg_names.get(str(pg_id))
-            enqueued = status.get("last_enqueued_collective") if isinstance(status, dict) else None
-            if name is not None and name not in last and isinstance(enqueued, int) and enqueued > 0:
+        for pg_id, status in self.dump["pg_status"].items():
+            name = self.pg_names.get(pg_id)
+            enqueued = status["last_enqueued_collective"]
+            if name is not None and name not in last and enqueued is not None and enqueued > 0:
                 last[name] = enqueued - 1
         for name, ranks in self.members.items():  # nothing kept and no counter known: not checked
             if self.rank in ranks and name not in last and name in self.facts.last_j:
@@ -140,16 +140,11 @@ class RankWriter:
         os.unlink(f"{w.path}.1")
 
     def _thread(self, w: LogWriter, e: dict) -> int:
-        key = (e.get("thread_id"), e.get("thread_name"))
+        key = (e["thread_id"], e["thread_name"])
         h = self.threads.get(key)
         if h is None:
             h = self.threads[key] = len(self.threads)
-            ident = key[0]
-            try:
-                ident = int(ident)
-            except (TypeError, ValueError):
-                ident = 0
-            w.keep({"k": lf.THREAD, "h": h, "n": str(key[1] or "?"), "id": ident})
+            w.keep({"k": lf.THREAD, "h": h, "n": key[1] or "?", "id": key[0]})
         return h
 
     def _record(self, w: LogWriter, eid: int, block: list[dict]) -> None:
@@ -163,9 +158,9 @@ class RankWriter:
         if gid is None:
             self._group(w, group)
             gid = self.gids[group]
-        ts = max(0, (int(e.get("time_created_ns", 0) or 0) - self.base) // 1000)
+        ts = max(0, (e["time_created_ns"] - self.base) // 1000)
         rec = {"k": lf.COLL, "o": w.string_id(wire), "g": gid, "ts": ts}
-        if e.get("is_p2p"):
+        if e["is_p2p"]:
             peer = peer_of(name, meta)
             key = lf.seq_key(gid, wire, peer)
             rec["j"] = self.p2p[key] = self.p2p.get(key, -1) + 1
@@ -179,7 +174,7 @@ class RankWriter:
             tensors += t or ()
         if tensors and wire != "barrier":
             rec["t"] = w.tspec_id(tensors)
-        site, chain = site_of(e.get("frames"))
+        site, chain = site_of(e["frames"])
         if site is not None:
             rec["s"] = w.site_id(*site)
         if len(chain) > 1:
@@ -193,8 +188,8 @@ class RankWriter:
             rec["a"] = 1  # NCCL and the like: every op returns at once, enqueued on a stream
         w.write(rec, eid)
         if self._completed(e):
-            done = e.get("time_discovered_completed_ns")
-            c = ts if not isinstance(done, int) or done <= 0 else max(ts, (done - self.base) // 1000)
+            done = e["time_discovered_completed_ns"]
+            c = ts if done is None or done <= 0 else max(ts, (done - self.base) // 1000)
             w.done(eid, ts, c)
         elif backend_of(e) == "gloo":
             # gloo: its counters lag behind the op's return (a clean run's last collectives often
@@ -204,10 +199,10 @@ class RankWriter:
         # first of its group is where the rank's stream waits; the later ones queue behind it)
 
     def _completed(self, e: dict) -> bool:
-        if e.get("state") == "completed":
+        if e["state"] == "completed":
             return True
-        if e.get("is_p2p"):
+        if e["is_p2p"]:
             return False
-        return completed_by_counter(self.dump, e) or (group_of(e)[0], e.get("collective_seq_id")) in self.facts.joined
+        return completed_by_counter(self.dump, e) or (group_of(e)[0], seq_of(e)) in self.facts.joined
 
 

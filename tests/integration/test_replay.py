@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 
 import pytest
 
@@ -225,8 +226,10 @@ def test_minimized_script_reproduces_with_torchrun(tmp_path):
 @pytest.mark.recordings("scenario:shape_mismatch")
 def test_cli_emits_a_script_that_torchrun_runs_into_the_same_finding(tmp_path, recorded, capsys):
     """`replay --emit-script` on a short recording: a few trial replays, then a standalone program
-    that torchrun, recorded, runs into the recording's first finding."""
-    run_dir = recorded("shape_mismatch")
+    that torchrun, recorded, runs into the recording's first finding. The run's folder is named to
+    end the script's docstring and run code (its name is data in the script, never code)."""
+    run_dir = str(tmp_path / 'run"""\nimport os; os.mkdir("pwned")\n"""')
+    shutil.copytree(recorded("shape_mismatch"), run_dir)
     script = str(tmp_path / "repro.py")
     code = replay_main([run_dir, "--timeout", str(TIMEOUT), "--emit-script", script, "--max-tests", "3"])
     text = capsys.readouterr().out
@@ -234,6 +237,7 @@ def test_cli_emits_a_script_that_torchrun_runs_into_the_same_finding(tmp_path, r
     assert "matches the recording: yes" in text, text
     proc, repro_run = torchrun_recorded(script, 2, tmp_path)
     assert proc.rc not in (0, None), proc.tail()
+    assert not (tmp_path / "pwned").exists()
     f = analyse(load_run(repro_run)).first
     orig = analyse(load_run(run_dir)).first
     assert (f.kind, f.group, f.ranks, site_key(f)) == (orig.kind, orig.group, orig.ranks, site_key(orig))

@@ -1,10 +1,12 @@
-"""`collcheck replay --emit-script` on a log from a hostile machine (issue 31): the script it writes
+"""`collcheck replay --emit-script` on a log from a hostile machine: the script it writes
 runs under torchrun, re-issues the recorded collectives from the recorded (Windows) call site, and
 runs none of the log's text as code. One rank: one worker for the replay, one for the script."""
 
 from __future__ import annotations
 
 import os
+
+import pytest
 
 from collcheck.model import load_run
 from collcheck.replay.cli import main as replay_main
@@ -16,6 +18,7 @@ FUNC = "step'''\nimport os; os.mkdir('pwned')\n'''\\"
 FILE = "C:\\jobs\\new\\train.py"  # recorded on Windows: backslashes, "\n" and "\t" among them
 
 
+@pytest.mark.slow  # (the default run emits and runs a script from a hostile run folder: test_replay.py)
 def test_a_script_emitted_from_a_hostile_log_replays_it_and_runs_no_injected_code(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(runs, "FILE", FILE)
     run_dir = tmp_path / ("run" + INJECT)  # the run folder's name is hostile too

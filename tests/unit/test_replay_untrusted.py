@@ -1,4 +1,4 @@
-"""A replayed log is data from another machine (issue 31): the script `replay --emit-script` writes
+"""A replayed log is data from another machine: the script `replay --emit-script` writes
 holds the log's strings as one data literal, never as code; the trampoline that gives a replayed
 call its recorded site is bounded whatever the recorded line; and every entry point (`collcheck`,
 `python -m collcheck.replay`, live mode's judge) has one error path: bad input is one line and
