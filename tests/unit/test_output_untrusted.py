@@ -1,4 +1,4 @@
-"""Every renderer on a run whose every string is hostile (issue 31): terminal escapes, OSC 8
+"""Every renderer on a run whose every string is hostile: terminal escapes, OSC 8
 links, carriage returns, bells, bidi overrides, rich markup, newlines that would start CI
 workflow commands. Logs come from other machines: what they hold is shown, never acted on.
 
