@@ -7,30 +7,49 @@ Decoding frame by frame costs three times as much per collective (a decoder per 
 is what a long log's load time is made of. A frame whose payload does not decode on its own (a
 CRC that checks on bytes that are not ours) falls back to the frame-by-frame path.
 
-The functions here keep their state on the reader's `LogStream` (damage, torn, duplicates,
-good_bytes, colls), which is what callers read.
+Every record is checked against the schema (records.py) before it is yielded: one that fails is
+left out, and its frame is damage (`malformed` says why), as a frame whose CRC fails is. (The
+scanner checks collectives itself, faster: `LogStream(check_colls=False)`.)
+
+The functions here keep their state on the reader's `LogStream` (damage, malformed, torn,
+duplicates, good_bytes, colls), which is what callers read.
 """
 
 from __future__ import annotations
 
 import struct
 import zlib
+from bisect import bisect
 
 import msgpack
 
 from . import logformat as lf
+from .records import coll_problem, completions_checked, problem
 
 _CRC = struct.Struct("<I").unpack_from
+_MARK = bytes((lf.FRAME_MARK,))
 READ_ERRORS = (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError, TypeError)
 FIRST_BATCH, MAX_BATCH = 32, 4096  # frames per batch: small first (a reader after one record)
 
 
-def frame_at(data: bytes, pos: int):
+def frame_at(data: bytes, pos: int, n: int | None = None):
     """(payload start, payload end, collectives before, crc) of a frame that checks at `pos`;
-    'torn' when its length runs past the end of the data; None when it does not check."""
+    'torn' when its length runs past the end of the data (or `n`); None when it does not check."""
+    header = _frame_header(data, pos, len(data) if n is None else n)
+    if header.__class__ is not tuple:
+        return header
+    p, end, eid = header
+    crc = _CRC(data, pos + 1)[0]
+    if zlib.crc32(memoryview(data)[pos + 5:end]) != crc:
+        return None
+    return p, end, eid, crc
+
+
+def _frame_header(data: bytes, pos: int, n: int):
+    """(payload start, payload end, collectives before) as the frame header at `pos` says, without
+    checking its CRC; 'torn' or None as frame_at."""
     if data[pos] != lf.FRAME_MARK:
         return None
-    n = len(data)
     p = pos + 5
     fields = [0, 0]
     for k in (0, 1):  # payload length, collectives before: LEB128 (logformat.uvarint)
@@ -53,22 +72,48 @@ def frame_at(data: bytes, pos: int):
     end = p + length
     if end > n:
         return "torn"
+    return p, end, eid
+
+
+CRC_BUDGET = 4  # bytes a file's resyncs may check with CRCs, per byte of the file (plus MAX_FRAME)
+
+
+def _candidate(stream, pos: int):
+    """frame_at, within the file's CRC budget (`stream.crc_left`; see resync)."""
+    data = stream.data
+    header = _frame_header(data, pos, len(data))
+    if header.__class__ is not tuple:
+        return header
+    p, end, eid = header
+    if stream.crc_left < 0:
+        nxt = data.find(_MARK, pos + 1)
+        if 0 <= nxt < end:
+            return None  # past the budget: a claimed frame that holds a later mark is passed over
+    stream.crc_left -= end - pos
     crc = _CRC(data, pos + 1)[0]
     if zlib.crc32(memoryview(data)[pos + 5:end]) != crc:
         return None
     return p, end, eid, crc
 
 
-def resync(data: bytes, pos: int) -> int | None:
-    """The next position where a frame checks."""
-    mark = bytes((lf.FRAME_MARK,))
-    while True:
-        pos = data.find(mark, pos)
-        if pos < 0:
-            return None
-        if frame_at(data, pos).__class__ is tuple:
-            return pos
-        pos += 1
+def resync(stream, pos: int):
+    """(position, frame) of the next frame that checks from `pos` on, or None.
+
+    Every 0xC1 byte is a candidate, and each claims a length of up to MAX_FRAME: checking each
+    one's CRC makes a file of marks quadratic (a megabyte of them took minutes). So the CRC work
+    of a file's damage is bounded (`stream.crc_left`, CRC_BUDGET times its size); past it, a
+    candidate whose claimed frame holds a later candidate is passed over without a CRC, which
+    makes the frames checked disjoint: at most the file's size more. A good frame that holds a
+    0xC1 byte (in an int) may then be passed over, right after damage only: recovery goes on at
+    the next frame."""
+    find = stream.data.find
+    pos = find(_MARK, pos)
+    while pos >= 0:
+        f = _candidate(stream, pos)
+        if f.__class__ is tuple:
+            return pos, f
+        pos = find(_MARK, pos + 1)
+    return None
 
 
 def read_frames(stream, pos: int):
@@ -122,17 +167,16 @@ def _walk(stream, pos: int, budget: int) -> tuple[list, int]:
                 if crc32(view[pos + 5:end]) == crc:
                     f = (p, end, eid, crc)
         if f is None:
-            f = frame_at(data, pos)
+            f = _candidate(stream, pos)
             if f.__class__ is not tuple:
-                nxt = resync(data, pos + 1)
-                if nxt is None:
+                found = resync(stream, pos + 1)
+                if found is None:
                     _tail(stream, data, pos, f)
                     pos = n
                     break
-                last = [pos, nxt, 0]
+                last = [pos, found[0], 0]
                 stream.damage.append(last)
-                pos = nxt
-                continue
+                pos, f = found
         pstart, pend, eid, crc = f
         # a copy of an earlier frame: its event id goes backwards, or it repeats a frame with the
         # same event id (the frames of no collective between two collectives)
@@ -155,13 +199,26 @@ def _tail(stream, data: bytes, pos: int, found) -> None:
     """The bytes after the last good frame: zeros are space the writer reserved and never wrote
     (the compiled path maps the file ahead; a crash leaves them), a frame cut short before them
     is a torn tail (the process died while writing it), anything else is damage."""
-    end = pos + len(data[pos:].rstrip(b"\0"))
+    end = _content_end(data, pos)
     if end == pos:
         return
-    if found == "torn" or frame_at(data[:end], pos) == "torn":
+    if found == "torn" or frame_at(data, pos, end) == "torn":
         stream.torn = True
     else:
         stream.damage.append([pos, len(data), None])
+
+
+def _content_end(data: bytes, pos: int) -> int:
+    """Where the bytes from `pos` on end but for trailing zeros (read backwards in chunks: no copy
+    of the file's tail)."""
+    end = len(data)
+    while end > pos:
+        start = max(pos, end - 65536)
+        rest = data[start:end].rstrip(b"\0")
+        if rest:
+            return start + len(rest)
+        end = start
+    return pos
 
 
 def _decode_alone(stream, frame: tuple):
@@ -172,7 +229,7 @@ def _decode_alone(stream, frame: tuple):
     if recs is None:  # the CRC checks but the content does not decode: not ours
         stream.damage.append([pos, pe, 0])
         return
-    out, eid = _emit(recs, pos, eid, stream.expand_done)
+    out, eid = _emit(stream, recs, pos, pe, eid)
     yield from out
     stream.expect = stream.colls = max(stream.expect, eid)
     stream.good_bytes = pe
@@ -184,7 +241,8 @@ def _decode_joined(stream, frames: list):
 
     One decoder reads the joined payloads (a decoder per frame costs three times as much); each
     record is placed in its frame by the decoder's position."""
-    data, expand = stream.data, stream.expand_done
+    data, expand, check = stream.data, stream.expand_done, not stream.header_only
+    check_colls = check and stream.check_colls
     count = len(frames)
     buf = b"".join([data[s:e] for _, s, e, _, _ in frames])
     unpacker = msgpack.Unpacker(max_buffer_size=max(len(buf), 1), **stream.decoder_options)
@@ -206,17 +264,18 @@ def _decode_joined(stream, frames: list):
                 after[2] += eid - expect  # collectives that were in the damaged bytes
             if held:
                 held.append(rec)
-                out, eid = _emit(held, pos, eid, expand)
+                out, eid = _emit(stream, held, pos, pe, eid)
                 held = []
                 yield from out
             elif rec.get("k") == coll:  # the usual frame: one collective
-                done = rec.get("d") if expand else None
-                if done:
-                    yield from _completions(done, pos, eid, rec.get("ts", 0))
-                yield pos, rec, eid
+                if not check_colls or _coll_checked(stream, rec, pos, pe):
+                    done = rec.get("d") if expand else None
+                    if done:
+                        yield from _completions(done, pos, eid, rec.get("ts"), check_colls)
+                    yield pos, rec, eid
                 eid += 1
-            elif rec.get("k") in lf.ALL_KINDS:  # unknown kinds (later minor versions) are left out
-                yield pos, rec, -1
+            elif _known(rec) and (not check or _checked(stream, rec, pos, pe)):
+                yield pos, rec, -1  # (unknown kinds, of later minor versions, are left out)
             if eid > expect:
                 expect = eid
             good = pe
@@ -240,25 +299,78 @@ def _decode_joined(stream, frames: list):
     return i  # frame i's payload ends inside a record, or does not decode
 
 
-def _emit(recs: list, pos: int, eid: int, expand: bool) -> tuple[list, int]:
+def _emit(stream, recs: list, pos: int, end: int, eid: int) -> tuple[list, int]:
     """What a frame of several records yields, and the event id after it."""
     out = []
+    check = not stream.header_only
     for rec in recs:
-        kind = rec.get("k")
-        if kind == lf.COLL:
-            done = rec.get("d") if expand else None
+        if not _known(rec):
+            continue
+        if rec["k"] == lf.COLL:
+            if check and stream.check_colls and not _coll_checked(stream, rec, pos, end):
+                eid += 1
+                continue
+            done = rec.get("d") if stream.expand_done else None
             if done:
-                out += _completions(done, pos, eid, rec.get("ts", 0))
+                out += _completions(done, pos, eid, rec.get("ts"), check and stream.check_colls)
             out.append((pos, rec, eid))
             eid += 1
-        elif kind in lf.ALL_KINDS:
+        elif not check or _checked(stream, rec, pos, end):
             out.append((pos, rec, -1))
     return out, eid
 
 
-def _completions(done: list, pos: int, eid: int, ts: int) -> list:
+def _known(rec: dict) -> bool:
+    """A record of a kind this reader knows (later minor versions may add kinds: left out)."""
+    kind = rec.get("k")
+    return kind.__class__ is str and kind in lf.ALL_KINDS
+
+
+def _coll_checked(stream, rec: dict, pos: int, end: int) -> bool:
+    """Whether a collective matches the schema (its signature's fields are the scanner's)."""
+    why = coll_problem(rec, stream.world)
+    if why is not None:
+        malformed(stream, pos, end, 1, why)
+    return why is None
+
+
+def _checked(stream, rec: dict, pos: int, end: int) -> bool:
+    """Whether a record (not a collective) matches the schema; one that does not is damage. The
+    first header sets the world size that bounds the ranks of the records after it."""
+    why = problem(rec, stream.world)
+    if why is not None:
+        malformed(stream, pos, end, 0, why)
+        return False
+    if rec["k"] == lf.HEADER and not stream.world_known:
+        stream.world, stream.world_known = rec["world"], True
+    return True
+
+
+def malformed(stream, pos: int, end: int, colls: int, why: str) -> None:
+    """A record that does not match the schema, in the frame (or format 1 record) at pos..end,
+    holding `colls` collectives: left out, and its bytes are damage, said with the first reason
+    (`stream.malformed`: damage start -> why). Frames in a row make one entry."""
+    damage = stream.damage
+    k = bisect(damage, pos, key=lambda d: d[0])
+    before = damage[k - 1] if k else None
+    if before is not None and before[0] == pos:  # another record of the same frame
+        before[2] = None if before[2] is None else before[2] + colls
+        return
+    if before is not None and before[1] == pos and before[2] is not None and before[0] in stream.malformed:
+        before[1], before[2] = end, before[2] + colls
+        return
+    damage.insert(k, [pos, end, colls])
+    stream.malformed[pos] = why
+
+
+def _completions(done: list, pos: int, eid: int, ts: int | None, checked: bool = True) -> list:
     """D records of the completions a C record carries: [event ids back, ts - return time,
-    ts - completion time (absent: not known)]."""
+    ts - completion time (absent: not known)]. For a collective not checked here (the scanner
+    checked it), those up to one that does not match the schema: never more than the scanner
+    applied."""
+    if not checked:
+        done = completions_checked(done, ts)
+    ts = ts or 0
     out = []
     for entry in done:
         d = {"k": "D", "i": eid - entry[0], "r": ts - entry[1]}
@@ -269,7 +381,7 @@ def _completions(done: list, pos: int, eid: int, ts: int) -> list:
 
 
 def _payload(options: dict, buf: bytes) -> list | None:
-    """The records of one frame (unknown kinds left out: later minor versions), or None."""
+    """The records of one frame, or None."""
     recs = []
     while buf:
         try:
@@ -280,6 +392,5 @@ def _payload(options: dict, buf: bytes) -> list | None:
             return None
         if rec.__class__ is not dict:
             return None
-        if rec.get("k") in lf.ALL_KINDS:
-            recs.append(rec)
+        recs.append(rec)
     return recs

@@ -12,11 +12,20 @@ import os
 from array import array
 from bisect import bisect_right
 from dataclasses import dataclass, field
+from struct import error as StructError
 
 from . import logformat as lf
 from .capture.wire import SHAPE_FREE_OPS, WIRE_OPS
-from .reader import LogError, LogStream, parse_header, read_bytes
+from .reader import LogError, LogStream, parse_header, read_bytes, read_prefix, shown
+from .records import DONE2, DONE3, TS_J, coll_problem, signature_problem
 
+MAX_GROUPS = 0xFFFF  # groups of one log (group slots are kept in 16 bits)
+
+# A collective of other keys than these goes the hot loop's general way (`_Scanner.collective`)
+_PLAIN_KEYS = frozenset(("k", "o", "g", "t", "r", "p", "s", "ch", "ts", "j", "d"))
+_EXT_KEYS = _PLAIN_KEYS | {"u", "l", "a", "n", "x"}
+_PLAIN_MOST = 10  # keys of a collective looked up among the plain ones first (more: torch's internals)
+_MAX_KEYS = 1 << 20  # collectives' keys kept (the hot loop's cache)
 
 
 @dataclass
@@ -62,6 +71,9 @@ class Scan:
     seq: array = field(default_factory=lambda: array("Q"))
     eid_runs: list = field(default_factory=lambda: [(0, 0)])  # (event index, event id) where ids jump
     damage: list = field(default_factory=list)  # [start byte, end byte, collectives lost or None]
+    # records that do not match the schema (records.py), left out: damage start (or the offset of a
+    # collective's frame, for one whose signature fields are wrong: also in `lost`) -> why
+    malformed: dict = field(default_factory=dict)
     lost: list = field(default_factory=list)  # event ids of collectives unreadable (a record they need was lost)
     duplicates: int = 0  # frames skipped as copies of earlier ones
     colls_written: int = 0  # C records the writer had written by the last good frame (format 2)
@@ -93,19 +105,14 @@ class Scan:
 
 def scan_file(path: str, limit: int | None = None) -> Scan:
     """Scan a whole log, or only its first `limit` collectives (reading about that much of it)."""
-    try:
-        if limit is None:
-            return scan_bytes(read_bytes(path), path)
-        with open(path, "rb") as f:
-            want = 65536 + 160 * limit  # records are ~50-100 bytes: usually enough
-            data = f.read(want)
-            scan = scan_bytes(data, path, limit)
-            if not scan.partial and len(data) == want:
-                data += f.read()  # the prefix held fewer than `limit` collectives: read it all
-                scan = scan_bytes(data, path, limit)
-            return scan
-    except OSError as exc:
-        raise LogError(f"{path}: cannot read: {exc.strerror}") from None
+    if limit is None:
+        return scan_bytes(read_bytes(path), path)
+    want = 65536 + 160 * limit  # records are ~50-100 bytes: usually enough
+    data = read_prefix(path, want)
+    scan = scan_bytes(data, path, limit)
+    if not scan.partial and len(data) == want:
+        scan = scan_bytes(read_prefix(path, None), path, limit)  # it held fewer: read it all
+    return scan
 
 
 def scan_bytes(data: bytes, path: str, limit: int | None = None, keep_seq: bool = False) -> Scan:
@@ -117,7 +124,7 @@ def scan_bytes(data: bytes, path: str, limit: int | None = None, keep_seq: bool 
     header = parse_header(data, path)
     scan = Scan(path, header, len(data), 0, False, None, array("I"), array("H"), array("Q"), [], [], set(), {},
                 [], [], [])
-    stream = LogStream(data, path, expand_done=False)
+    stream = LogStream(data, path, expand_done=False, check_colls=False)
     scanner = _Scanner(scan, keep_seq)
     scanner.read(stream, limit)
     if not keep_seq and (stream.damage or scan.lost or scan.dropped or len(scan.eid_runs) > 1):
@@ -126,6 +133,7 @@ def scan_bytes(data: bytes, path: str, limit: int | None = None, keep_seq: bool 
         return scan_bytes(data, path, limit, keep_seq=True)
     scan.good_bytes = stream.good_bytes
     scan.torn, scan.junk, scan.damage = stream.torn, stream.junk, stream.damage
+    scan.malformed.update(stream.malformed)
     scan.duplicates = stream.duplicates
     scan.colls_written = stream.colls if stream.framed else len(scan.sig)
     if not scan.partial:
@@ -157,13 +165,66 @@ class _Scanner:
         # repeated from earlier segments are (creations already known are skipped)
         self.segment, self.dropped_now = 0, False
         self.snapshot_at = self.snapshot_index = self.known_creations = -1
+        # collectives' keys seen and checked before: (signature fields, site, chain) of a collective of
+        # only the usual keys -> (local signature id, its number of keys but `d`); with the other
+        # fields that repeat too (`full`) -> local signature id
+        self.plain: dict[tuple, tuple] = {}
+        self.ext: dict[tuple, tuple] = {}  # (the same, with role, label, async, native and API: `collective`)
+        self.full: dict[tuple, int] = {}
+        self.a2a_sizes: dict[int, tuple] = {}  # local signature id -> all_to_all_single sizes
+
+    def collective(self, rec: dict, done, at: int, eid: int, run: tuple) -> tuple | None:
+        """(local signature id, group slot) of a collective off the hot path, its completions
+        applied; None when it is left out: it does not match the schema (said in `malformed`), or
+        it needs a string, tensor spec or group whose record was lost (`lost`). It is checked in
+        full, and its keys kept for the hot loop's checks when they are of the usual kinds."""
+        scan, get = self.scan, rec.get
+        key = (get("o"), get("g"), get("t"), get("r"), get("p"), get("s"), get("ch"))
+        ext = key + (get("u"), get("l"), get("a"), get("n"), get("x"))
+        world = scan.header["world"]
+        full = ext + (get("tag"), get("sp"), get("h"), get("st"))
+        try:
+            sid = self.full.get(full)
+        except TypeError:  # a value that is not hashable: not in the schema (below)
+            sid = None
+        why = coll_problem(rec, world)
+        if why is None and (sid is None or None in rec.values()):  # (a nil reads as absent in the keys)
+            why = signature_problem(rec, world)
+        if why is not None:
+            scan.malformed.setdefault(at, why)
+            scan.lost.append(eid)
+            return None
+        if done:
+            self.complete(done, eid, *run)
+        try:
+            if sid is None:
+                fields = _signature(rec, self.strings, self.tspecs)
+                if len(self.full) >= _MAX_KEYS:  # (a log of endless distinct signatures: memory bounded)
+                    self.full.clear()
+                    self.ext.clear()
+                    self.plain.clear()
+                sid = self.full[full] = len(scan.signatures)
+                scan.signatures.append(fields)
+                if fields[0] == "alltoall_base_":
+                    self.a2a_sizes[sid] = _a2a_sizes(rec, self.tspecs)
+            g = self.gslot.get(key[1])
+            if g is None:
+                g = self.slot_of(key[1])
+        except KeyError:  # it needs a record that was lost
+            scan.lost.append(eid)
+            return None
+        if "ts" in rec and "j" in rec and ("d" not in rec or done):  # what the fast checks take as usual
+            if _PLAIN_KEYS.issuperset(rec) and len(rec) <= _PLAIN_MOST:
+                self.plain[key] = (sid, len(rec) - (1 if done else 0))
+            elif _EXT_KEYS.issuperset(rec):
+                self.ext[ext] = (sid, len(rec) - (1 if done else 0))
+        return sid, g
 
     def read(self, stream: LogStream, limit: int | None) -> None:
         """The hot loop: collectives and their completions inline, the rest in `_other`."""
         scan, strings, tspecs, gslot = self.scan, self.strings, self.tspecs, self.gslot
-        sig_cache: dict[tuple, int] = {}
-        signatures = scan.signatures
-        a2a_sizes: dict[int, tuple] = {}  # local signature id -> all_to_all_single sizes
+        plain, ext = self.plain, self.ext
+        a2a_sizes = self.a2a_sizes
         sig_append, gid_append = scan.sig.append, scan.gid.append
         off_append, seq_append, keep_seq = scan.off.append, scan.seq.append, self.keep_seq
         chain_append = scan.chain.append
@@ -173,38 +234,60 @@ class _Scanner:
         runs = scan.eid_runs  # [(event index, event id)] where the ids jump (dropped or damaged records)
         run_n = run_e = n = 0
         coll, done_kind, header_kind = lf.COLL, lf.DONE, lf.HEADER
+        row, done3, done2 = TS_J.pack, DONE3.pack, DONE2.pack  # (records.py's ranges, checked in C)
         kind = None
         try:
             for at, rec, eid in stream:
                 kind = rec["k"]
                 if kind == coll:
+                    # The schema (records.py), cheaply: a collective of only the usual keys (or those
+                    # of torch's internals: role, label, async, native, API) whose signature, site and
+                    # chain were seen (and checked) before needs ts, j (struct, in C) and its
+                    # completions checked; any other goes the general way (`collective`: in full)
                     get = rec.get
-                    done = get("d")
-                    if done:  # completions of earlier collectives: [event ids back, ...] (format 2)
-                        for entry in done:
-                            i = eid - entry[0] - run_e + run_n
+                    done, s, ch = get("d", ()), get("s"), get("ch")
+                    size = len(rec)
+                    try:
+                        row(get("ts"), get("j"))
+                        if size <= _PLAIN_MOST:
+                            key = (get("o"), get("g"), get("t"), get("r"), get("p"), s, ch)
+                            hit = plain.get(key)
+                            if hit is None:
+                                key += (get("u"), get("l"), get("a"), get("n"), get("x"))
+                                hit = ext.get(key)
+                        else:
+                            key = (get("o"), get("g"), get("t"), get("r"), get("p"), s, ch, get("u"), get("l"), get("a"),
+                                   get("n"), get("x"))
+                            hit = ext.get(key)
+                        usual = hit is not None and done.__class__ is tuple and size == hit[1] + (done != ())
+                    except (StructError, TypeError):  # (a value of the wrong type; one not hashable)
+                        usual = False
+                    if usual and done:  # completions of earlier collectives: [event ids back, ...] (format 2)
+                        for entry in done:  # (a bad one leaves the record out: those before it stay)
+                            try:
+                                if entry.__class__ is not tuple:
+                                    raise StructError
+                                (done3 if len(entry) == 3 else done2)(*entry)
+                            except StructError:
+                                usual = False
+                                break
+                            back = entry[0]
+                            i = eid - back - run_e + run_n
                             if not run_n <= i < n:
-                                i = scan.event_of(eid - entry[0])
+                                i = scan.event_of(eid - back)
                                 if i is None:
                                     continue
                             completed[i] = 1
                             if len(entry) < 3:  # returned, completion not known
                                 unconfirmed.append(i)
-                    key = (rec["o"], rec["g"], get("t"), get("r"), get("p"), get("u"), get("x"), get("tag"), get("sp"))
-                    sid = sig_cache.get(key)
-                    try:
-                        if sid is None:
-                            fields = _signature(rec, strings, tspecs)
-                            sid = sig_cache[key] = len(signatures)
-                            signatures.append(fields)
-                            if fields[0] == "alltoall_base_":
-                                a2a_sizes[sid] = _a2a_sizes(rec, tspecs)
-                        g = gslot.get(key[1])
-                        if g is None:
-                            g = self.slot_of(key[1])
-                    except KeyError:  # it needs a record that was lost
-                        lost.append(eid)
-                        continue
+                    if usual:
+                        sid = hit[0]
+                        g = gslot[key[1]]
+                    else:
+                        found = self.collective(rec, done, at, eid, (run_n, run_e, n))
+                        if found is None:
+                            continue
+                        sid, g = found
                     if a2a_sizes and sid in a2a_sizes:
                         scan.a2a[n] = a2a_sizes[sid]
                     if eid != run_e + n - run_n or runs[-1][1] < 0:
@@ -216,8 +299,7 @@ class _Scanner:
                     sig_append(sid)
                     gid_append(g)
                     off_append(at)
-                    ch = get("ch")
-                    chain_append(ch if ch is not None else -2 - get("s", -1))
+                    chain_append(ch if ch is not None else -1 if s is None else -2 - s)
                     if keep_seq:
                         seq_append(get("j", 0))
                     pend_add(0)
@@ -233,7 +315,7 @@ class _Scanner:
                             continue
                     completed[i] = 1
                     if "e" in rec:
-                        errors[i] = str(rec["e"])
+                        errors[i] = rec["e"]
                     elif "c" not in rec:
                         if "r" in rec:
                             unconfirmed.append(i)
@@ -243,8 +325,21 @@ class _Scanner:
                     n = run_n = run_e = 0  # segments were deleted before this one: start again
                 else:
                     self._other(rec, at)
-        except (KeyError, TypeError, IndexError, OverflowError) as exc:
-            raise LogError(f"{stream.path}: malformed {kind!r} record ({type(exc).__name__}: {exc})") from None
+        except (KeyError, TypeError, IndexError, OverflowError, ValueError) as exc:  # (records.py should make it none)
+            raise LogError(f"{shown(stream.path)}: malformed {shown(kind)!r} record ({type(exc).__name__})") from None
+
+    def complete(self, done: tuple, eid: int, run_n: int, run_e: int, n: int) -> None:
+        """The completions a collective carries (`d`), checked (the hot loop's slow path)."""
+        scan = self.scan
+        for entry in done:
+            i = eid - entry[0] - run_e + run_n
+            if not run_n <= i < n:
+                i = scan.event_of(eid - entry[0])
+                if i is None:
+                    continue
+            self.completed[i] = 1
+            if len(entry) < 3:  # returned, completion not known
+                scan.unconfirmed.append(i)
 
     def resolve_chains(self, keys: set) -> dict:
         """Each chain key's frames (see Scan.chain); a frame whose site record was lost is None."""
@@ -275,6 +370,8 @@ class _Scanner:
                 raise KeyError(local)
             s = self.group_index.get(name)
             if s is None:
+                if len(self.groups) >= MAX_GROUPS:
+                    raise KeyError(local)  # (its collectives are unreadable)
                 s = self.group_index[name] = len(self.groups)
                 self.groups.append([name, tuple(ranks) if ranks is not None else None, desc or ""])
             self.gslot[local] = s
@@ -331,13 +428,13 @@ class _Scanner:
         elif kind == lf.TRAILER:
             scan.trailer = True
         elif kind == lf.STACKS:
-            scan.watchdog.append(_lists(rec))
+            scan.watchdog.append(_stacks(rec))
         elif kind == lf.NON_MEMBER:
             scan.non_member.append((strings.get(rec["x"], "?"), sites.get(rec.get("s")), rec.get("ts", 0)))
         elif kind == lf.DISABLED:
             scan.disabled = rec.get("m", "")
         elif kind == lf.SYNC:
-            scan.syncs.append((rec.get("ts", 0), sites.get(rec.get("s")), rec.get("i"), str(rec.get("w", ""))))
+            scan.syncs.append((rec.get("ts", 0), sites.get(rec.get("s")), rec.get("i"), rec.get("w", "")))
         elif kind == lf.STEP:
             scan.steps.append((rec.get("ts", 0), rec.get("o", 0)))
 
@@ -350,13 +447,13 @@ def _tspec(rec: dict, strings: dict) -> tuple | None:
         return None
 
 
-def _lists(x):
-    """Tuples (the fast decoder's arrays) back to lists, for records handed to users."""
-    if isinstance(x, dict):
-        return {k: _lists(v) for k, v in x.items()}
-    if isinstance(x, (tuple, list)):
-        return [_lists(v) for v in x]
-    return x
+def _stacks(rec: dict) -> dict:
+    """A watchdog record as reports read it: its known keys only (records.py checked their types;
+    nothing walks what it does not know), lists for arrays."""
+    out = {k: rec[k] for k in ("i", "op", "waited_s", "ts") if k in rec}
+    out["threads"] = [{"id": th.get("id"), "n": th.get("n", "?"), "f": [list(f) for f in th.get("f", ())]}
+                      for th in rec.get("threads", ())]
+    return out
 
 
 def _signature(rec: dict, strings: dict, tspecs: dict) -> tuple:
@@ -389,11 +486,16 @@ def _a2a_sizes(rec: dict, tspecs: dict) -> tuple:
 def _group(rec: dict, slot_of, sites: dict, creations: list) -> None:
     op = rec.get("op", "seen")
     ranks = rec.get("r")
-    if "gid" in rec:
-        slot_of(rec["gid"], rec.get("g"), ranks, rec.get("d", ""))
+    name = rec.get("g")
+    desc = rec.get("d", "")
+    if "gid" in rec and name is not None:
+        try:
+            slot_of(rec["gid"], name, ranks, desc)
+        except KeyError:  # one group too many (MAX_GROUPS): its collectives are unreadable
+            pass
     if op != "seen":
-        creations.append((op, rec.get("g"), tuple(ranks) if ranks is not None else None, sites.get(rec.get("s")),
-                          rec.get("m", True), rec.get("d") or "", rec.get("ts") or 0, rec.get("us")))
+        creations.append((op, name, tuple(ranks) if ranks is not None else None, sites.get(rec.get("s")),
+                          bool(rec.get("m", True)), desc, rec.get("ts") or 0, rec.get("us")))
 
 
 def decode_event(path: str, offset: int, eid: int, cache: dict) -> tuple[dict, dict | None, dict]:
@@ -406,7 +508,8 @@ def decode_event(path: str, offset: int, eid: int, cache: dict) -> tuple[dict, d
     if data is None:
         data = cache["data"] = read_bytes(path)
         tables = cache["tables"] = {"S": {}, "F": {}, "T": {}, "P": {}, "K": {}}
-        for _, rec, _ in LogStream(data, path):  # tables are small and appear before first use
+        # tables are small and appear before first use (the scan checked the collectives)
+        for _, rec, _ in LogStream(data, path, expand_done=False, check_colls=False):
             k = rec["k"]
             if k == lf.STRING:
                 tables["S"][rec["i"]] = rec["s"]
@@ -418,10 +521,12 @@ def decode_event(path: str, offset: int, eid: int, cache: dict) -> tuple[dict, d
                 tables["T"][rec.get("h", 0)] = rec["n"]
             elif k == lf.TSPEC:
                 tables["P"][rec["i"]] = tuple((tables["S"].get(d, "?"), tuple(s)) for d, s in rec["t"])
-    stream = LogStream(data, path, offset)
+    stream = LogStream(data, path, offset, check_colls=False)  # (it is one the scan checked)
     framed = stream.framed  # (format 1: offsets are a C record's own, format 2 its frame's)
     stream = iter(stream)
-    coll = next(rec for _, rec, e in stream if rec["k"] == lf.COLL and (e == eid or not framed))
+    coll = next((rec for _, rec, e in stream if rec["k"] == lf.COLL and (e == eid or not framed)), None)
+    if coll is None:
+        raise LogError(f"{shown(path)}: changed while it was read (collective {eid} is no longer at byte {offset})")
     done = None
     for _, (_, rec, _) in zip(range(100_000), stream):
         if rec["k"] == lf.DONE and rec.get("i") == eid:

@@ -17,9 +17,10 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 
 from .. import logformat as lf
-from ..reader import LogError, LogStream, find_logs, read_header
+from ..reader import LogError, LogStream, find_logs, read_header, read_text
 from ..capture.wire import SHAPE_FREE_OPS
 from ..scan import Scan, decode_event, scan_many
+from ..untrusted import one_line
 from . import fr_convert as flight_recorder
 from .liveness import process_alive
 from .ranks import rank_ranges
@@ -202,6 +203,7 @@ class RankLog:
         self.seq = scan.seq  # each event's `j` (format 2; kept only where collectives were lost or dropped)
         self.eid_of = scan.eid_of  # event index -> event id (they differ after lost records)
         self.damage = scan.damage  # [start byte, end byte, collectives lost or None]
+        self.malformed = scan.malformed  # damage start (or a left-out collective's offset) -> why
         self.lost = scan.lost  # event ids of collectives that could not be read
         self.eid_runs = scan.eid_runs
         self.colls_written = scan.colls_written
@@ -214,11 +216,7 @@ class RankLog:
         self.chain_sites = scan.chain_sites
         self.base_us = h.get("wall_ns", 0) // 1000
         self._by_group: dict[str, object] | None = None
-        sigterm = self.path[: -len(lf.LOG_SUFFIX)] + lf.SIGTERM_SUFFIX
-        self.sigterm_dump = None
-        if os.path.exists(sigterm):
-            with open(sigterm, errors="replace") as f:
-                self.sigterm_dump = f.read() or None
+        self.sigterm_dump = read_text(self.path[: -len(lf.LOG_SUFFIX)] + lf.SIGTERM_SUFFIX) or None
 
     def __len__(self) -> int:
         return len(self.sig)
@@ -297,16 +295,26 @@ class RankLog:
         """Events that returned but whose completion was never known (see `unconfirmed`)."""
         return frozenset(self.unconfirmed)
 
+    MAX_DAMAGE_NOTES = 20  # damaged ranges said one by one; the rest in one line
+
     def damage_notes(self) -> list[str]:
-        """One line per damaged byte range and for collectives left unreadable by it."""
+        """One line per damaged byte range (the first MAX_DAMAGE_NOTES) and for collectives left
+        unreadable by it; a record that does not match the schema says what is wrong with it."""
         name = os.path.basename(self.path)
         notes = []
-        for start, end, lost in self.damage:
+        for start, end, lost in self.damage[:self.MAX_DAMAGE_NOTES]:
             what = "an unknown number of collectives" if lost is None else f"{lost} collective{'s' if lost != 1 else ''}"
-            notes.append(f"{name}: bytes {start}-{end} damaged ({what} lost); the records before and after are used")
+            why = self.malformed.get(start)
+            notes.append(f"{name}: bytes {start}-{end} damaged ({what} lost"
+                         + (f"; {why}, left out" if why else "") + "); the records before and after are used")
+        if len(self.damage) > self.MAX_DAMAGE_NOTES:
+            notes.append(f"{name}: {len(self.damage) - self.MAX_DAMAGE_NOTES} more damaged byte ranges")
         if self.lost:
+            starts = {d[0] for d in self.damage}
+            bad = [why for at, why in self.malformed.items() if at not in starts]
             notes.append(f"{name}: {len(self.lost)} collective{'s' if len(self.lost) != 1 else ''} unreadable "
-                         "(a string, tensor spec or group record they need was in damaged bytes)")
+                         "(a string, tensor spec or group record they need was in damaged bytes"
+                         + (f", or their record was malformed: {bad[0]}" if bad else "") + ")")
         return notes
 
     @cached_property
@@ -338,7 +346,7 @@ class RankLog:
             return []
         first = self.event(0)  # (loads the file's bytes and tables into the cache)
         cache = self.run.file_cache(self.path)
-        stream = LogStream(cache["data"], self.path)
+        stream = LogStream(cache["data"], self.path, check_colls=False)  # (the scan checked those it kept)
         eids = [self.eid_of(i) for i in range(len(self))]
         wanted = set(eids)
         colls: dict[int, dict] = {}
@@ -549,15 +557,15 @@ def _same_run(paths: list[str], headers: list[dict]) -> list[str]:
     for path, h in zip(paths[1:], headers[1:]):
         if h["run"] != first["run"] or h["world"] != first["world"]:
             raise LogError(
-                f"logs of different runs mixed: {paths[0]} (run {first['run']}, world {first['world']}) and "
-                f"{path} (run {h['run']}, world {h['world']}); pass one run directory"
+                f"logs of different runs mixed: {one_line(paths[0])} (run {one_line(first['run'])}, world {first['world']}) "
+                f"and {one_line(path)} (run {one_line(h['run'])}, world {h['world']}); pass one run directory"
             )
     seen: dict[tuple, str] = {}
     for path, h in zip(paths, headers):
         key = (h["rank"], h.get("restart", 0))
         if key in seen:
             raise LogError(
-                f"two logs for rank {key[0]} (restart {key[1]}): {seen[key]} and {path}; "
+                f"two logs for rank {key[0]} (restart {key[1]}): {one_line(seen[key])} and {one_line(path)}; "
                 "logs of several launches are mixed in one directory"
             )
         seen[key] = path

@@ -17,8 +17,8 @@ TOPS = ("collcheck", "tui")
 # is capture -> log -> model -> analysis -> report -> views (TUI, replay) -> command line.
 LAYERS = [
     ("capture", ["collcheck", "collcheck._startup", "collcheck.capture", "collcheck.logformat", "collcheck.simnccl"]),
-    ("log", ["collcheck.frames", "collcheck.reader", "collcheck.scan", "collcheck.synth", "collcheck.untrusted",
-             "collcheck.errors"]),
+    ("log", ["collcheck.frames", "collcheck.reader", "collcheck.records", "collcheck.scan", "collcheck.synth",
+             "collcheck.untrusted", "collcheck.errors"]),
     ("model", ["collcheck.model"]),
     ("analysis", ["collcheck.analysis"]),
     ("report", ["collcheck.report", "collcheck.show", "collcheck.stats"]),
