@@ -10,6 +10,7 @@ an address-space limit and a timeout (a read of /dev/zero or a loop inside C ans
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import io
 import json
@@ -450,7 +451,7 @@ def test_the_scanners_inline_checks_give_the_schemas_verdicts(base, which, data)
                                                                          HealthCheck.function_scoped_fixture])
 @given(st.data())
 def test_any_value_in_any_key_of_any_record_never_ends_in_exit_3(base, tmp_path, data):
-    """diff (every format), stats, show and export, with a random key of a random record of rank 0's
+    """diff (every format), stats, show, export and replay --emit-script, with a random key of a random record of rank 0's
     log given a random value of any msgpack type: exit 0, 1, 2 or 4, never a traceback."""
     f, r, key = data.draw(st.sampled_from(targets(base[0])))
     value = data.draw(values | st.just(-(2**63)) | st.just(2**64 - 1) | st.just(math.nan))
@@ -458,4 +459,23 @@ def test_any_value_in_any_key_of_any_record_never_ends_in_exit_3(base, tmp_path,
         log = changed(base[0], f, r, key, value)
     except (OverflowError, ValueError, TypeError):
         return
-    assert run_all(run_dir(tmp_path, [log, base[1]])) == []
+    d = run_dir(tmp_path, [log, base[1]])
+    assert run_all(d) == []
+    emit_script_of(d)
+
+
+def emit_script_of(d: Path) -> None:
+    """What `replay --emit-script` takes from the logs, without the replays it runs (processes): the
+    plan built from the run and the script written from it (parsed before it is written); an
+    unreadable log is an input error (exit 2), anything else a bug."""
+    from collcheck.errors import UsageError
+    from collcheck.reader import LogError
+    from collcheck.replay.minimize import emit_script
+    from collcheck.replay.plan import build_plan
+
+    try:
+        plan = build_plan(load_run(str(d)))
+    except (LogError, UsageError):
+        return
+    emit_script(plan, str(d.parent / "repro.py"), "from a log with a changed record")
+    ast.parse((d.parent / "repro.py").read_text())
