@@ -120,6 +120,7 @@ def test_damaged_log_many(recorded, scenario, which, where, how):
     check_damaged(recorded, scenario, which, where, how)
 
 
+@pytest.mark.slow  # (by default test_damaged_log reads damaged logs in every diff format, show and the TUI's grid)
 def test_damaged_run_in_the_tui_and_replay(recorded, tmp_path):
     """The real TUI (headless) and a real replay on a run with a damaged log: no internal error,
     the damage said as a warning."""

@@ -207,6 +207,7 @@ def serve_store():
     return server, port
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_store_that_fails_turns_live_mode_off_with_one_warning(tmp_path):
     server, port = serve_store()

@@ -73,11 +73,9 @@ def check_replay(name, run_dir, tmp_path):
 
 
 # The default run replays one program of each mechanism: a hang a rank left (missing_barrier), a
-# point-to-point hang waited out (unmatched_p2p), a silent mismatch (dtype_mismatch), valid
-# programs with DDP join() and P2P stages, and gloo's abort on a size mismatch (shape_mismatch, in
-# the --emit-script test); the rest of the scenarios replay with -m slow.
-DEFAULT_REPLAYS = frozenset(("missing_barrier", "unmatched_p2p", "dtype_mismatch", "join_uneven_inputs",
-                             "p2p_pipeline"))
+# silent mismatch (dtype_mismatch), a valid program with P2P stages, and gloo's abort on a size
+# mismatch (shape_mismatch, in the --emit-script test); the rest of the scenarios replay with -m slow.
+DEFAULT_REPLAYS = frozenset(("missing_barrier", "dtype_mismatch", "p2p_pipeline"))
 
 
 @pytest.mark.timeout(240)
