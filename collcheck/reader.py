@@ -95,7 +95,8 @@ def segment_paths(path: str) -> list[str]:
     return [os.path.join(directory, n) for _, n in sorted(found)]
 
 
-def _kind_of(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a path that is not a regular file is, in words (for the one-line refusal)."""
     for test, what in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
                        (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
         if test(mode):
@@ -108,7 +109,7 @@ def _read_regular(path: str, most: int | None = None, budget: int = MAX_LOG_BYTE
     would block, a device never ends) or larger than `budget` bytes, before anything is read."""
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):  # (follows a symlink: what it points to)
-            raise LogError(f"{shown(path)}: {_kind_of(os.stat(path).st_mode)}, not a log file")
+            raise LogError(f"{shown(path)}: {file_kind(os.stat(path).st_mode)}, not a log file")
         # O_NONBLOCK: a FIFO put there after the check does not block the open
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
@@ -118,7 +119,7 @@ def _read_regular(path: str, most: int | None = None, budget: int = MAX_LOG_BYTE
     with open(fd, "rb", closefd=True) as f:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise LogError(f"{shown(path)}: {_kind_of(info.st_mode)}, not a log file")
+            raise LogError(f"{shown(path)}: {file_kind(info.st_mode)}, not a log file")
         size = info.st_size if most is None else min(info.st_size, most)
         if size > budget:
             raise LogError(f"{shown(path)}: {info.st_size:,} bytes: larger than the {MAX_LOG_BYTES >> 30} GiB "
@@ -337,7 +338,7 @@ def find_logs(target: str) -> list[str]:
     if not os.path.exists(target):
         raise LogError(f"{shown(target)}: no such file or directory")
     if not os.path.isdir(target):
-        raise LogError(f"{shown(target)}: {_kind_of(os.stat(target).st_mode)}, not a log file or run directory")
+        raise LogError(f"{shown(target)}: {file_kind(os.stat(target).st_mode)}, not a log file or run directory")
     found = []
     for root, _, files in os.walk(target):
         for f in files:
@@ -348,7 +349,7 @@ def find_logs(target: str) -> list[str]:
                 except OSError:  # a dangling link; a file removed meanwhile
                     continue
                 if not stat.S_ISREG(mode):
-                    raise LogError(f"{shown(path)}: {_kind_of(mode)}, not a log file")
+                    raise LogError(f"{shown(path)}: {file_kind(mode)}, not a log file")
                 found.append(path)
         if len(found) > MAX_LOGS:
             raise LogError(f"{shown(target)}: more than {MAX_LOGS:,} log files; pass one run directory")

@@ -17,7 +17,7 @@ import os
 import pickle
 import stat
 
-from ..reader import LogError
+from ..reader import LogError, file_kind
 from ..untrusted import visible
 from .fr_schema import MAX_VALUES, dump_of
 
@@ -28,14 +28,6 @@ _PICKLE_PROTOCOLS = frozenset(range(2, 6))
 # ------------------------------------------------------------------------------------------------
 # files
 # ------------------------------------------------------------------------------------------------
-
-def _kind_of(mode: int) -> str:
-    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
-        if test(mode):
-            return name
-    return "not a regular file"
-
 
 def is_regular(path: str) -> bool:
     """A regular file (through links): the only kind of path a dump is read from."""
@@ -52,7 +44,7 @@ def read_dump_bytes(path: str, limit: int = MAX_DUMP) -> bytes:
     try:
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode):
-            raise LogError(f"{path}: {_kind_of(st.st_mode)}, not a Flight Recorder dump file")
+            raise LogError(f"{path}: {file_kind(st.st_mode)}, not a Flight Recorder dump file")
         if st.st_size > limit:
             raise LogError(f"{path}: {st.st_size} bytes, larger than any Flight Recorder dump this reads ({limit})")
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
