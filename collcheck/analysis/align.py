@@ -12,8 +12,9 @@ import math
 from array import array
 from collections import Counter
 
-from ..model import GroupSequences, Run, Signature
-from .findings import Finding
+from ..model import GroupSequences, Run
+from .findings import Finding, field_mismatch
+from .ties import Ties
 
 # labels of collectives a framework issues on one rank to stand in for the others' (DDP's join():
 # the joined rank shadows the others' forward and backward from its `with join()` line)
@@ -65,6 +66,9 @@ class _Aligner:
         self.findings: list[Finding] = []
         self.tie = False
         self.streams = run.on_streams  # NCCL: completed collectives were paired by position
+        # no majority: which camp is out of step; not for a Flight Recorder dump, which names none
+        # of torch's own calls (join()'s shadows stand in for other ranks' calls unrecognised)
+        self.ties = Ties(self) if run.source != "flight-recorder" else None
 
     # -- helpers ---------------------------------------------------------------------
     def sig(self, r: int, offset: int = 0) -> int | None:
@@ -135,6 +139,8 @@ class _Aligner:
 
     def divergence(self, current: dict, live: dict) -> bool:
         ended = [r for r, s in current.items() if s is None]
+        if ended and self.ties and all(r in self.waiting for r in ended) and self.ties.out_of_step(live, ended):
+            return True
         ref, culprits = self.reference(live, ended)
         if ref is None:
             if all(r in self.waiting for r in ended):
@@ -153,7 +159,10 @@ class _Aligner:
         kinds = {}
         for r in culprits:
             kinds.setdefault(self.classify(r, ref_rank), []).append(r)
-        if self.tie and len(kinds) == 1:
+        settled = self.ties.by_alignment(live, kinds) if self.ties and self.tie and not ended else None
+        if settled is not None:
+            kinds, ref_rank, culprits = settled
+        elif self.tie and len(kinds) == 1:
             kinds, ref_rank, culprits = self._settle_tie(kinds, ref_rank, culprits)
         for (kind, extra), ranks in sorted(kinds.items(), key=lambda kv: kv[1][0]):
             self.add(kind, ranks, ref_rank, details=dict(extra))
@@ -163,10 +172,10 @@ class _Aligner:
         if kind == "missing":
             for r in self.members:
                 if r not in culprits:
-                    self.pos[r] += 1
+                    self.pos[r] += dict(extra).get("span", 1)
         elif kind == "extra":
             for r in culprits:
-                self.pos[r] += 1
+                self.pos[r] += dict(extra).get("span", 1)
         elif kind == "order_mismatch":
             k = dict(extra)["window"]
             for r in self.members:
@@ -179,7 +188,7 @@ class _Aligner:
     def _settle_tie(self, kinds, ref_rank, culprits):
         """No majority: 'rank A skipped a call' beats 'rank B made an extra call' when A
         makes that call elsewhere (its call site is known to A)."""
-        ((kind, extra), _ranks), = kinds.items()
+        ((kind, _extra), _ranks), = kinds.items()
         others = [r for r in self.members if r not in culprits]
         if kind == "extra" and all(self._site_known(r, others) for r in culprits):
             return {("missing", ()): others}, culprits[0], others
@@ -290,23 +299,6 @@ class _Aligner:
             f.details["nccl_note"] = ("under NCCL barrier() is an all-reduce of one element: it would pair "
                                       "silently with this all-reduce (a semantic mismatch)")
         self.findings.append(f)
-
-
-def field_mismatch(a: Signature, b: Signature) -> str:
-    """The most telling difference between two signatures in the same slot."""
-    if a.op != b.op:
-        return "op_mismatch"
-    if a.shapes != b.shapes:
-        return "shape_mismatch"
-    if a.dtypes != b.dtypes:
-        return "dtype_mismatch"
-    if a.reduce_op != b.reduce_op:
-        return "reduce_op_mismatch"
-    if a.root != b.root:
-        return "root_mismatch"
-    if a.role != b.role:
-        return "semantic_mismatch"
-    return "op_mismatch"  # api name or tag differ
 
 
 def _permutation(reference: list[int], actual: list[int]) -> list[int]:

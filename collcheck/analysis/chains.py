@@ -3,20 +3,23 @@
 Two ranks can issue equal collectives in a slot (same op, shapes, group) while being at
 different points of their program: rank 0 runs an extra forward pass whose normalisation layer
 all-gathers its statistics from the same line, with the same shape, as the training pass rank 1
-is in. The signatures agree; only the user's call chain tells the slots apart, and the matcher
-sees the damage collectives later (or never). A slot is such a divergence when the members issue
-it from the same call site by different chains, one of them a chain on which all of them met
+is in; a Trainer rank that stopped early all-gathers its end-of-training count, one int64, where
+the others all-gather a step's count. The signatures agree; only the call chain tells the slots
+apart, and the matcher sees the damage collectives later (or never). A slot is such a divergence
+when the members reach it by different chains, one of them a chain on which all of them met
 earlier and one a chain they never met on: they used to agree on that way to the call, now a
-rank comes from elsewhere. Different call sites (an `if rank == 0` branch that issues the same
-broadcast from another line) and ways all ranks have taken (a data-dependent branch above a
-shared helper) are how the program is written, not a divergence.
+rank comes from elsewhere. Chains none of them met on (an `if rank == 0` branch that issues the
+same broadcast from another line) and ways all ranks have taken (a data-dependent branch above a
+shared helper) are how the program is written, not a divergence. A rank out of phase with the
+loop all of them ran (a skipped call between two equal ones) is one too.
 """
-
 from __future__ import annotations
 
 from array import array
 
 from ..model import GroupSequences, Run
+from ..model.framework_calls import framework_call
+from . import blame
 from .align import stands_in
 from .findings import Finding
 
@@ -43,6 +46,7 @@ def chain_findings(run: Run, seqs: GroupSequences, members: list[int], upto: int
     holders = list(columns.values())
     cols = [array("I", b) for b in columns]
     met: set[int] = set()  # chains every member issued a collective of this group from, in one slot
+    checks = 0
     for k in range(end):
         here = [c[k] for c in cols]
         first = here[0]
@@ -50,19 +54,52 @@ def chain_findings(run: Run, seqs: GroupSequences, members: list[int], upto: int
             if first:
                 met.add(first)
             continue
-        if 0 in here or not _diverted(run, here, met) or _stands_in(run, seqs, k, holders):
+        if 0 in here or _stands_in(run, seqs, k, holders):
             continue
-        return [_finding(run, seqs, k, here, holders, met)]
+        if _diverted(run, here, met):
+            return [_finding(run, seqs, k, here, holders, met)]
+        checks += 1
+        # (a Flight Recorder dump labels nothing: a rank's chain off the loop may be join()'s shadow)
+        loops = checks <= MAX_LOOP_CHECKS and run.source != "flight-recorder"
+        broke = _broke_the_loop(cols, seqs.seq[members[0]], k) if loops else None
+        if broke:
+            culprits = sorted(r for i in broke for r in holders[i])
+            return [_finding(run, seqs, k, here, holders, met, culprits)]
     return []
 
 
+MAX_LOOP_CHECKS = 64  # slots whose chains differ that are read against the ranks' loops
+
+
+def _broke_the_loop(cols: list[array], sigs: array, k: int) -> list[int]:
+    """The columns (ranks) that reached slot k by another chain than the loop they all ran until
+    then predicts, while the others took the predicted one: a rank out of phase with the loop (a
+    skipped call between two equal ones). Only where every rank ran the same chains in the same
+    order before: chains that differ by rank by design (`if rank == 0: f() else: g()` around a
+    helper) are no loop broken."""
+    lo = max(0, k - blame.HISTORY)
+    history = cols[0][lo:k]
+    if any(col[lo:k] != history for col in cols[1:]):
+        return []
+    p = blame.predict(list(zip(sigs[lo:k], history)))  # the loop of calls, not of chains alone
+    if p is None or p[0] != sigs[k] or all(col[k] != p[1] for col in cols):
+        return []
+    return [i for i, col in enumerate(cols) if col[k] != p[1]]
+
+
 def _diverted(run: Run, here: list[int], met: set[int]) -> bool:
-    """The same call site reached by ways that differ, one of them a way all ranks met on and one
-    a way they never met on. A site that differs is a branch (`if x: all_reduce(a) else:
-    all_reduce(b)`); two ways they all met on are a data-dependent branch above a shared helper."""
-    if len({run.chains[c][-1] for c in here}) != 1:
+    """Equal collectives reached by ways that differ, one of them a way all ranks met on and one a
+    way they never met on: a rank left the path they shared. From one call site; or from another
+    where a framework names the new way (a Trainer's end-of-training gather meeting the others'
+    per-step gather of the same shape: each through its own helper). Two ways they never met on
+    are a branch by design (`if rank == 0: broadcast(a) else: broadcast(b)`); two ways they all
+    met on, a data-dependent branch above a shared helper; a torch internal standing in for the
+    others' calls from its own site (join()'s shadows) has no framework name here."""
+    if all(c in met for c in here) or not any(c in met for c in here):
         return False
-    return any(c in met for c in here) and not all(c in met for c in here)
+    if len({run.chains[c][-1] for c in here}) == 1:
+        return True
+    return all(framework_call(run.chains[c]) is not None for c in here if c not in met)
 
 
 def _stands_in(run: Run, seqs: GroupSequences, k: int, holders: list[list[int]]) -> bool:
@@ -89,12 +126,18 @@ def _common_prefix(seqs: GroupSequences, members: list[int], end: int) -> int:
 
 
 def _finding(run: Run, seqs: GroupSequences, k: int, here: list[int], holders: list[list[int]],
-             met: set[int]) -> Finding:
-    """Culprits: the ranks whose way to the call is not one they all met on (the extra pass)."""
-    culprits = sorted(r for c, rs in zip(here, holders) for r in rs if c not in met)
+             met: set[int], culprits: list[int] | None = None) -> Finding:
+    """Culprits: the ranks whose way to the call is not one they all met on (the extra pass), or
+    those out of phase with their loop (`culprits`)."""
+    by_loop = culprits is not None
+    if culprits is None:
+        culprits = sorted(r for c, rs in zip(here, holders) for r in rs if c not in met)
     reference = min(r for rs in holders for r in rs if r not in culprits)
     events = {r: run.ranks[r].event(seqs.index[r][k]) for rs in holders for r in rs[:16]}
     events.setdefault(reference, run.ranks[reference].event(seqs.index[reference][k]))
     times = [e.t_issue for e in events.values() if e is not None]
+    details = {"chains": True}
+    if by_loop:
+        details["blame"] = "it reached the call by another line than its loop reaches it there every time before"
     return Finding("semantic_mismatch", seqs.name, k, culprits, "", events, events[reference],
-                   {"chains": True}, min(times) if times else 0)
+                   details, min(times) if times else 0)

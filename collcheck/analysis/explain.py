@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import os
 
-from ..model import Run, rank_ranges
+from ..model import Run, group_label, rank_ranges
+from ..model.framework_calls import package_of, split_chain
 from .findings import Finding
 from .hang import sync_text, where_killed
 from .pipeline import microbatch_text
@@ -40,6 +41,12 @@ def better_fix(run: Run, f: Finding, divergences: bool) -> str | None:
         return ("run the same passes on every rank of the group: a forward, evaluation or logging step that issues "
                 "collectives (a layer that synchronises statistics, a metric all-reduce) inside `if rank == 0:` must "
                 "run on every rank, or without collectives (eval() mode, a separate group)")
+    fix = framework_fix(f) if f.kind not in ("hang", "deadlock") else None
+    if fix:
+        return fix
+    if f.details.get("group_hint") is not None:
+        return (f"pass the group the call is meant for (`group=` the one of ranks {rank_ranges(f.ranks)}) on every rank "
+                "that issues it: without `group=` a collective runs on the default group, whose other members never join it")
     if f.kind not in ("hang", "deadlock"):
         events = [e for e in [*f.events.values(), f.expected] if e is not None]
         roles = [e.sig.role.partition(" of ")[0] for e in events if e.sig.role]  # ("... of <module>")
@@ -76,8 +83,32 @@ def _culprit_event(f: Finding):
 def _ev(e) -> str:
     if e is None:
         return "nothing (its sequence ended)"
-    label = f" [{e.label}]" if e.label else ""
-    return f"{e.describe()}{label} at {e.where()}"
+    view = split_chain(e.chain) if e.chain else None
+    words = [w for w in (e.label, view.call.words if view and view.call else None) if w]
+    label = f" [{'; '.join(words)}]" if words else ""
+    return f"{e.describe()}{label} at {where(e, view)}"
+
+
+def where(e, view=None) -> str:
+    """'train.py:43 in on_train_epoch_end() via Lightning' where the call site is a framework's
+    frame: the user's innermost frame is the line the user can change; else the site."""
+    view = view or (split_chain(e.chain) if e.chain else None)
+    if view is None or view.inner is None or package_of(e.site[0] if e.site else "") is None:
+        return e.where()
+    file, line, func = view.inner
+    via = view.folds[-1][0] if view.folds else None
+    return f"{os.path.basename(file)}:{line} in {func}()" + (f" via {via}" if via else "")
+
+
+def framework_fix(f: Finding) -> str | None:
+    """The fix in the terms of the framework that issued the culprits' call (Lightning's
+    `self.log`, accelerate's `gather`), when one did."""
+    for r in f.ranks:
+        e = f.events.get(r)
+        call = split_chain(e.chain).call if e is not None and e.chain else None
+        if call is not None and call.fix:
+            return call.fix
+    return None
 
 
 def _end(log) -> str:
@@ -128,6 +159,8 @@ def _missing(run: Run, f: Finding) -> str:
     if ddp:
         return text + ddp
     failed = all(run.ranks[r].state in ("raised", "crashed") for r in f.ranks)
+    if f.details.get("blame"):
+        return text + _blame_text(f)
     if f.details.get("no_majority") and not failed:  # a rank that failed did not "skip" by design
         text += (f"; with no majority this is the same as {_ranks(others)} issuing one more collective "
                  "(e.g. uneven inputs)")
@@ -137,14 +170,27 @@ def _missing(run: Run, f: Finding) -> str:
 def _extra(run: Run, f: Finding) -> str:
     others = _others(f)
     e = _culprit_event(f)
-    text = (f"{_ranks(f.ranks)} issued {_ev(e)} as collective #{f.number} of group {f.group}; "
+    span = f.details.get("span", 1)
+    which = f"collective #{f.number}" if span == 1 else f"collectives #{f.number}..#{f.number + span - 1}"
+    first = f"{_ev(e)}{f' and {span - 1} more' if span > 1 else ''}"
+    text = (f"{_ranks(f.ranks)} issued {first} as {which} of group {f.group}; "
             f"{_ranks(others) if others else 'ranks -'} never did")
     ddp = _ddp_sync_counts(run, f, e)
     if ddp:
         return text + ddp
+    if f.details.get("group_hint") is not None:
+        text += (f"; ranks {rank_ranges(f.ranks)} are exactly the members of {group_label(run, f.details['group_hint'])}: "
+                 "a collective called without `group=` (so on the default group)?")
+    if f.details.get("blame"):
+        return text + _blame_text(f)
     if f.details.get("no_majority"):
         text += f"; with no majority this is the same as {_ranks(others)} skipping it"
     return text
+
+
+def _blame_text(f: Finding) -> str:
+    """Why these ranks, not the others, when no majority said so (blame.py's rule)."""
+    return f"; {_ranks(f.ranks)} out of step: {f.details['blame']}"
 
 
 def _order_mismatch(run: Run, f: Finding) -> str:
@@ -210,6 +256,8 @@ def _field_text(run: Run, f: Finding) -> str:
                 by_call.setdefault(_ev(f.events[r]), []).append(r)
         mine = "; ".join(f"{_ranks(rs)} issued {call}" for call, rs in by_call.items()) or f"{_ranks(f.ranks)} issued nothing"
         text = f"{mine} where {_ranks(_others(f))} issued {_ev(f.expected)} (collective #{f.number} of group {f.group})"
+    if d.get("blame"):
+        text += _blame_text(f)
     if d.get("silent"):
         text += "; " + _silent_text(f)
     elif d.get("nccl_note"):

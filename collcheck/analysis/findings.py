@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..model import Event
+from ..model import Event, Signature
 
 # kind -> (title, severity, NCCL consequence, gloo consequence, usual fix)
 KINDS = {
@@ -127,3 +127,20 @@ class Finding:
     @property
     def fix(self) -> str:
         return self.details.get("fix") or KINDS[self.kind][4]
+
+
+def field_mismatch(a: Signature, b: Signature) -> str:
+    """The most telling difference between two signatures in the same slot."""
+    if a.op != b.op:
+        return "op_mismatch"
+    if a.shapes != b.shapes:
+        return "shape_mismatch"
+    if a.dtypes != b.dtypes:
+        return "dtype_mismatch"
+    if a.reduce_op != b.reduce_op:
+        return "reduce_op_mismatch"
+    if a.root != b.root:
+        return "root_mismatch"
+    if a.role != b.role:
+        return "semantic_mismatch"
+    return "op_mismatch"  # api name or tag differ

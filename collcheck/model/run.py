@@ -225,6 +225,11 @@ class RankLog:
     def _chain_ids(self) -> dict:
         return {key: self.run.chain_id(frames) for key, frames in self.chain_sites.items()}
 
+    @cached_property
+    def chain_set(self) -> frozenset:
+        """Every run-wide chain id the rank issued a collective from (any group)."""
+        return frozenset(self._chain_ids.values())
+
     def local_chains(self, idx, end: int) -> array:
         """The file-local chain keys (scan.Scan.chain) of the events idx[:end]."""
         col = self.chain

@@ -6,6 +6,7 @@ import json
 import math
 
 from ..model import REDUCE_OPS, group_label
+from ..model.framework_calls import split_chain
 from ..untrusted import one_line
 
 JSON_VERSION = 1
@@ -27,6 +28,11 @@ def event_dict(e) -> dict | None:
     }
     if e.chain:  # the user's frames, outermost first (the site last)
         out["chain"] = [{"file": x[0], "line": x[1], "function": x[2]} if x else None for x in e.chain]
+        view = split_chain(e.chain)
+        if view.inner is not None:
+            out["user_frame"] = {"file": view.inner[0], "line": view.inner[1], "function": view.inner[2]}
+        if view.call is not None:
+            out["framework"] = {"name": view.call.framework, "words": view.call.words, "call": view.call.user_api}
     if e.splits is not None:
         out["splits"] = {"input": list(e.splits[0]), "output": list(e.splits[1])}
     return out

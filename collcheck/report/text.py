@@ -10,8 +10,10 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from ..analysis.explain import where
 from ..analysis.fold import fold_identical
 from ..model import group_label, rank_ranges
+from ..model.framework_calls import render_chain, split_chain
 from ..untrusted import one_line, visible
 from . import MESSAGE_CHARS
 from .guard import CommandGuard
@@ -32,7 +34,7 @@ def _cell(e) -> str:
         extra += f" tag {s.tag}"
     label = f"\n  ({one_line(e.label)})" if e.label else ""
     state = "" if e.completed else (" ✗" if e.error else " ⏳")
-    return f"{one_line(f'{s.api} {shape}{extra}')}{state}{label}\n  @{one_line(e.where())}"
+    return f"{one_line(f'{s.api} {shape}{extra}')}{state}{label}\n  @{one_line(where(e))}"
 
 
 def chain_text(e, most: int = 6) -> str:
@@ -42,9 +44,9 @@ def chain_text(e, most: int = 6) -> str:
     if not frames:
         return "?"
     *outer, site = frames
-    parts = [f"{os.path.basename(x[0])}:{x[1]} {x[2]}()" for x in outer[-(most - 1):]] if most > 1 else []
-    if len(outer) > most - 1:
-        parts.insert(0, "…")
+    parts = [f"{os.path.basename(x[0])}:{x[1]} {x[2]}()" for x in outer]
+    if len(parts) > most - 1:  # the outermost frame (where the program runs the loop) and the innermost ones
+        parts = [parts[0], "…", *parts[len(parts) - (most - 2):]] if most > 2 else ["…"]
     return one_line(" > ".join([*parts, f"{site[0]}:{site[1]} in {site[2]}()"]))
 
 
@@ -102,7 +104,20 @@ def side_by_side(report, finding, context: int) -> Table | None:
     return table
 
 
-def _finding_panel(report, f, index: int) -> Panel:
+def _chain_block(rank: int, e, width: int) -> str:
+    """A rank's call chain: the user's frames whole, each framework's frames folded to one line
+    (model/framework_calls), then what the framework was doing, in its words."""
+    view = split_chain(e.chain) if e.chain and len(e.chain) > 1 else None
+    if view is None or not view.folds:  # the program's own frames only: one line
+        return f"  rank {rank}: {chain_text(e)}  [thread {one_line(e.thread)}]\n"
+    lines = render_chain(view, max(40, width - 12))
+    text = f"  rank {rank}: {lines[0]}\n" + "".join(f"          {line}\n" for line in lines[1:])
+    if view.call is not None:
+        text += f"          = {one_line(view.call.words)}\n"
+    return text
+
+
+def _finding_panel(report, f, index: int, width: int = 120) -> Panel:
     """The finding as a panel: its texts hold strings from the logs, so every part is a `Text`
     (never markup, the title included: rich parses a `str` title as markup) and escaped."""
     body = Text()
@@ -112,7 +127,14 @@ def _finding_panel(report, f, index: int) -> Panel:
         chained = any(e.chain and len(e.chain) > 1 for e in sites.values())
         body.append("call chains (outermost first):\n" if chained else "call sites:\n", style="bold")
         for r, e in list(sites.items())[:8]:
-            body.append(f"  rank {r}: {chain_text(e)}  [thread {one_line(e.thread)}]\n")
+            body.append(_chain_block(r, e, width))
+    waiting = f.details.get("waiting_in") or {}
+    if waiting:
+        body.append("where the other members wait:\n", style="bold")
+        for r, i in sorted(waiting.items())[:8]:
+            e = report.run.ranks[r].event(i)
+            body.append(_chain_block(r, e, width).replace(f"rank {r}: ", f"rank {r} in {one_line(e.describe())} on "
+                                                                        f"{one_line(group_label(report.run, e.group))}: ", 1))
     if f.kind == "group_mismatch":
         for r, site in sorted(f.details.get("sites", {}).items()):
             if site:
@@ -151,7 +173,7 @@ def render_first(report, out, headline: str, context: int = 4) -> None:
     console = _console(out)
     console.print(one_line(headline), markup=False)
     f = report.findings[0]
-    console.print(_finding_panel(report, f, 0))
+    console.print(_finding_panel(report, f, 0, console.width))
     table = side_by_side(report, f, context)
     if table is not None:
         console.print(table)
@@ -177,7 +199,7 @@ def render(report, out, context: int = 4) -> None:
         console.print("No divergence in what could be checked; the warnings above say what could not be."
                       if report.verdict == "incomplete" else "No divergence: every group's collectives line up on all ranks.")
     for i, f in enumerate(report.findings):
-        console.print(_finding_panel(report, f, i))
+        console.print(_finding_panel(report, f, i, console.width))
         if i == 0:
             table = side_by_side(report, f, context)
             if table is not None:

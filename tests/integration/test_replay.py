@@ -147,14 +147,16 @@ def synthetic_32(tmp_path, pair=(5, 17)):
     d = tmp_path / "synth32"
     d.mkdir()
     synth.write_run(str(d), prog, [fault])
-    return str(d), fault.expect(prog)
+    return str(d), fault.expect(prog), fault.rank
 
 
 @pytest.mark.timeout(120)
 def test_32_rank_recording_replays_on_few_processes(tmp_path, capsys):
-    run_dir, exp = synthetic_32(tmp_path)
+    run_dir, exp, faulty = synthetic_32(tmp_path)
     run = load_run(run_dir)
     first = analyse(run).first
+    if first.details.get("blame"):  # two members, no majority: the alignment names the rank that changed it
+        exp = exp._replace(ranks=[faulty])
     assert finding_key(first) == (exp.kind, exp.group, exp.position, tuple(exp.ranks))
     ranks, _ = involved_ranks(run, first)
     assert len(ranks) <= 4

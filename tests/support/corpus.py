@@ -88,6 +88,7 @@ def _declared() -> dict[str, Job]:
     for schedule in ("1f1b", "gpipe"):
         jobs[f"pipeline_ok_{schedule}"] = job(program("pipeline_ok.py"), env=dict(FULL, PP_SCHEDULE=schedule))
     jobs["pipeline_ragged"] = job(program("pipeline_ragged.py"), env=FULL)
+    _frameworks(jobs)
     jobs["straggler"] = job(program("straggler.py"), 4, timeout=150)
     jobs["sync_then_work"] = job(program("sync_then_work.py"), timeout=150)
     jobs["many_groups"] = job(program("many_groups.py"), 4, timeout=150)
@@ -124,6 +125,28 @@ def _declared() -> dict[str, Job]:
     jobs["scenario:seed004_case4@simnccl+torch19"] = scenario("seed004_case4", "simnccl",
                                                               env={"SIMNCCL_BARRIER_VALUE": "1"})
     return jobs
+
+
+# The real-framework programs (tests/integration/test_framework_blame.py): "fw_<framework>_<case>"
+FRAMEWORK_CASES = {
+    "lightning": ("metric_rank0", "uneven", "ok"),
+    "accelerate": ("main_only_gather", "uneven", "ok"),
+    "transformers": ("early_stop", "ok"),
+    "deepspeed": ("save_rank0", "ok"),  # not in the test extra: the tests skip without it
+}
+
+
+def _frameworks(jobs: dict[str, Job]) -> None:
+    """Recorded with the default stacks, as a user would run them (their chains hold the
+    frameworks' frames); the framework's import alone takes seconds per rank, DeepSpeed's first
+    job also builds its CPU communication op."""
+    for framework, cases in FRAMEWORK_CASES.items():
+        for case in cases:
+            folder = ("{dir}/out",) if framework in ("transformers", "deepspeed") else ()
+            jobs[f"fw_{framework}_{case}"] = job(program(f"fw_{framework}.py"), args=(case, *folder),
+                                                 timeout=240 if framework == "deepspeed" else 150)
+    jobs["tp_world_allreduce"] = job(program("tp_world_allreduce.py"), 4, env=FULL, timeout=120)
+    jobs["fsdp2_skip_backward"] = job(program("fsdp2_skip_backward.py"), env=FULL, timeout=120)
 
 
 JOBS = _declared()

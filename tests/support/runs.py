@@ -29,6 +29,10 @@ class Call:
     role: str | None = None
     func: str = "train_step"
     splits: tuple | None = None  # all_to_all_single: (input split sizes, output split sizes)
+    outer: tuple = ()  # the user's frames outside the call site, (file, line, function) outermost first
+    file: str | None = None  # the call site's file (None: FILE)
+    label: str | None = None  # what reports show it is for (None: its role)
+    step_after: bool = False  # an optimizer step follows the call (an O record: a training step ends)
 
 
 def calls(*specs, **common) -> list[Call]:
@@ -74,7 +78,9 @@ def write(directory: str, groups: dict[str, tuple], ranks: dict[int, list[Call]]
                 key = lf.seq_key(gids[c.group], c.op, c.peer)
                 seqs[key] = j = seqs.get(key, -1) + 1
                 rec = {"k": lf.COLL, "o": w.string_id(c.op), "g": gids[c.group], "ts": ts, "j": j,
-                       "s": w.site_id(FILE, c.line, c.func)}
+                       "s": w.site_id(c.file or FILE, c.line, c.func)}
+                if c.outer:
+                    rec["ch"] = w.chain_id((*(w.site_id(*f) for f in c.outer), rec["s"]))
                 if c.op != "barrier":
                     rec["t"] = w.tspec_id((("float32", (c.size,)),))
                 if c.reduce_op is not None and c.op.startswith(("allreduce", "reduce")):
@@ -85,12 +91,15 @@ def write(directory: str, groups: dict[str, tuple], ranks: dict[int, list[Call]]
                     rec["sp"] = [list(c.splits[0]), list(c.splits[1])]
                 if c.role is not None:
                     rec["u"] = w.string_id(c.role)
-                    rec["l"] = w.string_id(c.role)
+                if c.label or c.role:
+                    rec["l"] = w.string_id(c.label or c.role)
                 w.write(rec, n)
                 if c.error is not None:
                     w.queue({"k": lf.DONE, "i": n, "r": ts + 5, "e": c.error})
                 elif c.done:
                     w.queue({"k": lf.DONE, "i": n, "r": ts + 5, "c": ts + 40})
+                if c.step_after:
+                    w.write({"k": lf.STEP, "ts": ts + 50})
             if rank in raised:
                 last = rank_calls[-1]
                 w.write({"k": lf.EXCEPTION, "t": "RuntimeError", "m": raised[rank], "ts": 100 * (len(rank_calls) + 1),

@@ -124,7 +124,11 @@ def test_wrapped_buffers_of_a_correct_program_give_no_finding(tmp_path_factory, 
             if rank not in members[g]:
                 continue
             seq[g] = seq.get(g, 0) + 1
-            entries.append(entry(len(entries), g, seq[g], op, [n]))
+            # a call site per op, as a program has (not one that cycles with the buffer's record ids)
+            frames = [{"name": op, "filename": "/x/site-packages/torch/distributed/distributed_c10d.py", "line": 3000},
+                      {"name": "train", "filename": "/home/u/train.py", "line": 40 + len(op)},
+                      {"name": "<module>", "filename": "/home/u/train.py", "line": 99}]
+            entries.append(entry(len(entries), g, seq[g], op, [n], frames=frames))
         status = {str(int(g)): {"last_enqueued_collective": s, "last_started_collective": s,
                                 "last_completed_collective": s} for g, s in seq.items()}
         d = dump(entries[-keep[rank]:], members)

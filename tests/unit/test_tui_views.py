@@ -12,7 +12,7 @@ from collcheck.synth import write_clean_run
 from support.synthetic_runs import HANG_RANK, HANG_STOP, write_hang_run
 from support.tui import SIZE, drive, plain, wait_full, wait_loaded
 from tui.app import CollcheckApp, run_tui
-from tui.widgets.timeline import Timeline
+from tui.widgets.timeline import MIN_COL_W, Timeline
 
 
 @pytest.fixture(scope="session")
@@ -153,3 +153,68 @@ def test_preview_reads_only_the_first_collectives(hang_dir):
         assert [preview.signatures[s] for s in log.sig] == [full.signatures[s] for s in full.ranks[r].sig[:7]]
     assert not any(log.partial for log in full.ranks.values())
     assert len(load_run(hang_dir, preview=1000).ranks[HANG_RANK]) == HANG_STOP  # shorter than the limit: all of it
+
+
+# -- column widths -------------------------------------------------------------------------------
+
+LONG_LABELS = ("FSDP2 forward: FSDP unshard all-gather of model.layers.11.experts.1",
+               "DTensor.full_tensor(): Shard(1) -> Replicate() over the tp mesh dim")
+SHORT_LABELS = ("FSDP2 forward: FSDP unshard all-gather of experts.1",
+                "DTensor.full_tensor(): Shard(1) -> Replicate() over tp")
+LONG_FILE = "/home/someone/projects/a-rather-long-project-name/src/deeply/nested/package/train.py"
+
+
+def _long_label_run(directory, monkeypatch, world: int):
+    """`world` ranks, each issuing a long-labelled all-gather then a shorter-labelled one at
+    train.py:43 (a long path); rank 1 labels both differently (a mismatch: a column of its own)."""
+    from support import runs
+
+    monkeypatch.setattr(runs, "FILE", LONG_FILE)
+    by_rank = {r: [runs.Call("allgather_into_tensor_coalesced", line=1234, role=LONG_LABELS[r == 1]),
+                   runs.Call("allgather_into_tensor_coalesced", line=43, role=SHORT_LABELS[r == 1])]
+               for r in range(world)}
+    runs.write(str(directory), {"0": tuple(range(world))}, by_rank)
+    return str(directory)
+
+
+def _cells(tl: Timeline, y: int) -> list[str]:
+    """The visible cells of screen line `y` of the timeline (gutter left out)."""
+    return [c.strip() for c in tl.render_line(y).text.split("│")[1:-1]]
+
+
+def test_rank_columns_share_the_terminal_width(tmp_path, monkeypatch):
+    """Two ranks in 160 columns show whole labels and call sites (not cut at a fixed column width);
+    80 columns and 16 ranks still render, the columns at their minimum width."""
+    two = _long_label_run(tmp_path / "two", monkeypatch, 2)
+
+    async def wide(pilot, app):
+        tl = app.query_one(Timeline)
+        await pilot.press("t")
+        assert [c.title for c in app.grid.columns] == ["rank 0", "rank 1"]
+        long_row, short_row = _cells(tl, 1), _cells(tl, 2)
+        for label, cell in zip(LONG_LABELS, long_row):
+            assert label in cell, f"label cut: {cell!r}"
+        for label, cell in zip(SHORT_LABELS, short_row):
+            assert label in cell and "train.py:43" in cell and LONG_FILE not in cell, f"label or site cut: {cell!r}"
+        await pilot.resize_terminal(80, 40)  # recomputed on resize: one column's share, cut with "…"
+        await pilot.pause()
+        cells = _cells(tl, 1)
+        assert len(cells) == 2 and all(c.endswith("…") for c in cells), cells
+
+    drive(two, wide, size=(160, 40))
+    drive(two, lambda pilot, app: pilot.press("t"), size=(80, 40))
+
+    many = _long_label_run(tmp_path / "many", monkeypatch, 16)
+
+    async def sixteen(pilot, app):
+        tl = app.query_one(Timeline)
+        await pilot.press("t")
+        await pilot.press("e")  # ranks 0,2-15 (rank 1 differs) unfolded: 16 columns, scrolled horizontally
+        assert len(app.grid.columns) == 16 and tl.col_w == MIN_COL_W
+        for _ in range(15):
+            await pilot.press("right")
+        await pilot.pause()
+        assert tl.cursor_col == 15 and tl.scroll_offset.x > 0
+        assert _cells(tl, 0)[-1] == app.grid.columns[15].title == "rank 1"
+
+    drive(many, sixteen, size=(160, 40))

@@ -3,9 +3,10 @@ renders only the visible rows x columns and decodes only the events on screen.""
 
 from __future__ import annotations
 
+import os
 import time
 
-from rich.cells import set_cell_size
+from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
 from rich.style import Style
 from textual.binding import Binding
@@ -16,31 +17,43 @@ from textual.strip import Strip
 
 from collcheck.untrusted import one_line
 
-from ..messages import CursorMoved
 from ..grid import STATUS, Grid
+from ..messages import CursorMoved
 
-COL_W = 32  # characters per column, separator included
+MIN_COL_W = 32  # characters per column, separator included, when the columns overflow the width
 GUTTER = 10
 
 
-def cell_text(ev, status: str) -> str:
-    """op, dtype[shape], purpose label, with the status glyph first; on one line, escaped (the
-    strings are the log's, and the timeline writes them to the terminal as they are)."""
+def cell_text(ev, status: str, width: int | None = None) -> str:
+    """op, dtype[shape], purpose label and call site (file:line), with the status glyph first; on
+    one line, escaped (the strings are the log's, and the timeline writes them to the terminal as
+    they are). Within `width` cells the label stays whole as long as it can: the shapes go first,
+    then the op, then the site; a label that cannot fit is cut with "…"."""
     glyph = STATUS[status][0]
     if ev is None:
         return {"missing": "✗ missing (never issued)", "after exit": "·", "not member": ""}.get(status, glyph)
     s = ev.sig
     shape = ",".join(f"{d}[{'x'.join(map(str, sh)) or '-'}]" for d, sh in s.tensors)
-    text = f"{glyph} {s.api or s.op}"
-    if shape:
-        text += " " + shape
-    if s.root is not None:
-        text += f" {'peer' if s.op in ('send', 'recv_') else 'root'} {s.root}"
+    extra = f" {'peer' if s.op in ('send', 'recv_') else 'root'} {s.root}" if s.root is not None else ""
     if status == "mismatched" and not ev.completed:
-        text += " ⧗"
-    if ev.label:
-        text += f" ({ev.label})"
-    return one_line(text)
+        extra += " ⧗"
+    op, label = s.api or s.op, ev.label
+    head = f"{glyph} {op}{' ' + shape if shape else ''}{extra}"
+    site = f" · {os.path.basename(ev.site[0])}:{ev.site[1]}" if ev.site else ""
+    labelled = f" ({label})" if label else ""
+    options = [head + labelled + site]
+    if label:
+        options += [f"{glyph} {op}{extra}{labelled}{site}", f"{glyph} {label}{extra}{site}", f"{glyph} {label}{extra}"]
+    options = [one_line(t) for t in options + [head + labelled]]  # the last: as before, cut at the width
+    if width is None:
+        return options[0]
+    fits = next((t for t in options if cell_len(t) <= width), None)
+    return fits if fits is not None else set_cell_size(options[-1], width - 1) + "…"
+
+
+def column_width(n_columns: int, width: int) -> int:
+    """Each column's share (separator included) of `width` cells after the gutter, at least MIN_COL_W."""
+    return max(MIN_COL_W, (width - GUTTER) // n_columns) if n_columns else MIN_COL_W
 
 
 class Timeline(ScrollView, can_focus=True):
@@ -68,6 +81,7 @@ class Timeline(ScrollView, can_focus=True):
         self.marks: dict[int, str] = {}  # row -> gutter mark (findings)
         self.culprits: dict[int, set[int]] = {}  # row -> culprit ranks of findings there
         self.painted: tuple | None = None  # (scroll_y, time) of the last paint of the header: benchmark
+        self.col_w = MIN_COL_W  # the columns share the width: recomputed on every resize and refold
 
     # -- data --------------------------------------------------------------------------
     def set_grid(self, grid: Grid, marks: dict, culprits: dict, row: int = 0, col: int = 0) -> None:
@@ -78,7 +92,14 @@ class Timeline(ScrollView, can_focus=True):
 
     def _resize(self) -> None:
         g = self.grid
-        self.virtual_size = Size(GUTTER + COL_W * len(g.columns), len(g) + 1) if g else Size(0, 0)
+        if g is None:
+            self.virtual_size = Size(0, 0)
+            return
+        width, height = self.container_size
+        if len(g) + 1 > height:  # rows overflow: the vertical scrollbar takes its share
+            width -= self.styles.scrollbar_size_vertical
+        self.col_w = column_width(len(g.columns), width)
+        self.virtual_size = Size(GUTTER + self.col_w * len(g.columns), len(g) + 1)
 
     def toggle_fold(self) -> None:
         if self.grid is None or not self.grid.columns:
@@ -110,17 +131,18 @@ class Timeline(ScrollView, can_focus=True):
 
     def _scroll_into_view(self) -> None:
         h = max(self.size.height - 1 - (1 if self.show_horizontal_scrollbar else 0), 1)
-        w = max(self.scrollable_content_region.width - GUTTER, COL_W)
+        col_w = self.col_w
+        w = max(self.scrollable_content_region.width - GUTTER, col_w)
         x, y = self.scroll_offset
         if self.cursor_row < y:
             y = self.cursor_row
         elif self.cursor_row >= y + h:
             y = self.cursor_row - h + 1
-        left = self.cursor_col * COL_W
+        left = self.cursor_col * col_w
         if left < x:
             x = left
-        elif left + COL_W > x + w:
-            x = left + COL_W - w
+        elif left + col_w > x + w:
+            x = left + col_w - w
         self.scroll_to(x, y, animate=False, immediate=True)
 
     def watch_cursor_row(self) -> None:
@@ -148,7 +170,9 @@ class Timeline(ScrollView, can_focus=True):
 
     def on_resize(self) -> None:
         if self.grid is not None:
+            self._resize()
             self._scroll_into_view()
+            self.refresh()
 
     # -- rendering ---------------------------------------------------------------------
     def render_line(self, y: int) -> Strip:
@@ -157,8 +181,9 @@ class Timeline(ScrollView, can_focus=True):
         if g is None or not g.columns:
             return Strip([Segment(" " * width)]) if y else Strip([Segment(set_cell_size(" no collectives in this view", width))])
         sx, sy = self.scroll_offset
-        first = sx // COL_W
-        last = min(len(g.columns), (sx + width - GUTTER) // COL_W + 1)
+        col_w = self.col_w
+        first = sx // col_w
+        last = min(len(g.columns), (sx + width - GUTTER) // col_w + 1)
         base = Style(bgcolor="grey11") if y == 0 else Style()
         if y == self.scrollable_content_region.height - 1:  # whole page rendered: for the benchmark
             self.painted = (sy, time.perf_counter())
@@ -171,9 +196,9 @@ class Timeline(ScrollView, can_focus=True):
                 col = g.columns[c]
                 fold = "▸ " if len(col.ranks) > 1 else ("▾ " if col.expanded else "")
                 style = Style(bold=True, reverse=c == self.cursor_col)
-                segs.append(Segment(set_cell_size(f" {fold}{col.title}", COL_W - 1), style))
+                segs.append(Segment(set_cell_size(f" {fold}{col.title}", col_w - 1), style))
                 segs.append(Segment("│", Style(color="grey35")))
-            return self._join(head, segs, sx - first * COL_W, width, base)
+            return self._join(head, segs, sx - first * col_w, width, base)
         row = sy + y - 1
         if row >= len(g):
             return Strip([Segment(" " * width)])
@@ -190,7 +215,8 @@ class Timeline(ScrollView, can_focus=True):
             status = g.status(col.rep, row)
             # ranks of one fold have identical signatures here: decode the fold's first rank only
             rep = g.folds[col.fold][0]
-            text = cell_text(g.event(rep, row) if status not in ("not member", "after exit") else None, status)
+            ev = g.event(rep, row) if status not in ("not member", "after exit") else None
+            text = cell_text(ev, status, col_w - 3)  # a space either side, then the separator
             style = Style.parse(STATUS[status][1])
             if culprits and any(r in culprits for r in col.ranks):
                 style += Style(underline=True)
@@ -198,9 +224,9 @@ class Timeline(ScrollView, can_focus=True):
                 style = Style(color="grey42")
             if row == self.cursor_row and c == self.cursor_col:
                 style += Style(reverse=True)
-            segs.append(Segment(set_cell_size(" " + text, COL_W - 1), style))
+            segs.append(Segment(set_cell_size(" " + text, col_w - 1), style))
             segs.append(Segment("│", Style(color="grey35")))
-        return self._join(head, segs, sx - first * COL_W, width, Style())
+        return self._join(head, segs, sx - first * col_w, width, Style())
 
     @staticmethod
     def _join(head: list, body: list, skip: int, width: int, style: Style) -> Strip:
