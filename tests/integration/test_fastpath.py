@@ -166,6 +166,7 @@ def test_status_when_not_built(tmp_path):
     assert not (tmp_path / "empty").exists()
 
 
+@pytest.mark.slow  # (capped logs in the default run: test_capped.py; the compiled path: test_every_op_same_records)
 @pytest.mark.recordings("capped_ddp@compiled")
 def test_capped_log_written_by_the_compiled_path(corpus):
     """The compiled path starts new segments itself (DDP's C++ all-reduces): the capped log

@@ -135,6 +135,7 @@ def test_the_first_finding_blames_the_rank_that_left_the_common_path(corpus, nam
         assert any(word in flat for word in alternatives), f"none of {alternatives} in the report:\n{text}"
 
 
+@pytest.mark.slow  # (the rule in-process: unit/test_blame_properties.py)
 @pytest.mark.recordings("tp_world_allreduce")
 def test_an_all_reduce_without_group_names_the_world_call_and_its_callers(corpus):
     """The tp leaders' all-reduce on WORLD is the culprit, not the tp peers that wait for them in
