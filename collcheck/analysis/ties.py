@@ -59,10 +59,11 @@ class Ties:
         sig = next(iter(live.values()))
         for r in ended:
             log = self.al.run.ranks[r]
-            if not len(log.sig) or log.sig[-1] != sig or self._last(r).group == self.al.name:
+            if not len(log.sig) or log.sig[-1] != sig:
                 return False
+            group = self._last(r).group
             # the larger group is the default one taken by mistake (the others' is their subgroup)
-            if len(self.al.run.group_members(self._last(r).group)) >= len(self.al.members):
+            if group == self.al.name or len(self.al.run.group_members(group)) >= len(self.al.members):
                 return False
         return True
 

@@ -232,34 +232,32 @@ def _table(path: str, raw, what: str, budget: Budget):
 
 def groups_of(path: str, raw, budget: Budget) -> dict[str, dict]:
     """`pg_config`: group name -> {"desc": text, "ranks": global ranks}."""
-    out = {}
-    for key, info in _table(path, raw, "group table (pg_config)", budget).items():
-        try:
-            name = _key(key, budget)
-            if info.__class__ is not dict:
-                raise Damaged(f"{_kind(info)}, not a map")
-            desc = info.get("desc")
-            ranks = info.get("ranks")
-            out[name] = {"desc": "" if desc is None else _text(desc, budget),
-                         "ranks": () if ranks is None else _ranks(ranks, budget)}
-        except Damaged as exc:
-            raise LogError(f"{path}: a damaged Flight Recorder dump (a group of its pg_config: {exc})") from None
-    return out
+    def group(info: dict) -> dict:
+        desc, ranks = info.get("desc"), info.get("ranks")
+        return {"desc": "" if desc is None else _text(desc, budget),
+                "ranks": () if ranks is None else _ranks(ranks, budget)}
+    return _rows(path, raw, budget, "group table (pg_config)", "a group of its pg_config", group)
 
 
 def counters_of(path: str, raw, budget: Budget) -> dict[str, dict]:
     """`pg_status`: pg_id -> {"last_enqueued_collective": n or None, ...} (-1: none yet)."""
+    def counters(status: dict) -> dict:
+        return {c: None if status.get(c) is None else _count(status.get(c), lo=-1)
+                for c in ("last_enqueued_collective", "last_started_collective", "last_completed_collective")}
+    return _rows(path, raw, budget, "group counters (pg_status)", "its pg_status", counters)
+
+
+def _rows(path: str, raw, budget: Budget, table: str, row: str, read) -> dict[str, dict]:
+    """A map of maps keyed by group (`read` makes each row's value); a damaged row is one error."""
     out = {}
-    for key, status in _table(path, raw, "group counters (pg_status)", budget).items():
+    for key, value in _table(path, raw, table, budget).items():
         try:
-            pg_id = _key(key, budget)
-            if status.__class__ is not dict:
-                raise Damaged(f"{_kind(status)}, not a map")
-            out[pg_id] = {c: None if status.get(c) is None else _count(status.get(c), lo=-1)
-                          for c in ("last_enqueued_collective", "last_started_collective",
-                                    "last_completed_collective")}
+            name = _key(key, budget)
+            if value.__class__ is not dict:
+                raise Damaged(f"{_kind(value)}, not a map")
+            out[name] = read(value)
         except Damaged as exc:
-            raise LogError(f"{path}: a damaged Flight Recorder dump (its pg_status: {exc})") from None
+            raise LogError(f"{path}: a damaged Flight Recorder dump ({row}: {exc})") from None
     return out
 
 

@@ -13,7 +13,6 @@ import json
 import math
 import os
 import pickle
-import signal
 import subprocess
 import sys
 import tracemalloc
@@ -25,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import examples
 from support.cli import run_cli
+from support.deadline import deadline
 from support.fr_dumps import dump, entry, write_dumps
 
 from collcheck.model import fr_convert, fr_load
@@ -48,25 +48,6 @@ def _cli(*argv, cache):
 def _one_line_error(res, text: str) -> None:
     assert res.code == 2, (res.code, res.err[-2000:])
     assert text in res.err and len(res.err.strip().splitlines()) == 1 and "Traceback" not in res.err, res.err
-
-
-class Hung(BaseException):
-    """Not an OSError, not an Exception: no `except` of the code under test swallows it."""
-
-
-@contextlib.contextmanager
-def _deadline(seconds: float):
-    """Hung once `seconds` have passed, and every second after: a blocking system call (the open
-    of a FIFO) is interrupted; the handler is restored afterwards."""
-    def expired(_signum, _frame):
-        raise Hung(f"still running after {seconds} s")
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 # -- resource bombs: one child process, under a memory limit and a timeout -------------------------
@@ -278,7 +259,7 @@ def test_a_fifo_among_the_dumps_is_never_opened(tmp_path):
     d = write_dumps(tmp_path / "dumps", {0: _good(), 1: _good(1)})
     os.mkfifo(d / "comm_lib_trace_rank_0.pipe")
     os.mkfifo(d / "comm_lib_trace_rank_2")
-    with _deadline(10):
+    with deadline(10):
         res = _cli("diff", "--format", "json", str(d), cache=tmp_path / "c")
         assert res.code in (0, 1), (res.code, res.err)
         assert sorted(json.loads(res.out)["ranks"]) == ["0", "1"]
@@ -288,7 +269,7 @@ def test_a_fifo_among_the_dumps_is_never_opened(tmp_path):
 def test_a_link_to_a_device_is_refused(tmp_path):
     d = write_dumps(tmp_path / "dumps", {0: _good(), 1: _good(1)})
     os.symlink("/dev/zero", d / "comm_lib_trace_rank_3")
-    with _deadline(10):
+    with deadline(10):
         res = _cli("diff", "--format", "json", str(d), cache=tmp_path / "c")
         assert res.code in (0, 1), (res.code, res.err)
         with pytest.raises(fr_load.LogError, match="a character device"):
@@ -411,7 +392,7 @@ def test_every_field_with_every_type_never_ends_in_exit_3(tmp_path_factory, chan
         d = write_dumps(root / "pickled", dumps, "pickle")
     for argv in COMMANDS:
         argv = [a.format(out=root) for a in argv]
-        with _deadline(20):
+        with deadline(20):
             res = _cli(*argv, str(d), cache=root / "cache")
         assert res.code in (0, 1, 2, 4) and "Traceback" not in res.err, (argv, res.code, res.err[-2000:])
         if res.code == 2:

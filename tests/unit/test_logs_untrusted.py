@@ -11,12 +11,10 @@ an address-space limit and a timeout (a read of /dev/zero or a loop inside C ans
 from __future__ import annotations
 
 import ast
-import contextlib
 import io
 import json
 import math
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -28,6 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import examples
 from support.cli import run_cli
+from support.deadline import deadline
 
 from collcheck import frames as fr, logformat as lf, records
 from collcheck.capture.writer import LogWriter
@@ -157,24 +156,6 @@ def run_all(d: Path, commands=COMMANDS) -> list:
         if res.code not in (0, 1, 2, 4) or "Traceback" in res.err:
             bad.append((cmd, res.code, res.err[-500:]))
     return bad
-
-
-class Hung(BaseException):
-    """Not an Exception: no `except` of the code under test swallows it."""
-
-
-@contextlib.contextmanager
-def deadline(seconds: float):
-    """Hung once `seconds` have passed (a blocking open of a FIFO is interrupted too)."""
-    def expired(_signum, _frame):
-        raise Hung(f"still running after {seconds} s")
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def one_line_error(res, text: str) -> None:
