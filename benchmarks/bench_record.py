@@ -127,7 +127,7 @@ def _serve(variant: str, rec, enable, all_reduce) -> None:
 
 
 def _path() -> str:
-    from collcheck.capture import kernels
+    from collcheck.capture import dispatcher as kernels
 
     return "compiled" if kernels._compiled else "python"
 
@@ -171,8 +171,8 @@ class _Child:
 
 
 def _count_colls(path: str) -> int:
-    from collcheck import logformat as lf
-    from collcheck.reader import read_log
+    from collcheck.logfile import format as lf
+    from collcheck.logfile.reader import read_log
 
     return sum(1 for r in read_log(path).records if r.get("k") == lf.COLL)
 

@@ -137,7 +137,7 @@ def _worker(model: str, steps: int, out_path: str) -> None:
     import torch
     import torch.distributed as dist
 
-    from collcheck.capture import kernels, session
+    from collcheck.capture import dispatcher as kernels, session
 
     torch.set_num_threads(1)
     if "RANK" not in os.environ:

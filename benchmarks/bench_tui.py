@@ -28,8 +28,8 @@ import time
 
 async def _drive(directory: str, size: tuple[int, int], pages: int, extra_groups: bool,
                  preview_bytes: int | None = None, preview_events: int | None = None) -> dict:
-    from tui.app import CollcheckApp
-    from tui.widgets.timeline import Timeline
+    from collcheck.tui.app import CollcheckApp
+    from collcheck.tui.widgets.timeline import Timeline
 
     t0 = time.perf_counter()
     app = CollcheckApp(directory, start_view="timelines", preview_bytes=preview_bytes)

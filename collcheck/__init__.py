@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 
-__version__ = "0.1.0"
+from .base import __version__  # noqa: F401  (collcheck.__version__)
 
 
 def enable(directory: str | None = None, *, full_stack: bool | None = None, hang_seconds: float | None = None,
@@ -12,8 +12,8 @@ def enable(directory: str | None = None, *, full_stack: bool | None = None, hang
     """Start recording in this process (notebooks, tests). Settings default to the environment.
 
     The log opens at `init_process_group` (or now, if a default group exists)."""
+    from .base.settings import Config
     from .capture import session
-    from .capture.config import Config
 
     config = Config.from_env()
     if directory is not None:

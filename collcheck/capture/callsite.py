@@ -13,8 +13,8 @@ import sysconfig
 
 import torch
 
+from ..logfile.ops import PUBLIC_APIS
 from . import frameworks
-from .wire import PUBLIC_APIS
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _COLLCHECK_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep

@@ -12,21 +12,24 @@ from __future__ import annotations
 
 import os
 import socket
-from collections import deque
 import sys
 import threading
 import time
 import warnings
+from collections import deque
 from collections.abc import Callable
 
 import torch
 
-from .. import __version__, logformat as lf
-from . import callsite, fastpath, live_hash
-from .completion import Completions
-from .config import Config
-from .wire import ALWAYS_ASYNC, WIRE_OPS
-from .writer import LogWriter, open_exclusive
+from ..base import __version__
+from ..base.settings import Config
+from ..logfile import format as lf
+from ..logfile.ops import ALWAYS_ASYNC, WIRE_OPS
+from ..logfile.writer import LogWriter, open_exclusive
+from . import callsite
+from .completions import Completions
+from .live import tables as live_hash
+from .native import fastpath
 
 _C = torch._C._distributed_c10d
 _unbox_pg = _C.ProcessGroup.unbox

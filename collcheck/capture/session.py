@@ -7,7 +7,7 @@ import os
 import sys
 import threading
 
-from .config import Config
+from ..base.settings import Config
 from .recorder import Recorder
 
 _lock = threading.Lock()
@@ -30,7 +30,7 @@ def enable(config: Config | None = None, c10d=None) -> Recorder:
             return _recorder
         if c10d is None:
             from torch.distributed import distributed_c10d as c10d
-        from . import api
+        from . import torch_api as api
 
         rec = _recorder = Recorder(config or Config.from_env())
         api.install(rec, c10d, start_log, end_live)
@@ -45,11 +45,12 @@ def start_log(rec: Recorder) -> None:
     global _watchdog
     from torch.distributed import distributed_c10d as c10d
 
-    from . import kernels, watchdog
+    from . import dispatcher as kernels
+    from . import watchdog
 
     rec.open(c10d.get_rank(), c10d.get_world_size(), str(c10d.get_backend_config()))
     if kernels.install(lambda: _recorder):
-        from . import api
+        from . import torch_api as api
 
         api.unwrap_for_compiled_kernels(c10d)
     watchdog.register_sigterm_dump(rec.writer.path)
@@ -58,7 +59,7 @@ def start_log(rec: Recorder) -> None:
         _watchdog.start()
     _install_step_hook()  # (here, not at enable(): torch may still be importing then)
     if rec.config.live:
-        from . import live_session
+        from .live import session as live_session
 
         live_session.start(rec, lambda: _recorder)
 
@@ -66,7 +67,7 @@ def start_log(rec: Recorder) -> None:
 def end_live(rec: Recorder, state: str = "end") -> None:
     """Live mode's last word for this rank (live_session.end); the default group's destroy, disable(),
     exit and an uncaught exception call it."""
-    from . import live_session
+    from .live import session as live_session
 
     live_session.end(rec, state)
 
@@ -80,7 +81,9 @@ def disable() -> str | None:
             return None
         from torch.distributed import distributed_c10d as c10d
 
-        from . import api, kernels, watchdog
+        from . import dispatcher as kernels
+        from . import torch_api as api
+        from . import watchdog
 
         end_live(rec)
         rec.active = False
@@ -108,7 +111,7 @@ def _install_process_hooks() -> None:
     def excepthook(tp, value, tb):
         rec = _recorder
         if rec is not None:
-            from . import api
+            from . import torch_api as api
 
             api.record_exit(rec, clean=False, exc=value)
             end_live(rec, "err")
@@ -148,8 +151,7 @@ def _at_exit() -> None:
     rec = _recorder
     if rec is None or rec.writer is None:
         return
-    from . import api
-
+    from . import torch_api as api
     from . import watchdog
 
     end_live(rec)
@@ -173,7 +175,8 @@ def _after_fork_in_child() -> None:
     if rec is not None:
         rec.after_fork_in_child()
     _watchdog = None  # (threads do not survive fork)
-    from . import live_session, watchdog
+    from . import watchdog
+    from .live import session as live_session
 
     live_session.forget_in_child()
 

@@ -1,7 +1,7 @@
 """COLLCHECK_SIMNCCL=1: an unchanged program's groups are made on the simulated NCCL backend.
 
 For demos, replays and tests that run a plain program (one that names "gloo") under NCCL's
-semantics. Installed on c10d right after it executes (_startup.py), before torch.distributed
+semantics. Installed on c10d right after it executes (capture/startup.py), before torch.distributed
 re-exports its functions; collcheck.simnccl itself is imported at the first init_process_group.
 """
 
@@ -26,7 +26,7 @@ def install(c10d) -> None:
 
         @functools.wraps(original)
         def on_simnccl(*args, _original=original, _at=at, _name=name, **kwargs):
-            import collcheck.simnccl  # noqa: F401 - registers the backend
+            import collcheck.simnccl
 
             if len(args) > _at:
                 args = (*args[:_at], NAME, *args[_at + 1:])

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 
-from .. import logformat as lf
+from ..logfile import format as lf
 from .recorder import Recorder
 
 FLUSH_INTERVAL_S = 0.2

@@ -8,17 +8,17 @@ reader, the scanner and this package, never a view.
 from .groups import group_label
 from .ranks import rank_ranges
 from .run import (
-                  DTYPE_SIZES,
-                  P2P_OPS,
-                  REDUCE_OPS,
-                  ROOTED_OPS,
-                  Event,
-                  Group,
-                  GroupCreation,
-                  RankLog,
-                  Run,
-                  Signature,
-                  load_run,
+    DTYPE_SIZES,
+    P2P_OPS,
+    REDUCE_OPS,
+    ROOTED_OPS,
+    Event,
+    Group,
+    GroupCreation,
+    RankLog,
+    Run,
+    Signature,
+    load_run,
 )
 from .sequences import Channel, GroupSequences, Sequences
 

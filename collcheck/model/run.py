@@ -16,12 +16,12 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from .. import logformat as lf
-from ..reader import LogError, LogStream, find_logs, read_header, read_text
-from ..capture.wire import SHAPE_FREE_OPS
-from ..scan import Scan, decode_event, scan_many
-from ..untrusted import one_line
-from . import fr_convert as flight_recorder
+from ..base.untrusted import one_line
+from ..inputs.flight_recorder import convert as flight_recorder
+from ..logfile import format as lf
+from ..logfile.ops import SHAPE_FREE_OPS
+from ..logfile.reader import LogError, LogStream, find_logs, read_header, read_text
+from ..logfile.scan import Scan, decode_event, scan_many
 from .liveness import process_alive
 from .ranks import rank_ranges
 

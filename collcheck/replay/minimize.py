@@ -16,7 +16,7 @@ import os
 import tempfile
 
 from ..analysis.align import LOOKAHEAD
-from ..errors import UsageError
+from ..base.errors import UsageError
 from ..model import P2P_OPS
 from . import runtime
 from .plan import Plan, finalize

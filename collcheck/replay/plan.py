@@ -16,9 +16,9 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
-from .. import logformat as lf
+from ..logfile import format as lf
+from ..logfile.reader import LogError, LogStream, read_bytes
 from ..model import P2P_OPS, ROOTED_OPS, Run
-from ..reader import LogError, LogStream, read_bytes
 from .whatif import apply_edit, follow_peers
 
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 from ..analysis.diff import Report, analyse
 from ..analysis.hang import TIMEOUT_WORDS
+from ..logfile.reader import LogError
 from ..model import Run, load_run
-from ..reader import LogError
 from .plan import Plan
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")

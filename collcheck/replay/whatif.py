@@ -9,9 +9,9 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from ..errors import UsageError
+from ..base.errors import UsageError
+from ..logfile.reader import LogError
 from ..model import P2P_OPS, Run
-from ..reader import LogError
 
 
 @dataclass(frozen=True)

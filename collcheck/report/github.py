@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 
+from ..base.untrusted import one_line, visible
 from ..model import group_label
-from ..untrusted import one_line, visible
 from . import MESSAGE_CHARS
 
 MAX_LINE = 2**31 - 1

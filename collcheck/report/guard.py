@@ -5,7 +5,7 @@ and the like when a line starts with `::` (blanks before it ignored). The text r
 strings from the logs, escaped onto one line each, but a cell or a title wrapped at the
 terminal's width, or a message that keeps its own line breaks, may still start a line with
 `::` from a log. `CommandGuard` writes such a line with its first colon as `\\x3a`, the way
-`collcheck.untrusted` shows a character it will not print; nothing else changes.
+`collcheck.base.untrusted` shows a character it will not print; nothing else changes.
 """
 
 from __future__ import annotations

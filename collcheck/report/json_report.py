@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import math
 
+from ..base.untrusted import one_line
 from ..model import REDUCE_OPS, group_label
 from ..model.framework_calls import split_chain
-from ..untrusted import one_line
 
 JSON_VERSION = 1
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from xml.etree import ElementTree as ET
 
+from ..base.untrusted import one_line, visible
 from ..model import group_label
-from ..untrusted import one_line, visible
 from . import MESSAGE_CHARS
 from .guard import guard_lines
 

@@ -12,9 +12,9 @@ from rich.text import Text
 
 from ..analysis.explain import where
 from ..analysis.fold import fold_identical
+from ..base.untrusted import one_line, visible
 from ..model import group_label, rank_ranges
 from ..model.framework_calls import render_chain, split_chain
-from ..untrusted import one_line, visible
 from . import MESSAGE_CHARS
 from .guard import CommandGuard
 
@@ -242,7 +242,7 @@ def _hang_summary(console, report) -> None:
 def _watchdog_stacks(console, report, most: int = 4) -> None:
     """Where stuck ranks were, from their watchdog records: the main thread's innermost frames,
     one block per distinct stack (ranks folded)."""
-    from ..show import stack_text
+    from .show import stack_text
 
     stacks = {}
     for r, log in sorted(report.run.ranks.items()):

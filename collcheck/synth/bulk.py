@@ -7,8 +7,8 @@ import os
 
 import msgpack
 
-from .. import logformat as lf
-from ..capture.writer import open_exclusive
+from ..logfile import format as lf
+from ..logfile.writer import open_exclusive
 from .logs import _header
 from .program import MAX, SUM, USER_FILE, Program
 

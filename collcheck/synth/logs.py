@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .. import __version__, logformat as lf
-from ..capture.writer import LogWriter, open_exclusive
+from ..base import __version__
+from ..logfile import format as lf
+from ..logfile.writer import LogWriter, open_exclusive
 from .program import FAULT_KINDS, ROLE, SUM, USER_FILE, Op, Program, _mutate
 
 

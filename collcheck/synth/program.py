@@ -298,7 +298,7 @@ def fault_candidates(prog: Program, kind: str) -> list[Fault]:
                         continue
                     # two members: a skipped call is as much one more on the other rank, which
                     # blame.py tells apart by the loop the program runs; a random program is no
-                    # loop (tests/unit/test_blame_properties.py draws loops for two ranks)
+                    # loop (tests/unit/analysis/test_blame_properties.py draws loops for two ranks)
                     if len(members) == 2:
                         continue
                     if not any(o.site == op.site and j != i and r in prog.issuers(o) for j, o in enumerate(ops)):

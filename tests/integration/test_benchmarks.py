@@ -29,7 +29,7 @@ def test_bench_tui_previews_then_scrolls():
     (res,) = run_json("bench_tui", "--ranks", "16", "--events", "400", "--pages", "3",
                       "--preview-bytes", "0", "--preview-events", "1600")
     # at this toy size the full load can paint before the preview does (the preview itself is
-    # tested with the full load held back: tests/unit/test_tui_views.py)
+    # tested with the full load held back: tests/unit/tui/test_tui_views.py)
     assert res["preview"] in (0, 100) and res["rows"] == 400 and res["columns"] == 1
     assert 0 < res["first_screen_s"] <= res["full_s"] and res["scroll_pages"] == 3
     assert res["last_row"] > 0

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from collcheck import logformat as lf
-from collcheck.reader import segment_paths
+from collcheck.logfile import format as lf
+from collcheck.logfile.reader import segment_paths
 from support.cli import diff_json, run_cli
 from support.corpus import CAPPED_STEPS
 from support.jobs import job, launch, marker_lines, program
@@ -73,7 +73,7 @@ def test_divergence_near_the_end_of_a_wrapped_log(corpus):
     # the TUI's grid: the finding's row is numbered #1200 and holds rank 1's broadcast
     from collcheck.analysis.diff import analyse
     from collcheck.model import load_run
-    from tui.grid import Grid, finding_row
+    from collcheck.tui.grid import Grid, finding_row
 
     report = analyse(load_run(run_dir))
     grid = Grid(report, "0")

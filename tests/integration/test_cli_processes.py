@@ -1,5 +1,5 @@
 """The command line as users run it, in processes of its own: exit codes, one line on bad input,
-no traceback (the unit tests run `main(argv)` in-process: tests/unit/test_cli.py)."""
+no traceback (the unit tests run `main(argv)` in-process: tests/unit/cli/test_cli.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from collcheck import synth
 from support.logbytes import bad_input, small_program
 
 
-def cli(*args, module="collcheck.cli"):
+def cli(*args, module="collcheck"):
     return subprocess.run([sys.executable, "-m", module, *map(str, args)], capture_output=True, text=True, timeout=120)
 
 

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from collcheck.analysis.diff import analyse
 from collcheck.cli import main
 from collcheck.model import load_run
-from collcheck.reader import LogError, parse_log
+from collcheck.logfile.reader import LogError, parse_log
 from collcheck.replay.plan import build_plan
 from support.logbytes import frames
 
@@ -126,7 +126,7 @@ def test_damaged_run_in_the_tui_and_replay(recorded, tmp_path):
     the damage said as a warning."""
     import asyncio
 
-    from tui.app import CollcheckApp
+    from collcheck.tui.app import CollcheckApp
 
     run_dir, files, _ = recorded["seed004_case4"]
     copy = str(tmp_path / "run")
@@ -184,7 +184,7 @@ def check_damaged(recorded, scenario, which, where, how):
         run = load_run(copy)
         report = analyse(run)
         assert finding_keys(report) <= clean_keys, (kind, start, report.findings)
-        from tui.grid import Grid
+        from collcheck.tui.grid import Grid
 
         grids = [Grid(report, None)] + [Grid(report, g) for g in run.group_names()]
         for log in run.ranks.values():  # one pass over the file gives what reading event by event does

@@ -9,9 +9,14 @@ import os
 import pytest
 
 from collcheck.model import load_run
-from collcheck.replay.cli import main as replay_main
+from collcheck.cli import main as cli_main
 from support import runs
 from support.jobs import job, launch
+
+
+def replay_main(argv: list[str]) -> int:
+    """`collcheck replay ARGV...`, in this process."""
+    return cli_main(["replay", *argv])
 
 INJECT = '"""\nimport os; os.mkdir("pwned")\n"""'  # run as code, it would leave a folder "pwned"
 FUNC = "step'''\nimport os; os.mkdir('pwned')\n'''\\"

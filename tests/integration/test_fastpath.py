@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from collcheck import logformat as lf
-from collcheck.reader import read_log
+from collcheck.logfile import format as lf
+from collcheck.logfile.reader import read_log
 from support.cli import diff_json, run_cli
 from support.corpus import FASTPATH_BUILD_TIMEOUT as BUILD_TIMEOUT
 from support.jobs import base_env, log_files, marker_lines, program
@@ -125,7 +125,7 @@ def test_full_stack_same_records(corpus):
 # each case in a fresh state of the same process: fastpath.load() caches what it found
 _LOAD_CHECK = """
 import os, sys, torch
-from collcheck.capture import fastpath
+from collcheck.capture.native import fastpath
 for case in sys.argv[1:]:
     setting, extensions_dir = case.split(",")
     os.environ["COLLCHECK_FASTPATH"] = setting
@@ -211,14 +211,14 @@ def _wait_for(path, seconds: float = 90) -> None:
 def test_the_first_command_builds_it_once_in_the_background(built, tmp_path, small_run):
     """No extra step: the first `collcheck` command starts the build (here it finds the build
     already there and only stamps it), says so once, and never again."""
-    from collcheck.capture import autobuild, fastpath
+    from collcheck.capture.native import build as autobuild, fastpath
 
     built_in = os.path.dirname(fastpath.build_directory())  # where the session's build is (XDG_CACHE_HOME moves it)
     env = base_env(tmp_path, record=False, extra={"COLLCHECK_FASTPATH": "", "XDG_CACHE_HOME": str(tmp_path / "cache"),
                                                   "TORCH_EXTENSIONS_DIR": built_in})
     first = _cli(["diff", small_run], env)
     assert first.returncode in (0, 1) and "compiling the recording fast path in the background" in first.stderr
-    stamp = subprocess.run([sys.executable, "-c", "from collcheck.capture import autobuild; print(autobuild.stamp())"],
+    stamp = subprocess.run([sys.executable, "-c", "from collcheck.capture.native import build; print(build.stamp())"],
                            env=env, capture_output=True, text=True, timeout=60).stdout.strip()
     assert stamp.startswith(str(tmp_path / "cache")) and autobuild.OUTCOMES[0] == ".built"
     _wait_for(Path(stamp + ".built"))

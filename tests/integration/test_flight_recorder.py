@@ -179,7 +179,7 @@ FROM_DUMPS_FAST: list[str] = []  # every scenario's dumps with -m slow (the defa
 
 
 def test_every_scenario_says_what_its_dumps_give():
-    from collcheck.demo import SCENARIOS_DIR
+    from collcheck.cli.demo import SCENARIOS_DIR
 
     names = {n for n in os.listdir(SCENARIOS_DIR) if os.path.isfile(os.path.join(SCENARIOS_DIR, n, "main.py"))}
     assert names == set(FROM_DUMPS), names ^ set(FROM_DUMPS)

@@ -62,7 +62,7 @@ EXPECTED = {
     "fsdp2_skip_backward": ("missing", "0", 14, [1], {0: "backward", 1: "forward"}),
 }
 # the default run keeps one recording per framework family it can afford (the rest: -m slow)
-# (the rules each of the others exercises are also shown in-process: tests/unit/test_blame_properties.py)
+# (the rules each of the others exercises are also shown in-process: tests/unit/analysis/test_blame_properties.py)
 DEFAULT_RUN = {"fw_lightning_metric_rank0"}
 
 
@@ -135,7 +135,7 @@ def test_the_first_finding_blames_the_rank_that_left_the_common_path(corpus, nam
         assert any(word in flat for word in alternatives), f"none of {alternatives} in the report:\n{text}"
 
 
-@pytest.mark.slow  # (the rule in-process: unit/test_blame_properties.py)
+@pytest.mark.slow  # (the rule in-process: unit/analysis/test_blame_properties.py)
 @pytest.mark.recordings("tp_world_allreduce")
 def test_an_all_reduce_without_group_names_the_world_call_and_its_callers(corpus):
     """The tp leaders' all-reduce on WORLD is the culprit, not the tp peers that wait for them in

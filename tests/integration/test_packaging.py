@@ -17,6 +17,6 @@ def test_the_wheel_ships_the_product_without_benchmarks_or_tests(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     (wheel,) = tmp_path.glob("collcheck-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "collcheck/cli.py" in names and "tui/app.py" in names and "collcheck/model/sequences.py" in names
+    assert "collcheck/cli/__init__.py" in names and "collcheck/tui/app.py" in names and "collcheck/model/sequences.py" in names
     shipped = [n for n in names if os.path.basename(n).startswith("bench") or n.startswith(("benchmarks/", "tests/"))]
     assert shipped == []

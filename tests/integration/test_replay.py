@@ -18,7 +18,7 @@ import pytest
 from collcheck import synth
 from collcheck.analysis.diff import analyse
 from collcheck.model import load_run
-from collcheck.replay.cli import main as replay_main
+from collcheck.cli import main as cli_main
 from collcheck.replay.minimize import Minimizer, emit_script
 from collcheck.replay.plan import build_plan, involved_ranks
 from collcheck.replay.whatif import Edit
@@ -26,6 +26,11 @@ from collcheck.replay.runner import finding_key, run_plan, site_key
 from support.corpus import params, scenario_names
 from support.jobs import SCENARIOS, job, launch
 from support.race_helpers import swap_cut_by_abort
+
+
+def replay_main(argv: list[str]) -> int:
+    """`collcheck replay ARGV...`, in this process."""
+    return cli_main(["replay", *argv])
 
 TIMEOUT = 2.0  # replay process-group timeout: hangs end quickly
 NAMES = [n for n in scenario_names() if (SCENARIOS / n / "expected.json").exists()]

@@ -21,7 +21,7 @@ NAMES = [n for n in scenario_names() if (SCENARIOS / n / "expected.json").exists
 # -m slow: second cases of a pattern the default run already records (a skipped barrier, a
 # rooted op, DDP without join(), a P2P mismatch, subgroups), and kinds whose recording the default
 # run covers with its test programs (every op, DDP's labels): the matcher's logic behind each kind
-# is tested in-process (tests/unit/test_matcher_properties.py, test_align.py). The default run
+# is tested in-process (tests/unit/analysis/test_matcher_properties.py, test_align.py). The default run
 # keeps the scenarios the other tests read, bucket_order_threads (seed 003) and group_mismatch.
 SLOW = {"seed004_case2", "seed004_case3", "seed004_case5", "rank0_only_barrier", "p2p_tag_mismatch",
         "gather_scatter_root", "root_mismatch", "subgroup_members_only", "alltoall_split_mismatch",

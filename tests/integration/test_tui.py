@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from support.tui import drive, plain, type_line
-from tui.navigation import MERGED
-from tui.screens.prompts import KEYS, HelpScreen
+from collcheck.tui.navigation import MERGED
+from collcheck.tui.screens.prompts import KEYS, HelpScreen
 
 SCENARIOS = ("seed004_case4", "cross_group_deadlock", "join_uneven_inputs")
 

@@ -230,7 +230,7 @@ class Corpus:
 def build_fastpath() -> dict:
     """`collcheck build-fastpath` (the command users run), into torch's extension directory; its
     build is named by a hash of the sources, torch and Python, so one found there is this tree's."""
-    from collcheck.capture.fastpath import missing_tools
+    from collcheck.capture.native.fastpath import missing_tools
 
     missing = missing_tools()
     if missing:

@@ -94,7 +94,7 @@ def bad_input(tmp_path, case: str):
     """A run directory that is wrong in one way (BAD_INPUTS): the CLI must say so in one line, exit 2."""
     import random
 
-    from collcheck import logformat as lf
+    from collcheck.logfile import format as lf
 
     d = tmp_path / case
     if case == "missing-dir":

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from collcheck import logformat as lf
-from collcheck.capture.writer import LogWriter, open_exclusive
+from collcheck.logfile import format as lf
+from collcheck.logfile.writer import LogWriter, open_exclusive
 from collcheck.model import load_run
 
 FILE = "/job/train.py"

@@ -9,8 +9,8 @@ import tempfile
 
 import msgpack
 
-from collcheck import logformat as lf
-from collcheck.reader import read_log
+from collcheck.logfile import format as lf
+from collcheck.logfile.reader import read_log
 from collcheck.synth import Program, generate_program, write_run
 
 HANG_WORLD, HANG_STOP, HANG_RANK = 8, 20, 5

@@ -8,7 +8,7 @@ import io
 
 from rich.console import Console
 
-from tui.app import CollcheckApp
+from collcheck.tui.app import CollcheckApp
 
 SIZE = (160, 45)
 

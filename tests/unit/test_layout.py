@@ -12,21 +12,28 @@ import networkx as nx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-TOPS = ("collcheck", "tui")
-# Earliest first: a module may import modules of its own layer and of earlier ones. The data flow
-# is capture -> log -> model -> analysis -> report -> views (TUI, replay) -> command line.
+TOPS = ("collcheck",)
+# The layers, earliest first: a module may import modules of its own layer and of earlier ones.
+# Each is a list of folders (packages); the package's two doors are named exactly: `collcheck`
+# itself (enable/disable, a recording API) and `collcheck.__main__` (the command line).
+# The data flow: the log file's format -> what writes logs (capture in the job, the simulated NCCL
+# backend, synthetic runs) -> what reads other inputs (Flight Recorder dumps) -> the model of a run
+# -> analysis -> statistics -> reports -> views (TUI, replay) -> command line.
 LAYERS = [
-    ("capture", ["collcheck", "collcheck._startup", "collcheck.capture", "collcheck.logformat", "collcheck.simnccl"]),
-    ("log", ["collcheck.frames", "collcheck.reader", "collcheck.records", "collcheck.scan", "collcheck.synth",
-             "collcheck.untrusted", "collcheck.errors"]),
+    ("base", ["collcheck.base"]),
+    ("logfile", ["collcheck.logfile"]),
+    ("producers", ["collcheck", "collcheck.capture", "collcheck.simnccl", "collcheck.synth"]),
+    ("inputs", ["collcheck.inputs"]),
     ("model", ["collcheck.model"]),
     ("analysis", ["collcheck.analysis"]),
-    ("report", ["collcheck.report", "collcheck.show", "collcheck.stats"]),
-    ("views", ["tui", "collcheck.replay", "collcheck.live"]),
-    ("cli", ["collcheck.cli", "collcheck.demo", "collcheck.__main__"]),
+    ("stats", ["collcheck.stats"]),
+    ("report", ["collcheck.report"]),
+    ("views", ["collcheck.tui", "collcheck.replay"]),
+    ("cli", ["collcheck.cli", "collcheck.__main__"]),
 ]
 # what runs inside the training job: the standard library, msgpack and torch, nothing else
-IN_JOB = ["collcheck", "collcheck._startup", "collcheck.capture", "collcheck.logformat", "collcheck.simnccl"]
+IN_JOB = ["collcheck", "collcheck.base", "collcheck.logfile", "collcheck.logfile.format", "collcheck.logfile.ops", "collcheck.logfile.records",
+          "collcheck.logfile.writer", "collcheck.capture", "collcheck.simnccl"]
 IN_JOB_THIRD_PARTY = {"torch", "msgpack", "typing_extensions"}  # the last: torch's own, for its frames
 
 
@@ -103,7 +110,8 @@ def test_layers_are_one_way_and_acyclic():
 
 def test_code_that_runs_in_the_training_job_imports_only_stdlib_msgpack_and_torch():
     edges, outside = imports(ROOT)
-    in_job = [m for m in edges if any(m == p or (p != "collcheck" and m.startswith(p + ".")) for p in IN_JOB)]
+    exact = {"collcheck", "collcheck.logfile"}  # the packages themselves, not everything below them
+    in_job = [m for m in edges if any(m == p or (p not in exact and m.startswith(p + ".")) for p in IN_JOB)]
     assert "collcheck.capture.recorder" in in_job
     allowed = set(sys.stdlib_module_names) | IN_JOB_THIRD_PARTY
     assert {m: sorted(outside[m] - allowed) for m in in_job if outside[m] - allowed} == {}
@@ -123,10 +131,10 @@ def _tree_with(tmp_path: Path, module: str, line: str) -> Path:
      "backward import: collcheck.model.run (model) -> collcheck.analysis.diff (analysis)"),
     ("collcheck/analysis/diff.py", "def later():\n    from ..cli import main",
      "backward import: collcheck.analysis.diff (analysis) -> collcheck.cli (cli)"),
-    ("collcheck/capture/writer.py", "from .. import report",
-     "backward import: collcheck.capture.writer (capture) -> collcheck.report (report)"),
-    ("collcheck/capture/writer.py", "from . import recorder", "import cycle: "),
-    ("collcheck/reader.py", "from . import scan", "import cycle: "),
+    ("collcheck/logfile/writer.py", "from .. import report",
+     "backward import: collcheck.logfile.writer (logfile) -> collcheck.report (report)"),
+    ("collcheck/logfile/writer.py", "from ..capture import recorder", "import cycle: "),
+    ("collcheck/logfile/reader.py", "from . import scan", "import cycle: "),
 ])
 def test_the_layer_check_catches_a_backward_import_or_a_cycle(tmp_path, module, line, expected):
     found = violations(_tree_with(tmp_path, module, line))
@@ -137,7 +145,7 @@ def test_the_layer_check_catches_a_backward_import_or_a_cycle(tmp_path, module, 
 
 
 def test_a_module_outside_every_layer_is_reported(tmp_path):
-    tree = _tree_with(tmp_path, "collcheck/errors.py", "")
+    tree = _tree_with(tmp_path, "collcheck/base/errors.py", "")
     (tree / "collcheck" / "bench_new.py").write_text("import collcheck.cli\n")
     assert "not in any layer: collcheck.bench_new (add it to LAYERS)" in violations(tree)
 
@@ -146,9 +154,9 @@ def test_the_tui_reads_runs_through_the_model_only():
     """No second reader or model of the log in tui/: it builds its views from collcheck.model's
     Run, RankLog and Sequences (slots, channels) and the analysis' report."""
     edges, outside = imports(ROOT)
-    tui = [m for m in edges if m == "tui" or m.startswith("tui.")]
-    assert "tui.model" not in edges
-    reading = {m: sorted(t for t in edges[m] if t.startswith(("collcheck.scan", "collcheck.logformat")))
+    tui = [m for m in edges if m == "collcheck.tui" or m.startswith("collcheck.tui.")]
+    assert "collcheck.tui.model" not in edges
+    reading = {m: sorted(t for t in edges[m] if t.startswith(("collcheck.logfile.scan", "collcheck.logfile.format")))
                for m in tui}
     assert {m: t for m, t in reading.items() if t} == {}
     assert not any("msgpack" in outside[m] for m in tui)

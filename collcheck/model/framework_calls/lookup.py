@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ...untrusted import one_line
+from ...base.untrusted import one_line
 from . import accelerate, deepspeed, lightning, torchmetrics, transformers
 from .entry import ANY, Entry
 from .paths import frames_of, framework_name, package_of, relative_path

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from itertools import pairwise
 
-from ...untrusted import one_line
+from ...base.untrusted import one_line
 from .lookup import PLUMBING, display_name, table_path
 from .paths import framework_name, package_of
 

@@ -15,7 +15,8 @@ directory, port = sys.argv[1], sys.argv[2]
 
 def kernels_registered() -> bool:
     """Whether collcheck's dispatcher kernels are registered (the compiled or the Python ones)."""
-    from collcheck.capture import fastpath, kernels
+    from collcheck.capture.native import fastpath
+    from collcheck.capture import dispatcher as kernels
 
     return fastpath._loaded.registered() if kernels._compiled else isinstance(kernels._library, torch.library.Library)
 

@@ -1,0 +1,105 @@
+"""Live mode's per-collective state: a group's rolling hash of signatures and its last RING
+signatures (the recorder's, kept in C++ on the compiled path: fastpath_emit.h), P2P channels
+alike, all-to-all balances. The training job's hot path: a multiply, an add and a store per
+collective; the hash of a signature is computed once per template."""
+
+from __future__ import annotations
+
+import hashlib
+
+from ...logfile.ops import SHAPE_FREE_OPS
+
+RING = 64  # signatures kept per group: ranks this far apart are still compared slot by slot
+MULT = 0x100000001B3  # the rolling hash: h = h * MULT + signature (mod 2**64)
+MASK = (1 << 64) - 1
+
+
+P2P_OPS = ("send", "recv_", "recv_any_source_")
+
+
+def signature(opname: str, key, reduce_op, root, tag: int = 0) -> int:
+    """A stable 64-bit hash (the same in every process: no `hash()`) of what every member of a group
+    must agree on for one collective: the op, tensor dtypes and shapes (dtypes alone for all-to-all,
+    whose sizes may differ), reduce op and root; for a send or a recv, what its partner must agree
+    on: tensors and tag. Computed once per template."""
+    if key is not None and opname in SHAPE_FREE_OPS:
+        key = tuple((d, ()) for d, _ in key)
+    if opname in P2P_OPS:
+        opname, root = "p2p", None
+    text = repr((opname, key, reduce_op, root, tag)).encode()
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little")
+
+
+def mix(table: dict, seq: int, j: int, sig: int) -> None:
+    """The Python path's per-collective update (fastpath_emit.h's `mix` on the compiled path)."""
+    st = table.get(seq)
+    if st is None:
+        st = table[seq] = [0, [0] * RING]
+    st[0] = (st[0] * MULT + sig) & MASK
+    st[1][j % RING] = sig
+
+
+def ring_bytes(ring: list, n: int) -> bytes:
+    """The signatures of positions max(0, n - RING) .. n - 1, oldest first, 4 bytes each."""
+    first = max(0, n - RING)
+    return b"".join((ring[j % RING] & 0xFFFFFFFF).to_bytes(4, "little") for j in range(first, n))
+
+
+def _weight(src: int, dst: int) -> int:
+    """A pseudo-random 32-bit weight per (sender, receiver) pair of group ranks."""
+    x = ((src + 1) * 0x9E3779B1 ^ (dst + 1) * 0x85EBCA77) & 0xFFFFFFFF
+    x ^= x >> 15
+    return (x * 0x2C1B3C6D) & 0xFFFFFFFF
+
+
+def a2a_balance(splits, rank: int, size: int) -> int | None:
+    """all_to_all_single's sizes agree pairwise when what rank i sends to j (its input split j) is
+    what j expects from i (its output split i). Each rank publishes sum_j in[j]*w(rank, j) -
+    sum_j out[j]*w(j, rank) (mod 2**32): over the group the sums cancel exactly when every pair
+    agrees (with weights w, a disagreement cancels only by chance). None: even splits (empty lists),
+    whose sizes the record does not hold."""
+    ins, outs = splits
+    if len(ins) != size or len(outs) != size:
+        return None
+    total = sum(n * _weight(rank, j) for j, n in enumerate(ins)) - sum(n * _weight(j, rank) for j, n in enumerate(outs))
+    return total & 0xFFFFFFFF
+
+
+class LiveTables:
+    """The recorder's live-mode tables and what live.summary publishes of them (a mixin of Recorder)."""
+
+    def _live_init(self) -> None:
+        self._live: dict[int, list] = {}  # seq_key -> [rolling hash, ring of signatures] (Python path)
+        self._balances: dict[int, dict] = {}  # gid -> {position: all-to-all balance}
+        self._group_members: dict[int, list] = {}  # gid -> its members' global ranks, by group rank
+
+    def _live_mix(self, t, j: int) -> None:
+        """Collective `j` of template `t`'s group (or channel) was issued (writer lock held)."""
+        if self._fast is not None:
+            self._fast.mix(t.seq, j, t.sig)
+        else:
+            mix(self._live, t.seq, j, t.sig)
+        if t.balance is not None:  # (never a compiled template: all_to_all_single's splits vary)
+            b = self._balances.setdefault(t.g, {})
+            b[j] = t.balance
+            b.pop(j - RING, None)
+
+    def live_state(self) -> dict:
+        """What live.summary publishes (writer lock held): "g": group name -> [collectives issued,
+        rolling hash, the last signatures, members, {position: all-to-all balance}]; "c": P2P channel
+        ("<group>><peer>" sends, "<group><<peer>" recvs, peers as global ranks) -> [ops, hash, signatures]."""
+        names = {gid: name for name, gid in self._group_names.items()}
+        seqs = dict(self._fast.seqs()) if self._fast is not None else self._seqs
+        table = {k: (h, ring) for k, h, ring in self._fast.live()} if self._fast is not None else self._live
+        groups, channels = {}, {}
+        for key, (h, ring) in table.items():
+            n = seqs.get(key, -1) + 1
+            gid, kind, peer = key >> 34, (key >> 32) & 3, key & 0xFFFFFFFF
+            name = names.get(gid, str(gid))
+            members = self._group_members.get(gid) or ()
+            entry = [n, h, ring_bytes(ring, n)]
+            if kind == 0:
+                groups[name] = entry + [len(members), dict(self._balances.get(gid, {}))]
+            elif kind in (1, 2):  # (a recv from any source pairs with no channel)
+                channels[f"{name}{'>' if kind == 1 else '<'}{members[peer] if peer < len(members) else peer}"] = entry
+        return {"g": groups, "c": channels}

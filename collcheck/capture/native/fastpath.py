@@ -1,0 +1,259 @@
+"""Optional compiled hot path of the recorder (fastpath*.cpp/.h): built once, used when built.
+
+Why: the Python BackendSelect kernel costs ~150 us per collective (the dispatcher boxes every
+argument into Python, the ReduceOp ScriptObject alone costs ~20 us, then the frame walk, dicts,
+packing): 1.1x the step time of a small DDP job. Inside a training step caches are cold, so what
+counts is how much code runs: the C++ kernel reads the arguments and walks the frames itself, and
+for a call site it has seen writes the record with one write(2), no Python code run (~20 us).
+Python (RecorderHooks below) still builds each template's first record, API calls' records and
+everything else, with the same intern tables, so the log does not depend on the path.
+
+Never compiled inside a job (it takes about a minute): the first `collcheck` command, or
+`collcheck build-fastpath` (autobuild.py), compiles it with the installed torch into torch's
+extension directory, under a name hashing the sources, torch's version and the Python build. At
+run time only a finished build of exactly that name is imported; anything else means the Python
+path. COLLCHECK_FASTPATH=0 turns it off, =1 says on stderr which path each process uses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.join(_HERE, "fastpath.cpp")
+SOURCES = (SOURCE, *(os.path.join(_HERE, f"fastpath_{part}.h") for part in ("done", "file", "emit")))  # one unit
+CFLAGS = ("-O2",)
+_loaded = None  # module, or False once loading failed / was refused
+_attached = None  # the Recorder the C++ kernels report to
+
+
+def setting(environ=os.environ) -> str:
+    """'off', 'on' (report the outcome on stderr) or 'auto' (silent)."""
+    v = environ.get("COLLCHECK_FASTPATH", "").strip().lower()
+    return "off" if v in ("0", "false", "no", "off") else "on" if v in ("1", "true", "yes", "on") else "auto"
+
+
+def module_name() -> str:
+    import torch
+
+    h = hashlib.sha256()
+    for path in SOURCES:
+        with open(path, "rb") as f:
+            h.update(f.read())
+    for part in (torch.__version__, getattr(torch.version, "git_version", ""), sys.version, str(CFLAGS),
+                 str(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", ""))):
+        h.update(b"\0" + str(part).encode())
+    return f"collcheck_fastpath_{h.hexdigest()[:16]}"
+
+
+def build_directory(name: str | None = None) -> str:
+    """Where torch.utils.cpp_extension would build it (same rules, without importing that module)."""
+    import torch
+
+    root = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if root is None:
+        from torch import _appdirs
+
+        acc = (f"rocm{torch.version.hip.replace('.', '')}" if torch.version.hip is not None else
+               f"cu{torch.version.cuda.replace('.', '')}" if torch.version.cuda is not None else "cpu")
+        folder = f"py{sys.version_info.major}{sys.version_info.minor}{getattr(sys, 'abiflags', '')}_{acc}"
+        root = os.path.join(os.path.realpath(_appdirs.user_cache_dir(appname="torch_extensions")), folder)
+    return os.path.join(root, name or module_name())
+
+
+def library_path() -> str:
+    name = module_name()
+    return os.path.join(build_directory(name), name + (".pyd" if sys.platform == "win32" else ".so"))
+
+
+def _tool_path() -> str:
+    """PATH with the interpreter's script directory (a venv's `pip install ninja`) added."""
+    scripts, path = os.path.dirname(sys.executable), os.environ.get("PATH", "")
+    return path if scripts in path.split(os.pathsep) else scripts + os.pathsep + path
+
+
+def missing_tools() -> list[str]:
+    """The build tools not found: a C++ compiler (CXX) and ninja."""
+    import shutil
+
+    path = _tool_path()
+    return [tool for tool in (os.environ.get("CXX", "c++"), "ninja") if shutil.which(tool, path=path) is None]
+
+
+def build(verbose: bool = False) -> str:
+    """Compile the extension (explicit step, ~1 min); returns the path of the shared library."""
+    from torch.utils.cpp_extension import load
+
+    os.environ["PATH"] = _tool_path()  # torch's build runs `ninja` from PATH
+    name = module_name()
+    directory = build_directory(name)
+    os.makedirs(directory, exist_ok=True)
+    load(name, [SOURCE], extra_cflags=list(CFLAGS), build_directory=directory, verbose=verbose)
+    path = library_path()
+    if not os.path.exists(path):
+        raise RuntimeError(f"build finished but {path} is missing")
+    return path
+
+
+def _say(msg: str) -> None:
+    print(f"collcheck: {msg}", file=sys.stderr, flush=True)
+
+
+def load():
+    """The built extension module, or None (not built, disabled, or failed to import: Python path)."""
+    global _loaded
+    if _loaded is not None:
+        return _loaded or None
+    mode = setting()
+    _loaded = False
+    if mode == "off":
+        return None
+    try:
+        path = library_path()
+        if not os.path.exists(path):
+            if mode == "on":
+                _say("compiled fast path not built for this torch (run `collcheck build-fastpath`); "
+                     "using the Python path")
+            return None
+        name = os.path.basename(path).split(".")[0]
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    except Exception as exc:  # a broken or foreign build must never stop the job
+        _say(f"compiled fast path unusable ({type(exc).__name__}: {exc}); using the Python path")
+        return None
+    _loaded = module
+    return module
+
+
+def install(classify, async_positions: dict[str, int]) -> bool:
+    """Register the C++ kernels for every wire op; False leaves the Python kernels to kernels.py.
+    `async_positions`: op name -> where its schema has async_op (-1: none; kernels.py)."""
+    from ...logfile.ops import WIRE_OPS
+
+    module = load()
+    if module is None:
+        return False
+
+    def pos(i):
+        return -1 if i is None else i
+
+    specs = [(name, s.pg, pos(s.tensors), pos(s.reduce_op), pos(s.root if s.root is not None else s.peer),
+              pos(s.tag), async_positions.get(name, -1), name != "alltoall_base_") for name, s in WIRE_OPS.items()]
+    try:
+        module.install(classify, specs)
+    except Exception as exc:
+        _say(f"compiled fast path failed to register ({type(exc).__name__}: {exc}); using the Python path")
+        return False
+    if setting() == "on":
+        _say(f"compiled fast path in use ({os.path.basename(library_path())})")
+    return True
+
+
+def writer_lock():
+    """The lock for a new LogWriter: the C++ WriterLock when the extension is loaded (the
+    compiled path writes under it), else None (threading.Lock)."""
+    module = load()
+    return None if module is None else module.WriterLock()
+
+
+def attach(rec) -> None:
+    """Make `rec` the recorder the C++ kernels report to (each new log)."""
+    global _attached
+    module = _loaded or None
+    if module is None:
+        return
+    if _attached is not None and _attached is not rec:
+        _attached._fast = None
+    module.attach(rec)
+    rec.writer.colls_written = module.peek_eid  # C records it wrote count too
+    rec._fast = module
+    type(rec.tls).fast = module  # recorder.ThreadState: "an API call is active" is kept in C++
+    _attached = rec
+    module.set_epoch(rec.bwd_epoch)
+    module.set_enabled(bool(rec.active))
+
+
+class RecorderHooks:
+    """The Recorder methods that the C++ kernels call, with the GIL held (a mixin of Recorder)."""
+
+    _fast = None  # the loaded module while this recorder is the attached one
+
+    def issue_fast(self, tid: int, details: tuple, pg, done, frame):
+        """on_issue for the compiled kernel, before the op is issued, when it cannot write the
+        record itself: a template's first use, an API call, a busy writer lock, a failed completion.
+        `details` is what C++ read (fastpath.cpp), `tid` its template id (-1: uncached), `pg` the
+        group on a template's first use, `done` completions it took. Returns the event id,
+        -2 - eid when the op's return must be reported (blocking API call), None: not recorded."""
+        from .. import callsite
+
+        try:
+            if not self._active:
+                return None
+            w = self.writer
+            api = self.tls.api
+            with w.lock:
+                if done:
+                    self._done_q.extend(done)
+                t = self._templates.get(tid)
+                new = t is None
+                if new:
+                    opname, gname, specs, reduce_op, p, tag, sp, code, line, names, is_async, outer = details
+                    key = None if specs is None else tuple((self._dtype(d), s) for d, s in specs)
+                    t = self._template(w, opname, pg, gname, key, reduce_op, p, tag, sp, code, line, names,
+                                       None if is_async < 0 else bool(is_async), outer)
+                    if tid >= 0:
+                        self._templates[tid] = t
+                full = None
+                if self.config.full_stack:  # never handed over: the stack differs per call
+                    full = [w.site_id(*f) for f in callsite.walk(frame, True)[2]]
+                eid = self._emit(w, t, api, full)
+                if new and tid >= 0 and full is None:
+                    self._hand_over(w, tid, t)
+        except Exception as exc:
+            self.fail(exc)
+            return None
+        return -2 - eid if api is not None and not api.async_op else eid
+
+    def _hand_over(self, w, tid: int, t) -> None:
+        """Give C++ this template packed: it writes the next records of calls that no Python
+        wrapper runs for itself (fastpath_emit.h), the bytes `_emit` would write."""
+        from ...logfile import format as lf
+
+        head = {"k": lf.COLL, "o": t.o, "g": t.g}
+        mid = dict(t.fields, **t.context)
+        labels, bucket = b"", None
+        if t.role == "gradient bucket":
+            labels, bucket = _pairs({"u": w.string_id(t.role)}), t.label
+        elif t.role is not None:
+            labels = _pairs({"u": w.string_id(t.role), "l": w.string_id(t.label)})
+        elif t.label is not None:  # a torch internal no table knows: a label alone, a fixed field
+            mid["l"] = w.string_id(t.label)
+        self._fast.cache(tid, _pairs(head), _pairs(mid), len(head) + len(mid), t.g, t.op, labels, bucket,
+                         bucket is not None and bucket.startswith("DDP backward"), t.seq, t.sig)
+
+    def _label_sid(self, label: str, index: int) -> int:
+        """C++ met a new bucket index: intern its label (writer lock held by C++)."""
+        return self.writer.string_id(f"{label} {index}")
+
+    def fast_return(self, eid: int, t_ret: int, error) -> None:
+        """A blocking API call's op returned, or a recorded op raised (on_return's job)."""
+        try:
+            api = self.tls.api
+            if error is None and api is not None and not api.async_op:
+                api.returned[eid] = t_ret
+            else:
+                self.finish(eid, t_ret, error)
+        except Exception as exc:
+            self.fail(exc)
+
+
+def _pairs(d: dict) -> bytes:
+    """The key/value pairs of a packed map, without its header (writer lock held)."""
+    from ...logfile.writer import _pack
+
+    b = _pack(d)
+    return b[1:] if len(d) < 16 else b[3:]

@@ -1,0 +1,191 @@
+"""Reading PyTorch Flight Recorder dumps safely: the pickle the NCCL watchdog writes
+(`torch._C._distributed_c10d._dump_nccl_trace()` / `_dump_fr_trace()`) and the JSON variants.
+
+A dump is data from someone's machine. Only regular files are opened (a FIFO would block, a link
+to /dev/zero never end), their size is checked before a byte is read. The pickle is decoded by an
+unpickler that builds only plain containers and scalars: it refuses every global (a crafted dump
+that names a callable is an error, and nothing of it runs), keys that are not scalars (hashing a
+tuple of shared tuples takes 2^depth steps) and more operations than a dump needs. What it built
+is then checked field by field (fr_schema.py). Detection is by content, never by file name.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pickle
+import stat
+
+from ...base.untrusted import visible
+from ...logfile.reader import LogError, file_kind
+from .schema import MAX_VALUES, dump_of
+
+MAX_DUMP = 512 * 1024 * 1024  # larger is not a dump this reader holds in memory (torch keeps 2,000 entries: a few MiB)
+_PICKLE_PROTOCOLS = frozenset(range(2, 6))
+
+
+# ------------------------------------------------------------------------------------------------
+# files
+# ------------------------------------------------------------------------------------------------
+
+def is_regular(path: str) -> bool:
+    """A regular file (through links): the only kind of path a dump is read from."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def read_dump_bytes(path: str, limit: int = MAX_DUMP) -> bytes:
+    """The file's bytes, when it is a regular file of at most `limit` bytes; LogError otherwise.
+    Its kind and size are known before it is opened; it is opened without blocking and checked
+    again once open (it may have been swapped for a FIFO meanwhile)."""
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise LogError(f"{path}: {file_kind(st.st_mode)}, not a Flight Recorder dump file")
+        if st.st_size > limit:
+            raise LogError(f"{path}: {st.st_size} bytes, larger than any Flight Recorder dump this reads ({limit})")
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+                raise LogError(f"{path}: changed while it was opened, not read")
+            data = f.read(st.st_size + 1)  # what it holds (a read of `limit` would reserve that much)
+    except OSError as exc:
+        raise LogError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if len(data) > st.st_size:
+        raise LogError(f"{path}: grew while it was read, not read")
+    return data
+
+
+def _head(path: str, n: int) -> bytes:
+    """The first `n` bytes of a regular file; b"" for anything else (never opened, never blocks)."""
+    if not is_regular(path):
+        return b""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+        with os.fdopen(fd, "rb") as f:
+            return f.read(n) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else b""
+    except OSError:
+        return b""
+
+
+def sniff(path: str) -> str | None:
+    """'pickle' or 'json' when the file looks like a Flight Recorder dump, else None."""
+    head = _head(path, 64)
+    return _sniff_bytes(head, lambda: _head(path, 4096))
+
+
+def _sniff_bytes(head: bytes, more) -> str | None:
+    if len(head) >= 2 and head[0] == 0x80 and head[1] in _PICKLE_PROTOCOLS:
+        return "pickle"
+    text = head.lstrip()
+    if text.startswith(b"{") and (b'"version"' in head or b'"entries"' in head or b'"pg_config"' in head):
+        return "json"
+    if text.startswith(b"{"):  # keys may come in any order: look a little further
+        further = more()
+        if b'"pg_config"' in further or b'"entries"' in further:
+            return "json"
+    return None
+
+
+# ------------------------------------------------------------------------------------------------
+# decoding
+# ------------------------------------------------------------------------------------------------
+
+class _Refused(pickle.UnpicklingError):
+    """The pickle names something other than data, or more of it than a dump holds."""
+
+
+_SCALARS = frozenset((str, int, float, bytes, bool, type(None)))
+
+
+def _scalars(items) -> None:
+    for k in items:
+        if k.__class__ not in _SCALARS:
+            raise _Refused(f"refused a map key or set member that is {type(k).__name__}: a Flight Recorder "
+                           "dump's keys are names and numbers")
+
+
+def _counted(op):
+    def run(self):
+        self.ops_left -= 1
+        if self.ops_left < 0:
+            raise _Refused(f"refused: more than {MAX_VALUES} values, more than any Flight Recorder dump holds")
+        op(self)
+    return run
+
+
+class _DataOnly(pickle._Unpickler):  # the Python unpickler: the C one cannot be told what to refuse
+    """Plain containers and scalars only, at most MAX_VALUES operations: any global (class,
+    function), extension code, persistent id or out-of-band buffer is refused, and so are keys
+    that are not scalars."""
+
+    def __init__(self, file):
+        super().__init__(file)
+        self.ops_left = MAX_VALUES
+
+    def find_class(self, module, name):
+        raise _Refused(f"refused to load {visible(module, 80)}.{visible(name, 80)}: a Flight Recorder dump holds "
+                       "only data")
+
+    def persistent_load(self, pid):
+        raise _Refused("refused a persistent id: a Flight Recorder dump holds only data")
+
+    def _refuse(self):
+        raise _Refused("refused an object that is not plain data: a Flight Recorder dump holds only data")
+
+    def load_setitem(self):
+        _scalars(self.stack[-2:-1])
+        pickle._Unpickler.load_setitem(self)
+
+    def load_setitems(self):
+        _scalars(self.stack[0::2])
+        pickle._Unpickler.load_setitems(self)
+
+    def load_dict(self):
+        _scalars(self.stack[0::2])
+        pickle._Unpickler.load_dict(self)
+
+    def load_additems(self):
+        _scalars(self.stack)
+        pickle._Unpickler.load_additems(self)
+
+    def load_frozenset(self):
+        _scalars(self.stack)
+        pickle._Unpickler.load_frozenset(self)
+
+
+_DataOnly.dispatch = {code: _counted(op) for code, op in pickle._Unpickler.dispatch.items()}
+for _code, _op in ((pickle.SETITEM, _DataOnly.load_setitem), (pickle.SETITEMS, _DataOnly.load_setitems),
+                   (pickle.DICT, _DataOnly.load_dict), (pickle.ADDITEMS, _DataOnly.load_additems),
+                   (pickle.FROZENSET, _DataOnly.load_frozenset)):
+    _DataOnly.dispatch[_code[0]] = _counted(_op)
+for _code in (pickle.REDUCE, pickle.BUILD, pickle.NEWOBJ, pickle.NEWOBJ_EX, pickle.OBJ, pickle.EXT1, pickle.EXT2,
+              pickle.EXT4, pickle.NEXT_BUFFER, pickle.READONLY_BUFFER):
+    _DataOnly.dispatch[_code[0]] = _DataOnly._refuse
+del _code, _op
+
+
+def _decode(path: str, data: bytes, kind: str):
+    try:
+        return _DataOnly(io.BytesIO(data)).load() if kind == "pickle" else json.loads(data)
+    except _Refused as exc:
+        raise LogError(f"{path}: not loaded: {exc}") from None
+    except RecursionError:
+        raise LogError(f"{path}: a damaged Flight Recorder dump (nested deeper than a dump is)") from None
+    except MemoryError:
+        raise LogError(f"{path}: a Flight Recorder dump too large to read") from None
+    except Exception as exc:  # noqa: BLE001 - truncated or damaged: EOFError, ValueError, UnicodeDecodeError, ...
+        raise LogError(f"{path}: a damaged or truncated Flight Recorder dump ({type(exc).__name__})") from None
+
+
+def load_dump(path: str) -> dict:
+    """One rank's dump, decoded and checked (fr_schema.dump_of). LogError (one line) for anything else."""
+    data = read_dump_bytes(path)
+    kind = _sniff_bytes(data[:64], lambda: data[:4096])
+    if kind is None:
+        raise LogError(f"{path}: not a Flight Recorder dump (neither its pickle nor its JSON)")
+    return dump_of(path, _decode(path, data, kind), len(data))

@@ -1,0 +1,229 @@
+"""Append-only log of one rank: one frame per collective (one write(2), or on the compiled path one
+copy into a shared mapping of the file), strings interned.
+
+Durability rule (docs/log-format.md): the record of a collective reaches the OS
+before the collective is issued, so it survives SIGKILL/SIGABRT of a rank that is
+blocked inside it (the page cache outlives the process). Small follow-up records
+(return/completion times) are queued and ride along with the next write, or are
+flushed by the watchdog thread within a fraction of a second.
+
+Bounded logs (COLLCHECK_MAX_MB): the log is written as segments, the first file and then
+`<file>.1`, `<file>.2`, ...; each later segment starts with the header and a snapshot of
+every string, site, tensor spec, thread and group record written so far and the recorder's
+counters, so it reads on its own. When the segments pass the cap the oldest are deleted, never
+the first file (its header and first group creations).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+
+import msgpack
+
+from . import format as lf
+
+_pack = msgpack.Packer(use_bin_type=True).pack  # not thread-safe: only used under the lock
+SEGMENTS = 8  # a capped log is kept as about this many segments
+MIN_SEGMENT = 16 * 1024
+
+
+class Counters:
+    """The current segment's file and the bytes written to it, for the pure-Python path: the
+    compiled path's WriterLock has the same fields and methods, and copies frames into a shared
+    mapping of the file instead (fastpath_file.h)."""
+
+    def __init__(self):
+        self.fd = -1
+        self.written = 0
+        self.segment_bytes = 0  # 0: never start a new segment
+
+    def append(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            n = os.write(self.fd, view)
+            view = view[n:]
+        self.written += len(data)
+
+    def trim(self) -> None:
+        """Before the file is closed (the WriterLock gives back the space it reserved)."""
+
+
+def open_exclusive(directory: str, base: str) -> tuple[int, str]:
+    """Create a new log file that no other process is using (restarts, forks, reruns)."""
+    os.makedirs(directory, exist_ok=True)
+    # read access too: the compiled path maps the file (a shared mapping needs it)
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+    candidates = [base, f"{base}.{os.getpid()}"] + [f"{base}.{os.getpid()}.{i}" for i in range(1, 100)]
+    for name in candidates:
+        path = os.path.join(directory, name + lf.LOG_SUFFIX)
+        try:
+            return os.open(path, flags, 0o644), path
+        except OSError as exc:
+            if exc.errno != errno.EEXIST:
+                raise
+    raise OSError(errno.EEXIST, f"no free log file name for {base} in {directory}")
+
+
+class LogWriter:
+    """Owns one rank's file descriptor and its intern tables. All methods are thread-safe."""
+
+    def __init__(self, fd: int, path: str, lock=None, max_bytes: int = 0):
+        self.path = path
+        # the compiled fast path's WriterLock when it is loaded: it writes records itself under it
+        self.lock = threading.Lock() if lock is None else lock
+        self.counters = lock if hasattr(lock, "segment_bytes") else Counters()
+        self.counters.fd = fd
+        self.counters.written = 0
+        self.max_bytes = max_bytes
+        self.counters.segment_bytes = max(max_bytes // SEGMENTS, MIN_SEGMENT) if max_bytes > 0 else 0
+        self.header: dict | None = None
+        self.segment = 0
+        self._segments: list[tuple[str, int]] = []  # (path, size) of closed later segments on disk
+        self._first_size = 0
+        self._kept: list[bytes] = []  # records every new segment repeats (interned tables, groups)
+        self.snapshot_records = lambda: []  # the recorder's counters for a new segment (J records)
+        self._pending: list[bytes] = []
+        self._done: list[tuple] = []  # (event id, returned, completed or None) not written yet
+        self._strings: dict[str, int] = {}
+        self._sites: dict[tuple, int] = {}
+        self._chains: dict[tuple, int] = {}
+        self._tspecs: dict[tuple, int] = {}
+        self.closed = False
+        self.colls = 0  # C records written so far (the frame field), when the caller passes eids
+        # how many C records have been written, for frames without one; the compiled path,
+        # which writes C records itself, replaces it with its own counter
+        self.colls_written = lambda: self.colls
+
+    # -- interning (call with self.lock held) -------------------------------------
+    def string_id(self, s: str) -> int:
+        i = self._strings.get(s)
+        if i is None:
+            i = self._strings[s] = len(self._strings)
+            self.keep({"k": lf.STRING, "i": i, "s": s})
+        return i
+
+    def site_id(self, filename: str, line: int, func: str) -> int:
+        key = (filename, line, func)
+        i = self._sites.get(key)
+        if i is None:
+            f, n = self.string_id(filename), self.string_id(func)
+            i = self._sites[key] = len(self._sites)
+            self.keep({"k": lf.SITE, "i": i, "f": f, "l": line, "n": n})
+        return i
+
+    def chain_id(self, sites: tuple) -> int:
+        """sites: the site ids of the user's frames, outermost first."""
+        i = self._chains.get(sites)
+        if i is None:
+            i = self._chains[sites] = len(self._chains)
+            self.keep({"k": lf.CHAIN, "i": i, "s": list(sites)})
+        return i
+
+    def tspec_id(self, key: tuple) -> int:
+        """key: tuple of (dtype str, shape tuple) for the tensors that ranks must agree on."""
+        i = self._tspecs.get(key)
+        if i is None:
+            spec = [[self.string_id(d), list(s)] for d, s in key]
+            i = self._tspecs[key] = len(self._tspecs)
+            self.keep({"k": lf.TSPEC, "i": i, "t": spec})
+        return i
+
+    # -- output (call with self.lock held) ----------------------------------------
+    @property
+    def fd(self) -> int:
+        return self.counters.fd
+
+    def queue(self, record: dict) -> None:
+        self._pending.append(_pack(record))
+
+    def keep(self, record: dict) -> None:
+        """Queue a record that every later segment repeats (threads, groups, interned tables)."""
+        b = _pack(record)
+        self._pending.append(b)
+        if self.counters.segment_bytes:
+            self._kept.append(b)
+
+    def done(self, eid: int, returned: int, completed: int | None) -> None:
+        """A collective returned (and completed): written with the next C record, or as a D record."""
+        self._done.append((eid, returned, completed))
+
+    def write(self, record: dict | None = None, eid: int | None = None) -> None:
+        """Write queued records plus `record` in one frame, one write(2) call; `eid`: the event id
+        of `record` when it is a C record (the frame carries the count of C records before it).
+        Completions ride in a C record (`d`: [event id back, µs before it returned, µs before it
+        completed]), else go out as D records."""
+        kind = record.get("k") if record is not None else None
+        if kind == lf.HEADER:
+            self.header = record
+        if eid is None and kind == lf.COLL:
+            eid = self.colls_written()
+        if self._done:
+            if kind == lf.COLL:
+                ts = record["ts"]
+                record["d"] = [[eid - e, ts - r] if c is None else [eid - e, ts - r, ts - c] for e, r, c in self._done]
+            else:
+                self._pending += [_pack({"k": lf.DONE, "i": e, "r": r} if c is None else
+                                        {"k": lf.DONE, "i": e, "r": r, "c": c}) for e, r, c in self._done]
+            self._done.clear()
+        if record is not None:
+            self._pending.append(_pack(record))
+        if not self._pending or self.closed:
+            return
+        if eid is None:
+            before = self.colls_written()
+        else:
+            before, self.colls = eid, eid + 1
+        data = lf.frame(b"".join(self._pending), before)
+        self._pending.clear()
+        self._write_all(data)
+        c = self.counters
+        if c.segment_bytes and c.written >= c.segment_bytes:
+            self.next_segment()
+
+    def _write_all(self, data: bytes) -> None:
+        self.counters.append(data)
+
+    def next_segment(self) -> None:
+        """Go on in a new segment file that reads on its own; delete the oldest segments (never
+        the first file) while the log is over its cap. Writer lock held; the compiled path calls
+        it too, after its own write."""
+        c = self.counters
+        if self.header is None or self.closed:
+            return
+        if self.segment == 0:
+            self._first_size = c.written
+        else:
+            self._segments.append((self._segment_path(self.segment), c.written))
+        self.segment += 1
+        path = self._segment_path(self.segment)
+        flags = os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(path, flags, 0o644)
+        c.trim()
+        os.close(c.fd)
+        c.fd, c.written = fd, 0
+        snapshot = [_pack(dict(self.header, seg=self.segment))] + self._kept
+        snapshot += [_pack(r) for r in self.snapshot_records()]
+        self._write_all(lf.frame(b"".join(snapshot), self.colls_written()))
+        total = self._first_size + sum(size for _, size in self._segments) + c.written
+        while self._segments and total > self.max_bytes:
+            old, size = self._segments.pop(0)
+            try:
+                os.unlink(old)
+            except OSError:
+                pass
+            total -= size
+
+    def _segment_path(self, n: int) -> str:
+        return f"{self.path}.{n}"
+
+    def close(self) -> None:
+        with self.lock:
+            if not self.closed:
+                self.write()
+                self.closed = True
+                if hasattr(self.lock, "closed"):
+                    self.lock.closed = True  # what the compiled path checks
+                self.counters.trim()
+                os.close(self.counters.fd)

@@ -1,0 +1,85 @@
+"""`collcheck show LOG`: one rank's log as a readable table."""
+
+from __future__ import annotations
+
+import os
+
+from rich.console import Console
+from rich.table import Table
+
+from ..base.untrusted import one_line
+from ..model import REDUCE_OPS, load_run
+from .guard import CommandGuard
+
+
+def show(path: str, out, limit: int = 0) -> None:
+    run = load_run([path])
+    (log,) = run.ranks.values()
+    h = log.header
+    # log contents are data, never rich markup (gloo errors look like "[/__w/pytorch/...]") nor
+    # terminal control (every string from the log goes through one_line / visible) nor CI commands
+    console = Console(file=CommandGuard(out), width=int(os.environ.get("COLUMNS", "140")), highlight=False,
+                      color_system=None, markup=False, emoji=False)
+    hv = {k: one_line(h.get(k), 200) for k in ("rank", "world", "run", "host", "pid", "torch", "backend")}
+    console.print(f"rank {hv['rank']}/{hv['world']}  run {hv['run']}  host {hv['host']} pid {hv['pid']}  "
+                  f"torch {hv['torch']}  backend {hv['backend']}  state: {log.state}")
+    if log.exception:
+        site = log.exception[2] if len(log.exception) > 2 else None
+        message = log.exception[1].split("\n", 1)[0] if isinstance(log.exception[1], str) else ""
+        console.print(f"uncaught exception: {one_line(log.exception[0])}: {one_line(message)}"
+                      + (f"  (raised at {_site(site)})" if site else ""))
+    if log.torn:
+        console.print("the file ends in a torn record (the process died while writing)")
+    for note in log.damage_notes():
+        console.print(f"warning: {one_line(note)}")
+    t = Table(show_lines=False)
+    for col in ("#", "group", "pos", "api", "op", "tensors", "reduce", "root/peer", "label", "site", "thread", "µs", "state"):
+        t.add_column(col)
+    start = max(0, len(log) - limit) if limit else 0
+    for i in range(start, len(log)):
+        e = log.event(i)
+        s = e.sig
+        dur = str(e.t_done - e.t_issue) if e.t_done is not None else ""
+        state = "ok" if e.completed else (f"error: {one_line(e.error, 40)}" if e.error else "not completed")
+        tensors = " ".join(f"{d}[{'x'.join(map(str, sh))}]" for d, sh in e.sized.tensors) + e.splits_text()
+        # the recorded sequence number (`j`: in the group, or in the P2P channel) where the log lost
+        # or dropped collectives (kept only then), else the position among the kept events
+        pos = log.seq[i] if i < len(log.seq) else e.position
+        t.add_row(str(i), one_line(e.group), str(pos), one_line(s.api), one_line(s.op), one_line(tensors),
+                  REDUCE_OPS.get(s.reduce_op, "") if s.reduce_op is not None else "",
+                  "" if s.root is None else str(s.root), one_line(e.label or ""), one_line(e.where()),
+                  one_line(e.thread), dur, state)
+    console.print(t)
+    for c in log.creations:
+        console.print(f"group {one_line(c.op)}: {one_line(c.name)} ranks={list(c.ranks) if c.ranks else '?'}"
+                      + (f" at {_site(c.site, short=True)}" if c.site else ""))
+    for api, site, _ in log.non_member:
+        console.print(f"skipped by torch (not a member of the group): {one_line(api)}"
+                      + (f" at {_site(site, short=True)}" if site else ""))
+    for w in log.watchdog:
+        console.print(f"watchdog: stuck {one_line(w.get('waited_s'), 40)} s in {one_line(w.get('op'), 200)} "
+                      f"(collective #{one_line(w.get('i'), 40)}); Python stacks, innermost last:")
+        console.print(stack_text(w), markup=False)
+    console.file.flush()
+
+
+def stack_text(record: dict, threads: int = 8, frames: int = 12) -> str:
+    """The thread stacks of a watchdog (W) record as indented text, innermost frame last; each
+    name and frame from the log on one line of its own, escaped."""
+    lines = []
+    for th in (record.get("threads") or [])[:threads]:
+        lines.append(f"  thread {one_line(th.get('n', '?'))}:")
+        fs = th.get("f") or []
+        if len(fs) > frames:
+            lines.append(f"    ... {len(fs) - frames} outer frames")
+        lines += [f"    {_site(f)}" for f in fs[-frames:]]
+    return "\n".join(lines)
+
+
+def _site(site, short: bool = False) -> str:
+    """'file:line in function()' (`short`: 'basename:line'), each part from the log escaped."""
+    path = os.path.basename(site[0]) if short and isinstance(site[0], str) else site[0]
+    if short:
+        return f"{one_line(path)}:{one_line(site[1], 40)}"
+    return f"{one_line(site[0])}:{one_line(site[1], 40)} in {one_line(site[2])}()"
+

@@ -1,0 +1,426 @@
+"""`collcheck tui RUN_DIR`: the Textual app (overview, timelines, detail, wait-for, step mode)."""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import time
+
+from rich.console import Group as RichGroup
+from rich.text import Text
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.reactive import reactive
+from textual.widgets import ContentSwitcher, Footer, Label, LoadingIndicator, Static
+
+from ..base.untrusted import one_line, visible
+from ..model import group_label, rank_ranges
+from ..report import MESSAGE_CHARS
+from . import navigation
+from .grid import Grid
+from .messages import (
+    CursorMoved,
+    Loaded,
+    LoadFailed,
+    LoadProgress,
+    Previewed,
+    StatsReady,
+)
+from .navigation import MERGED
+from .screens.prompts import GroupScreen, HelpScreen, PromptScreen
+from .widgets import panes
+from .widgets.timeline import Timeline
+
+
+class CollcheckApp(App):
+    """Browse one recorded run: where each rank stopped, which ranks disagree, and how."""
+
+    CSS_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "app.tcss")  # absolute: subclasses work
+    TITLE = "collcheck"
+    BINDINGS = [
+        Binding("o", "view('overview')", "overview"),
+        Binding("t", "view('timelines')", "timelines"),
+        Binding("w", "view('waitfor')", "wait-for"),
+        Binding("c", "view('stats')", "comm time"),
+        Binding("f", "first", "first divergence"),
+        Binding("n", "finding(1)", "next"),
+        Binding("p", "finding(-1)", "prev"),
+        Binding("g", "choose_group", "group"),
+        Binding("slash", "search", "search"),
+        Binding("r", "goto_rank", "rank"),
+        Binding("d,enter", "toggle_detail", "detail"),
+        Binding("s", "toggle_step", "step"),
+        Binding("question_mark", "help", "help"),
+        Binding("q", "quit", "quit"),
+    ]
+
+    view: reactive[str] = reactive("overview")
+    show_detail: reactive[bool] = reactive(False)
+    step_mode: reactive[bool] = reactive(False)
+    finding: reactive[int] = reactive(-1)
+
+    # Runs bigger than this are previewed: the first PREVIEW_EVENTS collectives (all ranks
+    # together) are shown within a second or two while the full logs are read and analysed.
+    PREVIEW_BYTES = 32 << 20
+    PREVIEW_EVENTS = 300_000
+    PREVIEW_MIN = 100  # per rank
+
+    def __init__(self, target: str, start_view: str = "overview", loader=None,
+                 preview_bytes: int | None = None) -> None:
+        super().__init__()
+        self.preview_bytes = self.PREVIEW_BYTES if preview_bytes is None else preview_bytes
+        self.preview = 0  # > 0 while only the first `preview` collectives of each rank are shown
+        self._moved_in_preview = False
+        self.target = target
+        self.source = target  # what load_run reads: the converted logs of Flight Recorder dumps
+        self.start_view = start_view
+        self.loader = loader  # tests / benchmark: a callable returning a Report
+        self.report = None
+        self.grid: Grid | None = None
+        self.group = MERGED
+        self.error: str | None = None
+        self.load_seconds = 0.0
+        self.loaded_at = 0.0
+        self.grids: dict[str, Grid] = {}
+        self.stats = None  # collcheck.stats.summary.Stats, computed when the stats view first opens
+
+    def compose(self) -> ComposeResult:
+        yield Static("collcheck: loading ...", id="summary-line")
+        with Vertical(id="loading"):
+            yield LoadingIndicator()
+            yield Label("reading logs ...", id="loading-stage")
+        with ContentSwitcher(id="views", initial="overview"):
+            with VerticalScroll(id="overview"):
+                yield Static("", id="overview-text")
+            with Horizontal(id="timelines"):
+                with Vertical(id="timeline-pane"):
+                    yield Timeline(id="timeline")
+                    yield Static("", id="steps")
+                with VerticalScroll(id="detail"):
+                    yield Static("", id="detail-text")
+            with VerticalScroll(id="waitfor"):
+                yield Static("", id="waitfor-text")
+            with VerticalScroll(id="stats"):
+                yield Static("computing the statistics ...", id="stats-text")
+        yield Static("", id="status-line")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#views").display = False
+        self.load()
+
+    # -- loading (worker thread) -------------------------------------------------------
+    @work(thread=True, exclusive=True)
+    def load(self) -> None:
+        from ..logfile.reader import LogError
+
+        t0 = time.perf_counter()
+        try:
+            if self.loader is not None:
+                report = self.loader()
+            else:
+                from ..analysis.diff import analyse
+                from ..inputs.flight_recorder.convert import resolve
+                from ..model import load_run
+
+                self.source = resolve(self.target)  # Flight Recorder dumps: their converted logs
+                run = self._load_preview()  # the whole run when the preview read all of it
+                if run is None:
+                    self.post_message(LoadProgress(f"reading the logs of {self.target} ..."))
+                    run = load_run(self.source)
+                self.post_message(LoadProgress(f"analysing {len(run.ranks)} ranks ..."))
+                report = analyse(run)
+            group = navigation.default_group(report, MERGED)
+            self.post_message(LoadProgress("laying out the timelines ..."))
+            grid = Grid(report, None if group == MERGED else group)
+        except LogError as exc:
+            self.post_message(LoadFailed(str(exc)))
+            return
+        except Exception as exc:  # noqa: BLE001 - shown like the CLI's internal error
+            self.post_message(LoadFailed(f"internal error: {type(exc).__name__}: {exc}"))
+            return
+        self.post_message(Loaded(report, grid, group, time.perf_counter() - t0))
+
+    def _load_preview(self):
+        """For a big run, post the timelines of each rank's first collectives first.
+
+        Returns the run when the preview turned out to hold every collective, else None."""
+        from ..analysis.diff import analyse
+        from ..logfile.reader import find_logs
+        from ..model import load_run
+
+        paths = find_logs(self.source)
+        if sum(os.path.getsize(p) for p in paths) <= self.preview_bytes:
+            return None
+        per_rank = max(self.PREVIEW_MIN, self.PREVIEW_EVENTS // len(paths))
+        self.post_message(LoadProgress(f"reading the first {per_rank} collectives of {len(paths)} ranks ..."))
+        run = load_run(self.source, preview=per_rank)
+        if not any(log.partial for log in run.ranks.values()):
+            return run
+        report = analyse(run)
+        group = navigation.default_group(report, MERGED)
+        self.post_message(Previewed(report, Grid(report, None if group == MERGED else group), group, per_rank))
+
+    def on_previewed(self, message: Previewed) -> None:
+        if self.report is not None:  # the full load won the race
+            return
+        self.report, self.preview = message.report, message.per_rank
+        self.grids = {message.group: message.grid}
+        self.group = message.group
+        self.query_one("#loading").display = False
+        self.query_one("#views").display = True
+        self._set_grid(message.grid)
+        self.view = "timelines"
+        self.query_one(Timeline).focus()
+        self.query_one("#status-line", Static).update(
+            f"preview: the first {self.preview} collectives of each rank; reading and analysing the full logs ...")
+
+    def _needs_full(self) -> bool:
+        """True (and says so) while only the preview is loaded."""
+        if self.preview:
+            self.notify("still reading the full logs: findings, groups, step mode and the overview come when "
+                        "they are analysed", severity="warning")
+        return bool(self.preview)
+
+    def on_load_progress(self, message: LoadProgress) -> None:
+        self.query_one("#loading-stage", Label).update(Text(one_line(message.stage)))  # names a path: data
+
+    def on_load_failed(self, message: LoadFailed) -> None:
+        self.error = message.error
+        self.exit(return_code=2)
+
+    def on_loaded(self, message: Loaded) -> None:
+        was_preview, self.preview = self.preview, 0
+        self.report, self.load_seconds = message.report, message.seconds
+        self.loaded_at = time.perf_counter()  # the benchmark times the paint after this
+        gc.collect()
+        gc.freeze()  # the run's millions of objects live until exit: keep them out of gen-2 pauses
+        self.query_one("#loading").display = False
+        self.query_one("#views").display = True
+        self.query_one("#overview-text", Static).update(panes.overview(self.report))
+        self.query_one("#waitfor-text", Static).update(panes.waitfor(self.report))
+        self.grids = {message.group: message.grid}
+        same_rows = was_preview and message.group == self.group
+        self.group = message.group
+        tl = self.query_one(Timeline)
+        if same_rows:  # same rows (aligned collectives) as the preview's: keep the cursor
+            self._set_grid(message.grid, min(tl.cursor_row, max(len(message.grid) - 1, 0)), 0)
+            self.query_one("#status-line", Static).update("")
+            self._refresh_side()
+            if self._moved_in_preview:
+                self.notify(f"full run analysed: verdict {self.report.verdict.upper()} (f: first divergence)")
+                return
+        else:
+            self._set_grid(message.grid)
+        self.view = self.start_view
+        tl.focus()
+
+    # -- state -------------------------------------------------------------------------
+    def _set_grid(self, grid: Grid, row: int | None = None, col: int = 0) -> None:
+        self.grid = grid
+        tl = self.query_one(Timeline)
+        marks, culprits = navigation.marks(self.report, grid, self.finding)
+        tl.set_grid(grid, marks, culprits, tl.cursor_row if row is None else row, col)
+        self._summary()
+
+    def switch_group(self, group: str) -> None:
+        if group == self.group and self.grid is not None:
+            return
+        grid = self.grids.get(group)
+        if grid is None:
+            grid = self.grids[group] = Grid(self.report, None if group == MERGED else group)
+        self.group = group
+        self._set_grid(grid, 0, 0)
+
+    def _summary(self) -> None:
+        r = self.report
+        if r is None:
+            return
+        run = r.run
+        g = "all groups" if self.group == MERGED else one_line(group_label(run, self.group))
+        f = f"finding {self.finding + 1}/{len(r.findings)}" if self.finding >= 0 else f"{len(r.findings)} findings"
+        if self.preview:
+            verdict, f = "(analysing ...)", f"preview: first {self.preview} collectives per rank"
+        else:
+            verdict = r.verdict.upper()
+        if run.running:  # the logs of processes still running: what they do next is not known
+            verdict += f" (SNAPSHOT: rank{'s' if len(run.running) > 1 else ''} {rank_ranges(run.running)} still running)"
+        # widgets read a str as markup: what holds strings from the logs goes in as Text
+        self.query_one("#summary-line", Static).update(Text(
+            f"collcheck  {one_line(os.path.basename(os.path.normpath(run.directory)))}  {len(run.ranks)} ranks  "
+            f"verdict {verdict}  |  {self.view}  |  {g}  |  {f}  |  ? help"))
+
+    def watch_view(self, view: str) -> None:
+        self.query_one(ContentSwitcher).current = view
+        if view == "timelines":
+            self.query_one(Timeline).focus()
+        elif view == "stats" and self.stats is None:
+            self.compute_stats()
+        self._summary()
+
+    @work(thread=True, exclusive=True, group="stats")
+    def compute_stats(self) -> None:
+        """`collcheck stats` of the loaded run (once: the run does not change)."""
+        from ..report.stats import renderables
+        from ..stats.summary import compute
+
+        stats = compute(self.report.run)
+        self.post_message(StatsReady(stats, renderables(stats, title=False)))
+
+    def on_stats_ready(self, message: StatsReady) -> None:
+        self.stats = message.stats
+        self.query_one("#stats-text", Static).update(RichGroup(*message.renderables))
+
+    def watch_show_detail(self, shown: bool) -> None:
+        self.query_one("#detail").set_class(shown, "shown")
+        self._refresh_side()
+
+    def watch_step_mode(self, on: bool) -> None:
+        self.query_one("#steps").set_class(on, "shown")
+        self.query_one(Timeline).step_mode = on
+        self._refresh_side()
+
+    def on_cursor_moved(self, message: CursorMoved) -> None:
+        self._refresh_side()
+
+    def on_key(self, event) -> None:
+        if self.preview:  # the user is looking at the preview: do not switch views under them
+            self._moved_in_preview = True
+
+    def _refresh_side(self) -> None:
+        g = self.grid
+        if g is None or not len(g) or not g.columns:
+            return
+        tl = self.query_one(Timeline)
+        row, col = tl.cursor_row, tl.cursor_col
+        column = g.columns[col]
+        if self.show_detail:
+            self.query_one("#detail-text", Static).update(panes.detail(g, column.rep, row))
+        if self.step_mode:
+            self.query_one("#steps", Static).update(panes.steps(g, row))
+        grp, k = g.slot(row)
+        status = g.status(column.rep, row)
+        ev = g.event(column.rep, row) if status not in ("not member", "after exit") else None
+        where = f" at {ev.where()}" if ev is not None else ""
+        text = one_line(f"{column.title}  group {grp} #{k}: {status}{where}")
+        if self.finding >= 0 and self.report.findings:
+            f = self.report.findings[self.finding]
+            text += f"\n{one_line(f.title)}: {visible(f.message, MESSAGE_CHARS)}"
+        self.query_one("#status-line", Static).update(Text(text))
+
+    # -- actions -----------------------------------------------------------------------
+    def action_view(self, view: str) -> None:
+        if self.report is not None and not (view != "timelines" and self._needs_full()):
+            self.view = view
+
+    def action_first(self) -> None:
+        self.select_finding(0)
+
+    def action_finding(self, delta: int) -> None:
+        if self.report is not None and (self.preview or self.report.findings):
+            self.select_finding((self.finding + delta) % len(self.report.findings))
+
+    def select_finding(self, index: int) -> None:
+        if self._needs_full():
+            return
+        if self.report is None or not self.report.findings:
+            self.notify("no findings: the run is clean")
+            return
+        self.finding = index
+        f = self.report.findings[index]
+        group, row, rank = navigation.locate(self.report, self.group, f, self.grids, MERGED)
+        self.switch_group(group)
+        grid = self.grid
+        row = navigation.finding_row(grid, f) if row is None else row
+        col = grid.column_of(rank) if rank is not None and rank in grid.fold_of else 0
+        self._set_grid(grid, row if row is not None else self.query_one(Timeline).cursor_row, col)
+        self.view = "timelines"
+        self._refresh_side()
+
+    def action_choose_group(self) -> None:
+        if self.report is None or self._needs_full():
+            return
+        self.push_screen(GroupScreen(navigation.group_choices(self.report, MERGED), self.group),
+                         lambda g: g and self.switch_group(g))
+
+    def action_search(self) -> None:
+        if self.report is not None:
+            self.push_screen(PromptScreen("search by op or call site (e.g. barrier, main.py:25, train_step)"),
+                             self.search)
+
+    def search(self, query: str) -> None:
+        if not query or self.grid is None:
+            return
+        tl = self.query_one(Timeline)
+        hit = navigation.search(self.grid, query, tl.cursor_row, tl.cursor_col)
+        if hit is None:
+            self.notify(f"no match for {query!r}", severity="warning", markup=False)
+            return
+        self.view = "timelines"
+        tl.move_to(*hit)
+
+    def action_goto_rank(self) -> None:
+        if self.report is not None:
+            self.push_screen(PromptScreen("go to rank"), self.goto_rank)
+
+    def goto_rank(self, text: str) -> None:
+        if not text:
+            return
+        try:
+            rank = int(text)
+        except ValueError:
+            self.notify(f"not a rank: {text!r}", severity="error", markup=False)
+            return
+        if rank not in self.report.run.ranks:
+            self.notify(f"no log for rank {rank}", severity="error")
+            return
+        if self.grid is None or rank not in self.grid.fold_of:
+            self.switch_group(MERGED)
+        self.view = "timelines"
+        self.query_one(Timeline).show_rank(rank)
+
+    def action_toggle_detail(self) -> None:
+        if self.report is not None:
+            self.show_detail = not self.show_detail
+            if self.show_detail:
+                self.view = "timelines"
+
+    def action_toggle_step(self) -> None:
+        if self.report is not None and not self._needs_full():
+            self.step_mode = not self.step_mode
+            if self.step_mode:
+                self.view = "timelines"
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    # -- what tests read ---------------------------------------------------------------
+    def selected(self) -> tuple:
+        """(column title, group, position, status) of the cursor cell."""
+        tl = self.query_one(Timeline)
+        col = self.grid.columns[tl.cursor_col]
+        g, k = self.grid.slot(tl.cursor_row)
+        return col.title, g, k, self.grid.status(col.rep, tl.cursor_row)
+
+
+def run_tui(target: str) -> int:
+    """Run the TUI on a run directory (or a logs root: the newest run); 0, or 2 when it cannot be read."""
+    from ..inputs.flight_recorder.convert import find_dumps
+    from ..logfile.reader import LogError, find_logs, latest_run
+
+    try:
+        target = latest_run(target)
+        if not find_dumps(target):  # Flight Recorder dumps are read as well as collcheck logs
+            find_logs(target)
+    except LogError as exc:
+        print(f"collcheck: error: {exc}", file=sys.stderr)
+        return 2
+    app = CollcheckApp(target)
+    app.run()
+    if app.error is not None:
+        print(f"collcheck: error: {one_line(app.error)}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,341 @@
+"""The timeline grid behind the TUI: rows aligned by matched collective, ranks folded into columns.
+
+A view-model over the run model (no Textual, no log reading). Row k of a group is slot k of
+the model's group sequences (P2P left out, as the matcher counts); point-to-point messages get
+rows of their own, one per channel (group, src, dst) of the model: message k is the src's k-th
+send and the dst's k-th recv on it. In the merged view the rows of all groups are interleaved
+in issue order. Everything here works on signature ids (numpy views, no decoding); only
+`event()` decodes, and only what is on screen.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..model import Channel, Sequences, rank_ranges
+
+# status -> (glyph, style)
+STATUS = {
+    "matched": ("✓", "green"),
+    "mismatched": ("≠", "bold red"),
+    "missing": ("✗", "bold red"),
+    "extra": ("+", "bold yellow"),
+    "pending": ("⧗", "bold magenta"),
+    "failed": ("!", "bold magenta"),
+    "after exit": ("·", "grey50"),
+    "not member": (" ", "grey35"),
+}
+ENDED = ("finished", "raised", "killed", "missing-log")
+
+
+@dataclass
+class Column:
+    """One timeline column: a set of ranks with identical sequences in the view."""
+
+    ranks: list[int]
+    fold: int  # index of the base (folded) column it comes from
+    expanded: bool = False  # one rank shown out of an expanded fold
+
+    @property
+    def rep(self) -> int:
+        return self.ranks[0]
+
+    @property
+    def title(self) -> str:
+        if len(self.ranks) == 1:
+            return f"rank {self.ranks[0]}"
+        return f"ranks {rank_ranges(self.ranks)}"
+
+
+def _ids(values) -> np.ndarray:
+    """A model index or signature column (array('I') or range) as int64 numpy."""
+    if isinstance(values, range):
+        return np.arange(values.start, values.stop, dtype=np.int64)
+    return np.frombuffer(values, dtype=np.uint32).astype(np.int64) if len(values) else np.zeros(0, np.int64)
+
+
+class RankSeq:
+    """One rank's rows per group (or channel) of the view: event indices and signature ids."""
+
+    def __init__(self, rank: int, log, groups: list[str], sequences: Sequences):
+        self.idx: dict[str, np.ndarray] = {}
+        self.sig: dict[str, np.ndarray] = {}
+        for g in groups:
+            seqs = sequences.group(g)
+            if rank in seqs.index:
+                self.idx[g], self.sig[g] = _ids(seqs.index[rank]), _ids(seqs.seq[rank])
+        self.unfinished = sorted(set(log.pending) | set(log.errors))
+
+    def add_channel(self, name: str, ix: list[int], sig) -> None:
+        """The rank's sends (or recvs) of one point-to-point channel, as a pseudo-group."""
+        self.idx[name] = np.array(ix, dtype=np.int64)
+        self.sig[name] = _ids(sig)
+
+    def key(self, state: str) -> tuple:
+        parts = [state]
+        for g, s in self.sig.items():
+            ix = self.idx[g]
+            pos = np.searchsorted(ix, self.unfinished) if self.unfinished else []
+            bad = tuple(int(p) for p, i in zip(pos, self.unfinished) if p < len(ix) and ix[p] == i)
+            parts.append((g, s.tobytes(), bad))
+        return tuple(parts)
+
+
+class Grid:
+    """Rows x columns of one view (`group` None: all groups merged in issue order)."""
+
+    DECODE_CACHE = 4096
+
+    def __init__(self, report, group: str | None):
+        run = report.run
+        self.run, self.report, self.group = run, report, group
+        self.groups = [group] if group is not None else run.group_names()
+        self.sequences = report.sequences or Sequences(run)
+        members = set(run.group_members(group)) if group is not None else set(run.ranks)
+        self.ranks = sorted(r for r in run.ranks if r in members) or sorted(run.ranks)
+        self.states = {r: s.state for r, s in report.hang.states.items()}
+        self.seqs = {r: RankSeq(r, run.ranks[r], self.groups, self.sequences) for r in self.ranks}
+        self.channels: dict[str, tuple] = {}  # pseudo-group name -> (group, src, dst)
+        self._cmp = self._compare_keys(self.sequences.p2p_ids)
+        self._add_channels()
+        folds: dict[tuple, list[int]] = {}
+        for r in self.ranks:
+            folds.setdefault(self.seqs[r].key(self.states.get(r, "?")), []).append(r)
+        self.folds = sorted(folds.values(), key=lambda rs: rs[0])
+        self.fold_of = {r: k for k, rs in enumerate(self.folds) for r in rs}
+        self.expanded: set[int] = set()
+        self.columns: list[Column] = []
+        self._layout_columns()
+        self._build_rows()
+        self._majority: dict[int, tuple] = {}
+        self._events: OrderedDict = OrderedDict()
+
+    # -- point-to-point channels -------------------------------------------------------
+    def _compare_keys(self, p2p_ids: set[int]) -> list[int]:
+        """signature id -> what cells compare: the id itself, or for P2P ops (a send facing its
+        recv) the tensors only."""
+        sigs = self.run.signatures
+        keys = list(range(len(sigs)))
+        by_tensors: dict = {}
+        for i in sorted(p2p_ids):
+            keys[i] = by_tensors.setdefault(sigs[i].tensors, len(sigs) + len(by_tensors))
+        return keys
+
+    def _add_channels(self) -> None:
+        view_groups = set(self.groups)
+        # a channel is shown when a rank of the view issued one of its messages
+        chans = [ch for ch in self.sequences.channels.values() if ch.group in view_groups
+                 and any(r in self.seqs and ch.indices(r) for r in (ch.src, ch.dst))]
+        for ch in sorted(chans, key=channel_name):
+            name = channel_name(ch)
+            self.channels[name] = (ch.group, ch.src, ch.dst)
+            for r in (ch.src, ch.dst):  # an end that never issued its side shows it as missing
+                if r in self.seqs:
+                    ix = ch.indices(r)
+                    self.seqs[r].add_channel(name, ix, self.sequences.signature_ids(r, ix))
+        self.groups = self.groups + sorted(self.channels)
+
+    def members(self, g: str) -> list[int]:
+        """Ranks of a group (or both ends of a channel) that have logs."""
+        if g in self.channels:
+            _, src, dst = self.channels[g]
+            return [r for r in (src, dst) if r in self.run.ranks]
+        return [r for r in self.run.group_members(g) if r in self.run.ranks]
+
+    def same(self, a: int | None, b: int | None) -> bool:
+        """Do two signature ids agree as cells (a send and its recv agree on tensors)?"""
+        return a == b or (a is not None and b is not None and self._cmp[a] == self._cmp[b])
+
+    # -- columns ---------------------------------------------------------------------
+    def _layout_columns(self) -> None:
+        cols = []
+        for k, rs in enumerate(self.folds):
+            if k in self.expanded and len(rs) > 1:
+                cols += [Column([r], k, True) for r in rs]
+            else:
+                cols.append(Column(rs, k))
+        self.columns = cols
+
+    def toggle_fold(self, col: int) -> int:
+        """Expand a folded column or fold an expanded one; returns the new index of the column."""
+        fold = self.columns[col].fold
+        rank = self.columns[col].rep
+        self.expanded ^= {fold}
+        self._layout_columns()
+        return self.column_of(rank)
+
+    def expand_rank(self, rank: int) -> int:
+        fold = self.fold_of[rank]
+        if len(self.folds[fold]) > 1:
+            self.expanded.add(fold)
+            self._layout_columns()
+        return self.column_of(rank)
+
+    def column_of(self, rank: int) -> int:
+        return next(i for i, c in enumerate(self.columns) if rank in c.ranks)
+
+    # -- rows ------------------------------------------------------------------------
+    def _build_rows(self) -> None:
+        """Rows (group, position); merged view: ordered by the earliest issue index of the slot."""
+        reps = [rs[0] for rs in self.folds]
+        gs, ps, keys = [], [], []
+        for gi, g in enumerate(self.groups):
+            n = max((len(self.seqs[r].idx.get(g, ())) for r in reps), default=0)
+            if n == 0:
+                continue
+            key = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+            for r in reps:
+                ix = self.seqs[r].idx.get(g)
+                if ix is not None and len(ix):
+                    np.minimum(key[: len(ix)], ix, out=key[: len(ix)])
+            gs.append(np.full(n, gi, dtype=np.int32))
+            ps.append(np.arange(n, dtype=np.int64))
+            keys.append(key)
+        if not gs:
+            self.row_group, self.row_pos = np.zeros(0, np.int32), np.zeros(0, np.int64)
+            return
+        g, p, key = np.concatenate(gs), np.concatenate(ps), np.concatenate(keys)
+        order = np.lexsort((p, g, key)) if len(gs) > 1 else np.arange(len(g))
+        self.row_group, self.row_pos = g[order], p[order]
+        self._row_of = None
+
+    def __len__(self) -> int:
+        return len(self.row_pos)
+
+    def number(self, group: str, k: int) -> int:
+        """Slot k's sequence number as reports show it (capped logs start a group at `start`)."""
+        return k if group in self.channels else k + self.sequences.group(group).start
+
+    def slot(self, row: int) -> tuple[str, int]:
+        return self.groups[int(self.row_group[row])], int(self.row_pos[row])
+
+    def row_of(self, group: str, position: int) -> int | None:
+        if group not in self.groups:
+            return None
+        gi = self.groups.index(group)
+        hits = np.nonzero((self.row_group == gi) & (self.row_pos == position))[0]
+        return int(hits[0]) if len(hits) else None
+
+    # -- cells -----------------------------------------------------------------------
+    def index(self, rank: int, row: int) -> int | None:
+        """The rank's event index at the row, or None (not a member / sequence ended)."""
+        g, k = self.slot(row)
+        ix = self.seqs[rank].idx.get(g)
+        return int(ix[k]) if ix is not None and k < len(ix) else None
+
+    def sig(self, rank: int, row: int) -> int | None:
+        g, k = self.slot(row)
+        s = self.seqs[rank].sig.get(g)
+        return int(s[k]) if s is not None and k < len(s) else None
+
+    def majority(self, row: int) -> tuple:
+        """(majority signature id or None, ranks of the group) at the row, weighted by fold size."""
+        m = self._majority.get(row)
+        if m is None:
+            g, _ = self.slot(row)
+            votes: Counter = Counter()
+            example: dict = {}  # compare key -> a signature id with it
+            for rs in self.folds:
+                if g in self.seqs[rs[0]].idx:
+                    s = self.sig(rs[0], row)
+                    key = None if s is None else self._cmp[s]
+                    example.setdefault(key, s)
+                    votes[key] += len(rs)
+            best = example[max(votes.items(), key=lambda kv: (kv[1], kv[0] is not None))[0]] if votes else None
+            m = self._majority[row] = (best, votes)
+            if len(self._majority) > 20000:
+                self._majority.clear()
+        return m
+
+    def status(self, rank: int, row: int) -> str:
+        g, k = self.slot(row)
+        seq = self.seqs[rank]
+        if g not in seq.idx:
+            return "not member"
+        sig = self.sig(rank, row)
+        best, _ = self.majority(row)
+        if sig is None:
+            if best is None:
+                return "after exit"
+            return "missing" if k == len(seq.idx[g]) else "after exit"
+        i = self.index(rank, row)
+        log = self.run.ranks[rank]
+        if best is None:
+            return "extra"
+        if not self.same(sig, best):
+            return "mismatched"
+        if i in log.errors:
+            return "failed"
+        if i in log.pending:
+            return "pending"
+        return "matched"
+
+    def event(self, rank: int, row: int):
+        i = self.index(rank, row)
+        if i is None:
+            return None
+        key = (rank, i)
+        ev = self._events.get(key)
+        if ev is None:
+            ev = self._events[key] = self.run.ranks[rank].event(i)
+            if len(self._events) > self.DECODE_CACHE:
+                self._events.popitem(last=False)
+        return ev
+
+    # -- step mode -------------------------------------------------------------------
+    def step_states(self, row: int) -> list[tuple[list[int], str]]:
+        """Every rank's state at the row's collective: folded [(ranks, text)]."""
+        g, k = self.slot(row)
+        n = self.number(g, k)
+        members = self.members(g) or self.ranks
+        reached = {r for r in members if r in self.seqs and k < len(self.seqs[r].idx.get(g, ()))}
+        best, _ = self.majority(row)
+        texts = {}
+        for r in self.ranks:
+            seq = self.seqs[r]
+            if g not in seq.idx:
+                texts[r] = f"not in {'channel' if g in self.channels else 'group'} {g}"
+                continue
+            if r not in reached:
+                st = self.states.get(r, "?")
+                texts[r] = f"exited ({st}) before #{n}" if st in ENDED else f"stopped ({st}) before #{n}"
+                continue
+            i = self.index(r, row)
+            log = self.run.ranks[r]
+            op = self.run.signatures[self.sig(r, row)].op
+            if i in log.pending or i in log.errors:
+                absent = [m for m in members if m not in reached]
+                differ = [m for m in reached if m != r and not self.same(self.sig(m, row), self.sig(r, row))]
+                why = []
+                if absent:
+                    why.append(f"ranks {rank_ranges(absent)} (never issued it)")
+                if differ:
+                    why.append(f"ranks {rank_ranges(differ)} (issued another op)")
+                how = "failed" if i in log.errors else "waiting"
+                texts[r] = f"{how} in {op} #{n} of group {g}" + (" for " + ", ".join(why) if why else "")
+            elif not self.same(self.sig(r, row), best):
+                texts[r] = f"ran {op} #{n} (differs from the majority)"
+            else:
+                texts[r] = f"ran {op} #{n} (matched)"
+        folded: dict[str, list[int]] = {}
+        for r, t in texts.items():
+            folded.setdefault(t, []).append(r)
+        return sorted(((rs, t) for t, rs in folded.items()), key=lambda x: x[0][0])
+
+
+def channel_name(ch: Channel) -> str:
+    """A channel's pseudo-group name in the TUI: "group·src→dst"."""
+    return f"{ch.group}·{'?' if ch.src is None else ch.src}→{ch.dst}"
+
+
+def finding_row(grid: Grid, finding) -> int | None:
+    if finding.position is None or finding.position < 0 or finding.kind in ("group_mismatch", "non_member_call"):
+        return None
+    d = finding.details
+    if d.get("p2p"):  # message k of a channel
+        src, dst = d.get("src"), d.get("dst")
+        return grid.row_of(channel_name(Channel(finding.group, src, dst)), finding.position)
+    return grid.row_of(finding.group, finding.position)
