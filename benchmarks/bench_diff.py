@@ -6,6 +6,14 @@ Each size runs in a child process (so peak RSS is per size): it writes a clean r
 `collcheck.synth.write_clean_run` into a temporary directory (timed separately), then
 times `load_run` and `analyse` in that same child. `--profile N` prints the top N
 functions of a cProfile of load_run + analyse.
+
+Side by side with another source tree (a worktree of the previous release, say):
+
+    python benchmarks/bench_diff.py --ranks 1024 --against ../prev --repeat 2
+
+runs each size's child with this tree and with that one (PYTHONPATH), alternating, `--repeat`
+rounds of both, and prints both medians and their ratio (this / other) for load s, analyse s and
+peak RSS.
 """
 
 from __future__ import annotations
@@ -15,15 +23,19 @@ import json
 import os
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
 SCRIPT = os.path.abspath(__file__)  # child processes run this same script
+THIS_TREE = os.path.dirname(os.path.dirname(SCRIPT))  # the source tree this script belongs to
+COMPARED = (("load_s", "load s", ".3f"), ("analyse_s", "analyse s", ".3f"), ("peak_rss_mb", "peak RSS MB", ",.0f"))
 
 
 def _child(ranks: int, events: int, groups: int, directory: str | None, profile: int) -> dict:
+    import collcheck
     from collcheck.synth import write_clean_run
 
     tmp = directory or tempfile.mkdtemp(prefix=f"collcheck-bench-{ranks}x{events}-")
@@ -66,39 +78,42 @@ def _child(ranks: int, events: int, groups: int, directory: str | None, profile:
             "rss_before_load_mb": rss_before / 1024, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             # load_run scans files in worker processes: their peak counts too (sum is an upper bound)
             "worker_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+            "source": os.path.dirname(os.path.dirname(os.path.abspath(collcheck.__file__))),  # which tree ran
         }
     finally:
         if directory is None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python benchmarks/bench_diff.py", description=__doc__.split("\n")[0])
-    p.add_argument("--ranks", default="64", help="comma-separated rank counts (default 64)")
-    p.add_argument("--events", type=int, default=10000, help="collectives per rank (default 10000)")
-    p.add_argument("--groups", type=int, default=0,
-                   help="strided subgroups that get every 4th collective (default 0: world group only)")
-    p.add_argument("--dir", help="write the logs here and keep them (default: a temporary directory, removed)")
-    p.add_argument("--profile", type=int, default=0, metavar="N", help="print the top N functions (cProfile)")
-    p.add_argument("--json", action="store_true", help="print one JSON object per size instead of a table")
-    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
-    sizes = [int(x) for x in args.ranks.split(",") if x.strip()]
-    if args.child:
-        print(json.dumps(_child(sizes[0], args.events, args.groups, args.dir, args.profile)))
-        return 0
+def _run_child(args, ranks: int, directory: str | None, tree: str | None = None) -> dict | None:
+    """One size in a child process (its own peak RSS); with tree, that tree's collcheck first on
+    PYTHONPATH. None when the child failed (said on stderr)."""
+    cmd = [sys.executable, SCRIPT, "--child", "--ranks", str(ranks), "--events",
+           str(args.events), "--groups", str(args.groups), "--profile", str(args.profile)]
+    if directory:
+        cmd += ["--dir", directory]
+    env = None
+    if tree is not None:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (tree, os.environ.get("PYTHONPATH")) if p))
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=env)
+    if proc.returncode != 0:
+        print(f"{ranks} ranks{f' ({tree})' if tree else ''}: child failed with exit code {proc.returncode} "
+              f"({'killed: out of memory?' if proc.returncode < 0 else 'see stderr'})", file=sys.stderr)
+        return None
+    row = json.loads(proc.stdout.strip().splitlines()[-1])
+    if tree is not None and os.path.realpath(row["source"]) != os.path.realpath(tree):
+        print(f"{ranks} ranks: the child imported collcheck from {row['source']}, not from {tree}", file=sys.stderr)
+        return None
+    return row
+
+
+def _single(args, sizes: list[int]) -> int:
     rows = []
     for ranks in sizes:
-        cmd = [sys.executable, SCRIPT, "--child", "--ranks", str(ranks), "--events",
-               str(args.events), "--groups", str(args.groups), "--profile", str(args.profile)]
-        if args.dir:
-            cmd += ["--dir", os.path.join(args.dir, f"{ranks}x{args.events}")]
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
-        if proc.returncode != 0:
-            print(f"{ranks} ranks: child failed with exit code {proc.returncode} "
-                  f"({'killed: out of memory?' if proc.returncode < 0 else 'see stderr'})", file=sys.stderr)
+        row = _run_child(args, ranks, os.path.join(args.dir, f"{ranks}x{args.events}") if args.dir else None)
+        if row is None:
             continue
-        row = json.loads(proc.stdout.strip().splitlines()[-1])
+        del row["source"]
         rows.append(row)
         if args.json:
             print(json.dumps(row), flush=True)
@@ -110,6 +125,76 @@ def main(argv=None) -> int:
                   f"{row['write_s']:>8.2f} {row['load_s']:>8.2f} {row['analyse_s']:>9.2f} "
                   f"{row['events_per_s']:>11,.0f} {row['peak_rss_mb']:>11,.0f} {row['worker_peak_rss_mb']:>9,.0f}  {row['verdict']}", flush=True)
     return 0 if len(rows) == len(sizes) else 1
+
+
+def _side_by_side(args, sizes: list[int]) -> int:
+    """Each size with this tree and the other, alternating (this first in even rounds, the other
+    first in odd ones, so that a drift of the machine falls on both), medians side by side."""
+    trees = {"this": THIS_TREE, "other": os.path.abspath(args.against)}
+    if not args.json:
+        print(f"this: {trees['this']}   other: {trees['other']}   {args.repeat} rounds each, alternating; "
+              f"medians, ratio = this / other", flush=True)
+    done = 0
+    for ranks in sizes:
+        rows: dict[str, list[dict]] = {"this": [], "other": []}
+        order = [label for round_ in range(args.repeat) for label in (("this", "other"), ("other", "this"))[round_ % 2]]
+        for position, label in enumerate(order):
+            directory = os.path.join(args.dir, f"{ranks}x{args.events}-{label}-{position // 2}") if args.dir else None
+            row = _run_child(args, ranks, directory, trees[label])
+            if row is not None:
+                rows[label].append({**row, "order": position})  # the child's place in the run
+        done += all(len(rs) == args.repeat for rs in rows.values())  # a failed child fails the run
+        if not rows["this"] or not rows["other"]:
+            continue
+        medians = {label: {key: statistics.median(r[key] for r in rs) for key, _, _ in COMPARED}
+                   for label, rs in rows.items()}
+        ratio = {key: medians["this"][key] / medians["other"][key] if medians["other"][key] else None
+                 for key, _, _ in COMPARED}
+        outcomes = {label: sorted({(r["verdict"], r["findings"], r["total_events"]) for r in rs})
+                    for label, rs in rows.items()}
+        if args.json:
+            print(json.dumps({"ranks": ranks, "events": args.events, "ratio": ratio, **{
+                label: {"tree": trees[label], **medians[label], "rounds": rows[label]} for label in rows}}), flush=True)
+            continue
+        print(f"\n{ranks} ranks x {args.events:,} collectives ({outcomes['this'][0][2]:,} events), "
+              f"verdict {outcomes['this'][0][0]}")
+        print(f"{'':<12} {'this':>10} {'other':>10} {'ratio':>7}")
+        for key, name, fmt in COMPARED:
+            shown = f"{ratio[key]:.2f}x" if ratio[key] is not None else "-"
+            print(f"{name:<12} {medians['this'][key]:>10{fmt}} {medians['other'][key]:>10{fmt}} {shown:>7}", flush=True)
+        if outcomes["this"] != outcomes["other"]:
+            print(f"warning: the trees disagree on the run: this {outcomes['this']}, other {outcomes['other']} "
+                  f"(verdict, findings, events)", flush=True)
+    return 0 if done == len(sizes) else 1
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python benchmarks/bench_diff.py", description=__doc__.split("\n")[0])
+    p.add_argument("--ranks", default="64", help="comma-separated rank counts (default 64)")
+    p.add_argument("--events", type=int, default=10000, help="collectives per rank (default 10000)")
+    p.add_argument("--groups", type=int, default=0,
+                   help="strided subgroups that get every 4th collective (default 0: world group only)")
+    p.add_argument("--dir", help="write the logs here and keep them (default: a temporary directory, removed)")
+    p.add_argument("--profile", type=int, default=0, metavar="N", help="print the top N functions (cProfile)")
+    p.add_argument("--json", action="store_true", help="print one JSON object per size instead of a table")
+    p.add_argument("--against", metavar="DIR",
+                   help="another collcheck source tree (a worktree of the previous release): run each size with "
+                        "it and with this tree, alternating, and print both medians and their ratio")
+    p.add_argument("--repeat", type=int, default=2, metavar="N",
+                   help="with --against: rounds of both trees per size (default 2)")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    sizes = [int(x) for x in args.ranks.split(",") if x.strip()]
+    if args.child:
+        print(json.dumps(_child(sizes[0], args.events, args.groups, args.dir, args.profile)))
+        return 0
+    if args.against is None:
+        return _single(args, sizes)
+    if not os.path.isfile(os.path.join(args.against, "collcheck", "__init__.py")):
+        p.error(f"--against {args.against}: not a collcheck source tree (no collcheck/__init__.py in it)")
+    if args.repeat < 1:
+        p.error("--repeat must be at least 1")
+    return _side_by_side(args, sizes)
 
 
 if __name__ == "__main__":

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import statistics
 import subprocess
 import sys
 
 import pytest
 
-BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "benchmarks")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BENCHMARKS = os.path.join(ROOT, "benchmarks")
 
 
 def bench(name: str) -> str:
@@ -39,6 +42,37 @@ def test_bench_tui_previews_then_scrolls():
 def test_bench_diff_reports_throughput():
     results = run_json("bench_diff", "--ranks", "8", "--events", "500")
     assert results and results[-1]["ranks"] == 8
+
+
+@pytest.mark.timeout(300)
+def test_bench_diff_runs_two_trees_alternating_side_by_side(tmp_path):
+    """--against: each child imports collcheck from the tree it was given, the trees take turns
+    (this, other, other, this), and the medians and ratios are those of the rounds."""
+    other = tmp_path / "prev"
+    shutil.copytree(os.path.join(ROOT, "collcheck"), other / "collcheck", ignore=shutil.ignore_patterns("__pycache__"))
+    (res,) = run_json("bench_diff", "--ranks", "4", "--events", "300", "--against", str(other), "--repeat", "2")
+    trees = {"this": os.path.realpath(ROOT), "other": os.path.realpath(other)}
+    for label, tree in trees.items():
+        rounds = res[label]["rounds"]
+        assert os.path.realpath(res[label]["tree"]) == tree
+        assert [os.path.realpath(r["source"]) for r in rounds] == [tree, tree]
+        assert [(r["verdict"], r["total_events"]) for r in rounds] == [("clean", 1200)] * 2
+        for key in ("load_s", "analyse_s", "peak_rss_mb"):
+            assert res[label][key] == pytest.approx(statistics.median(r[key] for r in rounds))
+    assert [r["order"] for r in res["this"]["rounds"]] == [0, 3]
+    assert [r["order"] for r in res["other"]["rounds"]] == [1, 2]
+    for key in ("load_s", "analyse_s", "peak_rss_mb"):
+        assert res["ratio"][key] == pytest.approx(res["this"][key] / res["other"][key])
+    table = subprocess.run([sys.executable, bench("bench_diff"), "--ranks", "4", "--events", "300", "--against",
+                            str(other), "--repeat", "1"], capture_output=True, text=True, timeout=240)
+    assert table.returncode == 0, table.stderr[-3000:]
+    lines = table.stdout.splitlines()
+    assert lines[0].startswith(f"this: {ROOT}   other: {other}   1 rounds each")
+    assert [line.split()[:2] for line in lines[-3:]] == [["load", "s"], ["analyse", "s"], ["peak", "RSS"]]
+    assert all(line.endswith("x") for line in lines[-3:])
+    missing = subprocess.run([sys.executable, bench("bench_diff"), "--against", str(tmp_path)],
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 2 and "not a collcheck source tree" in missing.stderr
 
 
 def _report_json(proc) -> dict:
