@@ -12,10 +12,10 @@ def enable(directory: str | None = None, *, full_stack: bool | None = None, hang
     """Start recording in this process (notebooks, tests). Settings default to the environment.
 
     The log opens at `init_process_group` (or now, if a default group exists)."""
-    from .base.settings import Config
+    from .base.settings import Settings
     from .capture import session
 
-    config = Config.from_env()
+    config = Settings.from_env().check()
     if directory is not None:
         config.directory = directory
     if full_stack is not None:

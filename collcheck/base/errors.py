@@ -9,8 +9,9 @@ line and exit 2, a bug one line and exit 3, whichever way a command is started.
 
 from __future__ import annotations
 
-import os
 import sys
+
+from .settings import Settings
 
 OK, FINDINGS, INPUT_ERROR, INTERNAL_ERROR, INCOMPLETE = 0, 1, 2, 3, 4
 
@@ -55,7 +56,7 @@ def run_command(command, prog: str = "collcheck") -> int:
         return OK
     except Exception as exc:  # a bug in collcheck: say so in one line, details on request
         print_error(f"{type(exc).__name__}: {exc} (set COLLCHECK_DEBUG=1 for a traceback)", prog, "internal error")
-        if os.environ.get("COLLCHECK_DEBUG"):
+        if Settings.from_env().debug:
             raise
         return INTERNAL_ERROR
 

@@ -1,54 +1,119 @@
-"""Recording settings, read from the environment (documented in docs/recording.md)."""
+"""Every `COLLCHECK*` environment variable, read here and nowhere else (docs/recording.md for users).
+
+The startup hook reads these in every Python process of the environment, so this module imports
+only `os` (a dataclass would pull in `inspect` and `re`: milliseconds per process).
+"""
 
 from __future__ import annotations
 
 import os
-import socket
-import time
-from dataclasses import dataclass
 
-TRUE = {"1", "true", "yes", "on"}
+TRUE_VALUES = frozenset({"1", "true", "yes", "on"})
+FALSE_VALUES = frozenset({"0", "false", "no", "off"})
 
 
-def env_enabled(environ=os.environ) -> bool:
-    return environ.get("COLLCHECK", "").strip().lower() in TRUE
+class Settings:
+    """The settings of one process, from its environment (`from_env`), read once: the recorder keeps
+    the object and never reads the environment per collective.
 
+    =============================  ==================  ================  ==========================================
+    variable                       field               default           meaning
+    =============================  ==================  ================  ==========================================
+    COLLCHECK                      enabled             off               a TRUE_VALUES value: record every process
+                                                                         of the environment (capture/startup.py)
+    COLLCHECK_DIR                  directory           collcheck-logs    root of the logs: <dir>/<run id>/
+    COLLCHECK_RUN_ID               run_id, launch      none              the run's name; the outermost process
+                                                                         exports a fresh one (`new_run_id`);
+                                                                         `launch` keeps the exported value when code
+                                                                         sets `run_id` (the header's "launch")
+    COLLCHECK_STACK                full_stack          site              site | full: every frame, not only the user's
+    COLLCHECK_HANG_SECONDS         hang_seconds        60                the watchdog dumps stacks after this; 0: off
+    COLLCHECK_MAX_MB               max_mb              64                log cap per rank; 0: one unbounded file
+    COLLCHECK_LIVE                 live                on                a TRUE_VALUES value: summaries and the live
+                                                                         checker (capture/live/)
+    COLLCHECK_LIVE_ACTION          live_action         report            report | abort: end the job at a finding
+    COLLCHECK_LIVE_INTERVAL        live_interval       0.5 (>= 0.05)     seconds between two summaries of a rank
+    COLLCHECK_LIVE_HANG_SECONDS    live_hang_seconds   1.5 (>= 0.1)      no progress this long: a hang is suspected
+    COLLCHECK_FASTPATH             fastpath            auto              FALSE_VALUES: off; TRUE_VALUES: on, and say
+                                                                         on stderr which path each process uses
+    COLLCHECK_SIMNCCL              simnccl             off               a TRUE_VALUES value: groups are made on the
+                                                                         simulated NCCL backend (capture/use_simnccl)
+    COLLCHECK_BUILD_VERBOSE        build_verbose       off               exactly "1": the fast path's build shows the
+                                                                         compiler's output
+    COLLCHECK_DEBUG                debug               off               any non-empty value: an internal error is
+                                                                         re-raised for its traceback (base/errors.py)
+    COLLCHECK_WORKERS              workers             0: one per CPU    processes that read the logs of a run
+    COLLCHECK_SCENARIOS            scenarios           none              where `collcheck demo` finds its scenarios
+    =============================  ==================  ================  ==========================================
 
-def new_run_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S") + f"-{socket.gethostname()}-{os.getpid()}"
+    A value that cannot be used leaves its field at the default and is named in `invalid`, so that
+    reading the settings never fails (the startup hook, the error path read them); recording refuses
+    to start on one (`check`), as does the command that uses `COLLCHECK_WORKERS`.
+    """
 
+    RECORDING = ("COLLCHECK_STACK", "COLLCHECK_LIVE_ACTION", "COLLCHECK_HANG_SECONDS", "COLLCHECK_MAX_MB",
+                 "COLLCHECK_LIVE_INTERVAL", "COLLCHECK_LIVE_HANG_SECONDS")  # those `check` looks at by default
 
-@dataclass
-class Config:
-    directory: str = "collcheck-logs"
-    full_stack: bool = False  # COLLCHECK_STACK=full: every frame, not only the user's
-    hang_seconds: float = 60.0  # COLLCHECK_HANG_SECONDS: watchdog dumps stacks after this
-    run_id: str | None = None
-    max_mb: float = 64.0  # COLLCHECK_MAX_MB: per rank; 0 = one unbounded file
-    live: bool = True  # COLLCHECK_LIVE=0: no summaries published, no live checker (live.py)
-    live_action: str = "report"  # COLLCHECK_LIVE_ACTION: report | abort (end the job at a finding)
-    live_interval: float = 0.5  # COLLCHECK_LIVE_INTERVAL: seconds between two summaries of a rank
-    live_hang_seconds: float = 1.5  # COLLCHECK_LIVE_HANG_SECONDS: no progress this long = a hang
+    def __init__(self, *, enabled: bool = False, directory: str = "collcheck-logs", run_id: str | None = None,
+                 launch: str = "", full_stack: bool = False, hang_seconds: float = 60.0, max_mb: float = 64.0,
+                 live: bool = True, live_action: str = "report", live_interval: float = 0.5,
+                 live_hang_seconds: float = 1.5, fastpath: str = "auto", simnccl: bool = False,
+                 build_verbose: bool = False, debug: bool = False, workers: int = 0, scenarios: str | None = None,
+                 invalid: dict[str, str] | None = None) -> None:
+        self.enabled = enabled
+        self.directory = directory
+        self.run_id = run_id
+        self.launch = launch
+        self.full_stack = full_stack
+        self.hang_seconds = hang_seconds
+        self.max_mb = max_mb
+        self.live = live
+        self.live_action = live_action
+        self.live_interval = live_interval
+        self.live_hang_seconds = live_hang_seconds
+        self.fastpath = fastpath
+        self.simnccl = simnccl
+        self.build_verbose = build_verbose
+        self.debug = debug
+        self.workers = workers
+        self.scenarios = scenarios
+        self.invalid = dict(invalid or {})  # variable -> why its value cannot be used
 
     @classmethod
-    def from_env(cls, environ=os.environ) -> "Config":
-        stack = environ.get("COLLCHECK_STACK", "site").strip().lower()
-        if stack not in ("site", "full"):
-            raise ValueError(f"COLLCHECK_STACK must be 'site' or 'full', not {stack!r}")
-        action = environ.get("COLLCHECK_LIVE_ACTION", "report").strip().lower()
-        if action not in ("report", "abort"):
-            raise ValueError(f"COLLCHECK_LIVE_ACTION must be 'report' or 'abort', not {action!r}")
+    def from_env(cls, environ=os.environ) -> Settings:
+        """The settings `environ` holds; never raises (see `invalid`)."""
+        invalid: dict[str, str] = {}
+        stack = _choice(environ, "COLLCHECK_STACK", ("site", "full"), invalid)
+        run_id = environ.get("COLLCHECK_RUN_ID", "")
+        fastpath = environ.get("COLLCHECK_FASTPATH", "").strip().lower()
         return cls(
+            enabled=_flag(environ, "COLLCHECK", False),
             directory=environ.get("COLLCHECK_DIR", "collcheck-logs"),
+            run_id=run_id or None,
+            launch=run_id,
             full_stack=stack == "full",
-            hang_seconds=float(environ.get("COLLCHECK_HANG_SECONDS", "60")),
-            run_id=environ.get("COLLCHECK_RUN_ID") or None,
-            max_mb=float(environ.get("COLLCHECK_MAX_MB", "64")),
-            live=environ.get("COLLCHECK_LIVE", "1").strip().lower() in TRUE,
-            live_action=action,
-            live_interval=max(0.05, float(environ.get("COLLCHECK_LIVE_INTERVAL", "0.5"))),
-            live_hang_seconds=max(0.1, float(environ.get("COLLCHECK_LIVE_HANG_SECONDS", "1.5"))),
+            live_action=_choice(environ, "COLLCHECK_LIVE_ACTION", ("report", "abort"), invalid),
+            hang_seconds=_number(environ, "COLLCHECK_HANG_SECONDS", 60.0, invalid),
+            max_mb=_number(environ, "COLLCHECK_MAX_MB", 64.0, invalid),
+            live=_flag(environ, "COLLCHECK_LIVE", True),
+            live_interval=max(0.05, _number(environ, "COLLCHECK_LIVE_INTERVAL", 0.5, invalid)),
+            live_hang_seconds=max(0.1, _number(environ, "COLLCHECK_LIVE_HANG_SECONDS", 1.5, invalid)),
+            fastpath="off" if fastpath in FALSE_VALUES else "on" if fastpath in TRUE_VALUES else "auto",
+            simnccl=_flag(environ, "COLLCHECK_SIMNCCL", False),
+            build_verbose=environ.get("COLLCHECK_BUILD_VERBOSE") == "1",
+            debug=bool(environ.get("COLLCHECK_DEBUG")),
+            workers=_number(environ, "COLLCHECK_WORKERS", 0, invalid, int),
+            scenarios=environ.get("COLLCHECK_SCENARIOS") or None,
+            invalid=invalid,
         )
+
+    def check(self, *variables: str) -> Settings:
+        """`self`, or ValueError for the first of `variables` (default: those recording uses) whose
+        value cannot be used."""
+        for name in variables or self.RECORDING:
+            if name in self.invalid:
+                raise ValueError(self.invalid[name])
+        return self
 
     def resolved_run_id(self, environ=os.environ) -> str:
         """Same for every rank of one launch: torchrun's rdzv id, else the id that the
@@ -56,4 +121,35 @@ class Config:
         elastic = environ.get("TORCHELASTIC_RUN_ID")
         if elastic and elastic != "none":
             return elastic
-        return self.run_id or environ.get("COLLCHECK_RUN_ID") or f"ppid{os.getppid()}"
+        return self.run_id or f"ppid{os.getppid()}"
+
+
+def new_run_id() -> str:
+    import socket
+    import time
+
+    return time.strftime("%Y%m%d-%H%M%S") + f"-{socket.gethostname()}-{os.getpid()}"
+
+
+def _flag(environ, name: str, default: bool) -> bool:
+    text = environ.get(name)
+    return default if text is None else text.strip().lower() in TRUE_VALUES
+
+
+def _choice(environ, name: str, choices: tuple[str, ...], invalid: dict) -> str:
+    value = environ.get(name, choices[0]).strip().lower()
+    if value in choices:
+        return value
+    invalid[name] = f"{name} must be {' or '.join(repr(c) for c in choices)}, not {value!r}"
+    return choices[0]
+
+
+def _number(environ, name: str, default, invalid: dict, kind=float):
+    text = environ.get(name)
+    if text is None:
+        return default
+    try:
+        return kind(text)
+    except ValueError as exc:
+        invalid[name] = str(exc)  # (float's own words, as when recording refused it before)
+        return default

@@ -22,7 +22,7 @@ from collections.abc import Callable
 import torch
 
 from ..base import __version__
-from ..base.settings import Config
+from ..base.settings import Settings
 from ..logfile import format as lf
 from ..logfile.ops import ALWAYS_ASYNC, WIRE_OPS
 from ..logfile.writer import LogWriter, open_exclusive
@@ -79,7 +79,7 @@ class Template:
 
 
 class Recorder(Completions, live_hash.LiveTables, fastpath.RecorderHooks):
-    def __init__(self, config: Config):
+    def __init__(self, config: Settings):
         self.config = config
         self.writer: LogWriter | None = None
         self._fast = None  # the compiled fast path module while it reports to this recorder
@@ -156,7 +156,7 @@ class Recorder(Completions, live_hash.LiveTables, fastpath.RecorderHooks):
             "rank": rank,
             "world": world_size,
             "run": run_id,
-            "launch": os.environ.get("COLLCHECK_RUN_ID", ""),
+            "launch": cfg.launch,
             "restart": restart,
             "host": socket.gethostname(),
             "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),

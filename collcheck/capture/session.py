@@ -7,7 +7,7 @@ import os
 import sys
 import threading
 
-from ..base.settings import Config
+from ..base.settings import Settings
 from .recorder import Recorder
 
 _lock = threading.Lock()
@@ -20,7 +20,7 @@ def recorder() -> Recorder | None:
     return _recorder
 
 
-def enable(config: Config | None = None, c10d=None) -> Recorder:
+def enable(config: Settings | None = None, c10d=None) -> Recorder:
     """Patch torch.distributed and record from the next (or the current) process group.
 
     `c10d` is passed by the startup hook while torch is still importing it."""
@@ -32,7 +32,7 @@ def enable(config: Config | None = None, c10d=None) -> Recorder:
             from torch.distributed import distributed_c10d as c10d
         from . import torch_api as api
 
-        rec = _recorder = Recorder(config or Config.from_env())
+        rec = _recorder = Recorder(config or Settings.from_env().check())
         api.install(rec, c10d, start_log, end_live)
         _install_process_hooks()
         if getattr(c10d, "_world", None) is not None and c10d.is_initialized():

@@ -60,12 +60,13 @@ class _Finder:
 
 def main() -> None:
     try:
-        if os.environ.get("COLLCHECK", "").strip().lower() not in ("1", "true", "yes", "on"):
-            return
-        if not os.environ.get("COLLCHECK_RUN_ID"):
-            # the outermost process (torchrun's agent, mp.spawn's parent) names the run
-            from ..base.settings import new_run_id
+        from ..base.settings import Settings, new_run_id
 
+        settings = Settings.from_env()
+        if not settings.enabled:
+            return
+        if not settings.run_id:
+            # the outermost process (torchrun's agent, mp.spawn's parent) names the run
             os.environ["COLLCHECK_RUN_ID"] = new_run_id()
         if _TARGET in sys.modules:
             _arm(sys.modules[_TARGET])

@@ -8,14 +8,15 @@ re-exports its functions; collcheck.simnccl itself is imported at the first init
 from __future__ import annotations
 
 import functools
-import os
+
+from ..base.settings import Settings
 
 NAME = "simnccl"
 _BACKEND_AT = {"init_process_group": 0, "new_group": 2}  # the `backend` argument's position
 
 
 def wanted() -> bool:
-    return os.environ.get("COLLCHECK_SIMNCCL", "").strip().lower() in ("1", "true", "yes", "on")
+    return Settings.from_env().simnccl
 
 
 def install(c10d) -> None:

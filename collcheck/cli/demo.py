@@ -11,12 +11,29 @@ import sys
 import tempfile
 
 from ..base.errors import UsageError
+from ..base.settings import Settings
 
 # scenarios/ lives in the source checkout (editable install); COLLCHECK_SCENARIOS overrides
-SCENARIOS_DIR = os.environ.get("COLLCHECK_SCENARIOS") or next(
+SCENARIOS_DIR = Settings.from_env().scenarios or next(
     (d for d in (os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scenarios"),
                  os.path.abspath("scenarios")) if os.path.isdir(d)), "scenarios")
 DEFAULT_DEMO = "seed004_case4"
+BACKENDS = ("gloo", "simnccl")
+
+
+def add_parser(commands) -> None:
+    p = commands.add_parser("demo", help=execute.__doc__)
+    p.add_argument("name", nargs="?", default=DEFAULT_DEMO, help=f"scenario name (default {DEFAULT_DEMO})")
+    p.add_argument("--dir", default=None, help="where to keep the logs (default: a temporary directory)")
+    p.add_argument("--keep", action="store_true", help="keep the logs")
+    p.add_argument("--backend", choices=BACKENDS, default="gloo",
+                   help="simnccl: run it on the simulated NCCL backend (calls return at once, nothing is checked)")
+    p.set_defaults(handler=execute)
+
+
+def execute(args) -> int:
+    """Record a scenario under torchrun, then diff it."""
+    return run_demo(args.name, args.dir, keep=args.keep, backend=args.backend)
 
 
 def scenario_names() -> list[str]:
@@ -56,9 +73,6 @@ def record_scenario(name: str, log_dir: str, timeout: float = 120, extra_env: di
     except subprocess.TimeoutExpired as exc:
         rc, output = -1, f"timed out after {timeout} s: {exc}"
     return rc, os.path.join(log_dir, run_id), output
-
-
-BACKENDS = ("gloo", "simnccl")
 
 
 def run_demo(name: str, directory: str | None, keep: bool = False, backend: str = "gloo") -> int:

@@ -1,7 +1,13 @@
-"""`python -m collcheck.cli.live RUN_DIR`: answers the live checker, one JSON line per request on
-stdin, one line per answer on stdout ({"finding": "<one line>" or null}); ends at end of input
-(rank 0 exited). A usage or input error (no run directory) is one line and exit 2, as for
-`collcheck` (errors.run_command)."""
+"""Live mode's judge, `python -m collcheck.cli.live RUN_DIR`: what the checker on rank 0
+(capture/live/checker.py) suspects, `collcheck diff`'s analysis decides, on the logs of the running
+job read as a snapshot.
+
+It runs as a process of its own, started by the checker at its first suspicion, so the training
+job never imports the analysis. It answers one JSON line per request on stdin with one line on
+stdout ({"finding": "<one line>" or null}) and ends at end of input (rank 0 exited); a finding is
+also reported (report/live.py). A usage or input error (no run directory) is one line and exit 2,
+as for `collcheck` (errors.run_command).
+"""
 
 from __future__ import annotations
 
@@ -9,10 +15,29 @@ import json
 import os
 import sys
 
+from ..analysis.diff import analyse
 from ..base.errors import UsageError, print_error, run_command
-from .live_judge import judge
+from ..model import load_run
+from ..report import live
 
 PROG = "collcheck live"
+HANG_KINDS = ("hang", "deadlock")
+
+
+def judge(run_dir: str, request: dict) -> str | None:
+    """Analyse the run now; on a finding, report it and return it in one line (None: nothing).
+
+    request: what the checker suspects ({"kind": "divergence" | "hang", "group", "position",
+    "ranks", "running": ranks still running, "wall": when it suspected it})."""
+    run = load_run(run_dir, running=set(request.get("running") or ()))
+    report = analyse(run)
+    if request.get("kind") != "hang":  # the job moves on: unfinished collectives are in flight, not hung
+        report.findings = [f for f in report.findings if f.kind not in HANG_KINDS]
+    if not report.findings:
+        return None
+    line = live.finding_line(report)
+    live.write(run_dir, report, request, line)
+    return line
 
 
 def serve(argv: list[str]) -> int:

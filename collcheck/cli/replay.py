@@ -6,23 +6,21 @@ mismatch), 2 usage or input error (as `collcheck diff`).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import sys
 import tempfile
 
 from ..base.errors import UsageError
-from ..base.untrusted import one_line, visible
+from .common import RUN_HELP
 
 AUTO_ABOVE = 8  # default --ranks: all up to this world size, auto above
 MAX_PROCESSES = 64
 
 
-def add_parser(subparsers):
-    p = subparsers.add_parser("replay", help="Replay a recorded run's collectives on local gloo processes",
+def add_parser(commands) -> None:
+    p = commands.add_parser("replay", help="Replay a recorded run's collectives on local gloo processes",
                               description=__doc__.split("\n")[0])
-    p.add_argument("logs", help="run directory (or a logs root: the newest run is used), or a directory of PyTorch Flight Recorder dumps")
+    p.add_argument("logs", help=RUN_HELP)
     p.add_argument("--ranks", default=None,
                    help="recorded ranks to replay: 'all', 'auto' (those involved in the first finding; default "
                         f"above {AUTO_ABOVE} ranks) or a list like 0,3,5-7")
@@ -47,8 +45,7 @@ def add_parser(subparsers):
     p.add_argument("--keep", metavar="DIR", help="keep the replay's plan, logs and outputs in DIR")
     p.add_argument("--format", choices=["text", "json"], default="text")
     p.add_argument("--verbose", "-v", action="store_true", help="print each replayed op and minimization step")
-    p.set_defaults(func=cmd_replay)
-    return p
+    p.set_defaults(handler=execute)
 
 
 def parse_ranks(text: str, world: int) -> list[int]:
@@ -71,13 +68,14 @@ def parse_ranks(text: str, world: int) -> list[int]:
     return sorted(out)
 
 
-def cmd_replay(args) -> int:
+def execute(args) -> int:
+    """Replay the run `args` names; 0 when the replay completes with no finding, else 1."""
     from ..analysis.diff import analyse
     from ..logfile.reader import latest_run
     from ..model import load_run
-    from ..replay.plan import build_plan, involved_ranks
-    from ..replay.runner import finding_key
+    from ..replay.plan import build_plan
     from ..replay.whatif import parse_edit
+    from ..report.replay import Printer
 
     if args.timeout <= 0:
         raise UsageError("--timeout must be positive")
@@ -89,28 +87,9 @@ def cmd_replay(args) -> int:
         check_script_path(args.emit_script)  # before the replay, not after minutes of it
     run = load_run(latest_run(args.logs))
     original = analyse(run)
-    first = original.first
     out = Printer(args.format != "json")
     edits = [parse_edit(k, v) for k in ("drop", "insert", "move") for v in getattr(args, k)]
-
-    # which ranks
-    mode = args.ranks or ("auto" if run.world > AUTO_ABOVE else "all")
-    scale_note = None
-    if mode == "all":
-        ranks = sorted(run.ranks)
-    elif mode == "auto":
-        if first is None:
-            ranks = sorted(run.ranks)
-            scale_note = "the recording has no finding: nothing to scale down to; replaying every rank"
-        else:
-            ranks, why = involved_ranks(run, first)
-            if len(ranks) >= len(run.ranks):
-                scale_note = (f"cannot scale down: the first finding ({first.kind}) involves all "
-                              f"{len(run.ranks)} ranks ({why})")
-            else:
-                scale_note = f"scaled down to recorded ranks {_ranges(ranks)}: {why}"
-    else:
-        ranks = parse_ranks(mode, run.world)
+    ranks, scale_note = choose_ranks(args.ranks, run, original.first)
     for e in edits:
         if e.rank not in ranks:
             ranks = sorted(set(ranks) | {e.rank})
@@ -122,123 +101,83 @@ def cmd_replay(args) -> int:
 
     work = args.keep or tempfile.mkdtemp(prefix="collcheck-replay-")
     try:
-        return _replay(args, run, original, plan, edits, scale_note, work, out, finding_key)
+        return _replay(args, run, original, plan, edits, scale_note, work, out)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
 
 
-def _replay(args, run, original, plan, edits, scale_note, work, out, finding_key) -> int:
-    from ..replay.minimize import Minimizer, emit_script
-    from ..replay.runner import describe_exit, run_plan, site_key
+def choose_ranks(mode: str | None, run, first) -> tuple[list[int], str | None]:
+    """The recorded ranks to replay for --ranks `mode`, and a note on scaling down (or None)."""
+    from ..model import rank_ranges
+    from ..replay.plan import involved_ranks
+
+    mode = mode or ("auto" if run.world > AUTO_ABOVE else "all")
+    if mode == "all":
+        return sorted(run.ranks), None
+    if mode != "auto":
+        return parse_ranks(mode, run.world), None
+    if first is None:
+        return sorted(run.ranks), "the recording has no finding: nothing to scale down to; replaying every rank"
+    ranks, why = involved_ranks(run, first)
+    if len(ranks) >= len(run.ranks):
+        return ranks, f"cannot scale down: the first finding ({first.kind}) involves all {len(run.ranks)} ranks ({why})"
+    return ranks, f"scaled down to recorded ranks {rank_ranges(ranks)}: {why}"
+
+
+def _replay(args, run, original, plan, edits, scale_note, work, out) -> int:
+    from ..replay.runner import describe_exit, finding_key, run_plan
+    from ..report.replay import key_json
 
     first = original.first
-    orig_key = finding_key(first) if first else None
-    out.line(f"collcheck replay: {one_line(run.directory)}  ({len(run.ranks)} recorded ranks, "
-             f"verdict {original.verdict.upper()})")
-    if first is not None:
-        out.line(f"recorded first finding: {_key_text(orig_key)}")
-    if scale_note:
-        out.line(one_line(scale_note))
-    for e in edits:
-        out.line(f"what-if: {e.describe()}")
-    for n in plan.notes:
-        out.line(f"note: {one_line(n)}")
-    out.line(f"replaying {plan.n_ops()} collective(s) on {plan.world} {plan.backend} process(es), timeout {plan.timeout_s:g} s ...")
+    recorded = finding_key(first) if first else None
+    out.started(run, original.verdict, recorded, scale_note, edits, plan)
     o = run_plan(plan, os.path.join(work, "replay"), verbose=args.verbose)
     got = o.first_key()
-    status = o.status
-    out.line(f"replay {status.upper()} in {o.wall_s:.1f} s: " + ", ".join(
-        f"rank {plan.rank_map[r]} {describe_exit(c)}" for r, c in enumerate(o.exit_codes)))
-    for r, where in o.blocked().items():
-        out.line(f"  rank {r}: {one_line(where)}")
-    if o.report is None:
-        out.line("the replay wrote no readable logs; its output:")
-        for r, text in enumerate(o.outputs):
-            out.line(f"--- rank {r}\n{visible(text[-1500:])}")
-    elif got is not None:
-        out.line(f"replay first finding:   {_key_text(got)}")
-        out.line("  " + visible(o.report.first.message))
-    else:
-        out.line("replay first finding:   none")
+    out.finished(plan, o, [describe_exit(c) for c in o.exit_codes], got)
+    matches = None
     if edits:
-        matches = None
-        out.line("the what-if " + ("fixes it: the replay completes with no finding" if status == "completed" and got is None
-                                    else "does not make the replay complete cleanly"))
+        out.what_if(o.status == "completed" and got is None)
     else:
-        matches = got == orig_key and (first is not None or status == "completed")
-        out.line("matches the recording: " + ("yes" if matches else "NO") + (
-            "" if matches else f" (recorded {_key_text(orig_key)}, replayed {_key_text(got)})"))
-        if not matches and plan.world < len(run.ranks):
-            out.line("the scaled-down replay does not reproduce the recording: replay more ranks (--ranks all)")
-
-    script = None
-    if args.emit_script:
-        final = plan
-        mini = ""
-        if first is not None and not args.no_minimize and o.report is not None and o.report.first is not None:
-            target = (first.kind, first.group, tuple(sorted(first.ranks)), site_key(first))
-            replay_target = (got[0], got[1], got[3], site_key(o.report.first)) if got else None
-            if replay_target != target:
-                out.line("not minimizing: the replay does not reproduce the recorded finding")
-            else:
-                out.line(f"minimizing (delta debugging, at most {args.max_tests} trial replays) ...")
-                m = Minimizer(plan, target, _mkdir(os.path.join(work, "minimize")),
-                              timeout_s=min(plan.timeout_s, 2.0), max_tests=args.max_tests,
-                              log=out.line if args.verbose else None)
-                final = m.run(first.group, first.position)
-                final.timeout_s = plan.timeout_s
-                mini = f", minimized from {plan.n_ops()} by delta debugging ({m.tests} trial replays)"
-                out.line(f"kept {final.n_ops()} of {plan.n_ops()} collective(s) after {m.tests} trial replay(s)")
-        text = f"Recorded first finding: {_key_text(orig_key)}" if first else "The recording has no finding."
-        if first is not None:
-            text += "\n  " + first.message  # data in the script, never its code (minimize.emit_script)
-        emit_script(final, args.emit_script, text, mini)
-        script = args.emit_script
-        out.line(f"wrote {one_line(script)}: run it with  torchrun --nproc-per-node {final.world} {one_line(script)}")
-
+        matches = got == recorded and (first is not None or o.status == "completed")
+        out.matches(matches, recorded, got, scaled_down=plan.world < len(run.ranks))
+    script = _emit_script(args, plan, first, recorded, o, got, work, out) if args.emit_script else None
     if args.format == "json":
-        doc = {"run": run.directory, "status": status, "world": plan.world, "rank_map": plan.rank_map,
-               "recorded": _key_json(orig_key), "replayed": _key_json(got), "matches": matches,
-               "edits": [e.describe() for e in edits], "scale": scale_note, "notes": plan.notes,
-               "exit_codes": o.exit_codes, "blocked": {str(k): v for k, v in o.blocked().items()},
-               "collectives": plan.n_ops(), "script": script, "seconds": round(o.wall_s, 2)}
-        print(json.dumps(doc, indent=1))
-    return 0 if status == "completed" and got is None else 1
+        out.document({"run": run.directory, "status": o.status, "world": plan.world, "rank_map": plan.rank_map,
+                      "recorded": key_json(recorded), "replayed": key_json(got), "matches": matches,
+                      "edits": [e.describe() for e in edits], "scale": scale_note, "notes": plan.notes,
+                      "exit_codes": o.exit_codes, "blocked": {str(k): v for k, v in o.blocked().items()},
+                      "collectives": plan.n_ops(), "script": script, "seconds": round(o.wall_s, 2)})
+    return 0 if o.status == "completed" and got is None else 1
+
+
+def _emit_script(args, plan, first, recorded, o, got, work, out) -> str:
+    """--emit-script: the plan, minimized by delta debugging unless --no-minimize, as a program."""
+    from ..replay.minimize import Minimizer, emit_script
+    from ..replay.runner import site_key
+    from ..report.replay import script_note
+
+    final = plan
+    mini = ""
+    if first is not None and not args.no_minimize and o.report is not None and o.report.first is not None:
+        target = (first.kind, first.group, tuple(sorted(first.ranks)), site_key(first))
+        replay_target = (got[0], got[1], got[3], site_key(o.report.first)) if got else None
+        if replay_target != target:
+            out.not_minimizing()
+        else:
+            out.minimizing(args.max_tests)
+            m = Minimizer(plan, target, _mkdir(os.path.join(work, "minimize")),
+                          timeout_s=min(plan.timeout_s, 2.0), max_tests=args.max_tests,
+                          log=out.line if args.verbose else None)
+            final = m.run(first.group, first.position)
+            final.timeout_s = plan.timeout_s
+            mini = f", minimized from {plan.n_ops()} by delta debugging ({m.tests} trial replays)"
+            out.minimized(final.n_ops(), plan.n_ops(), m.tests)
+    emit_script(final, args.emit_script, script_note(recorded, first.message if first else None), mini)
+    out.wrote_script(args.emit_script, final.world)
+    return args.emit_script
 
 
 def _mkdir(path):
     os.makedirs(path, exist_ok=True)
     return path
-
-
-def _key_text(key) -> str:
-    if key is None:
-        return "none"
-    kind, group, position, ranks = key
-    return f"{one_line(kind)} in group {one_line(group)} at #{position}, culprit rank(s) {_ranges(ranks)}"
-
-
-def _key_json(key):
-    if key is None:
-        return None
-    kind, group, position, ranks = key
-    return {"kind": kind, "group": group, "position": position, "ranks": list(ranks)}
-
-
-def _ranges(ranks) -> str:
-    from ..model import rank_ranges
-
-    return rank_ranges(list(ranks))
-
-
-class Printer:
-    """The replay's progress lines (stdout; stderr with --format json). Log-derived fields are escaped
-    where each line is built; `visible` here is the last guard: no control character reaches the
-    terminal whatever a caller forgot."""
-
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
-
-    def line(self, text: str) -> None:
-        print(visible(text, limit=1 << 16), file=sys.stdout if self.enabled else sys.stderr, flush=True)

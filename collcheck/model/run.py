@@ -16,6 +16,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from functools import cached_property
 
+from ..base.settings import Settings
 from ..base.untrusted import one_line
 from ..inputs.flight_recorder import convert as flight_recorder
 from ..logfile import format as lf
@@ -536,7 +537,7 @@ def load_run(target: str | list[str], workers: int | None = None, preview: int |
         run.warnings += [n for n in h.get("notes", []) if isinstance(n, str) and n not in run.warnings]
         run.unchecked += [n for n in h.get("unchecked", []) if isinstance(n, str) and n not in run.unchecked]
     if workers is None:
-        workers = int(os.environ.get("COLLCHECK_WORKERS", "0")) or (os.cpu_count() or 1)
+        workers = Settings.from_env().check("COLLCHECK_WORKERS").workers or (os.cpu_count() or 1)
     for scan in scan_many(paths, workers, preview):
         sig_map = [run.sig_id(Signature(*t)) for t in scan.signatures]
         log = RankLog(run, scan, sig_map)

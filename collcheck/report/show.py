@@ -4,22 +4,20 @@ from __future__ import annotations
 
 import os
 
-from rich.console import Console
 from rich.table import Table
 
 from ..base.untrusted import one_line
 from ..model import REDUCE_OPS, load_run
-from .guard import CommandGuard
+from .console import make_console
+
+SHOW_WIDTH = 140  # the default width (COLUMNS unset, not a terminal): room for the table's 13 columns
 
 
 def show(path: str, out, limit: int = 0) -> None:
     run = load_run([path])
     (log,) = run.ranks.values()
     h = log.header
-    # log contents are data, never rich markup (gloo errors look like "[/__w/pytorch/...]") nor
-    # terminal control (every string from the log goes through one_line / visible) nor CI commands
-    console = Console(file=CommandGuard(out), width=int(os.environ.get("COLUMNS", "140")), highlight=False,
-                      color_system=None, markup=False, emoji=False)
+    console = make_console(out, SHOW_WIDTH)  # every string from the log goes through one_line / visible
     hv = {k: one_line(h.get(k), 200) for k in ("rank", "world", "run", "host", "pid", "torch", "backend")}
     console.print(f"rank {hv['rank']}/{hv['world']}  run {hv['run']}  host {hv['host']} pid {hv['pid']}  "
                   f"torch {hv['torch']}  backend {hv['backend']}  state: {log.state}")

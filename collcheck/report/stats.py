@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import os
-import shutil
 import statistics
 
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from ..base.untrusted import one_line
 from ..model import group_label, rank_ranges
-from .guard import CommandGuard
+from .console import make_console
 from .json_report import write_json
 
 STATS_JSON_VERSION = 1
@@ -135,8 +133,7 @@ def render(st, fmt: str, out, top: int = 20) -> None:
         write_json(to_dict(st), out, indent=1)
         out.write("\n")
         return
-    console = Console(file=CommandGuard(out), width=shutil.get_terminal_size((120, 24)).columns, highlight=False,
-                      color_system=None, markup=False, emoji=False)  # what it prints holds strings from the logs
+    console = make_console(out)
     for r in renderables(st, top):
         console.print(r)
     console.file.flush()

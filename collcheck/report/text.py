@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 
-from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -16,7 +15,7 @@ from ..base.untrusted import one_line, visible
 from ..model import group_label, rank_ranges
 from ..model.framework_calls import render_chain, split_chain
 from . import MESSAGE_CHARS
-from .guard import CommandGuard
+from .console import make_console
 
 MAX_COLUMNS = 8
 
@@ -150,14 +149,6 @@ def _finding_panel(report, f, index: int, width: int = 120) -> Panel:
                  border_style="red" if f.severity == "error" else "yellow")
 
 
-def _console(out) -> Console:
-    """A console that never interprets what it prints (no markup, no emoji codes, no highlighting)
-    and passes no CI workflow command on: the report's strings come from the logs."""
-    tty = getattr(out, "isatty", lambda: False)()
-    return Console(file=CommandGuard(out), width=int(os.environ.get("COLUMNS", "120")), highlight=False, markup=False,
-                   emoji=False, force_terminal=False, color_system="auto" if tty else None)
-
-
 def snapshot_text(run) -> str:
     """'' for a run that ended; else which ranks were still running when their logs were read."""
     running = run.running
@@ -170,7 +161,7 @@ def snapshot_text(run) -> str:
 def render_first(report, out, headline: str, context: int = 4) -> None:
     """The first finding alone, as `render` shows it (live mode's report), under `headline`; for a
     hang, the final states and the wait-for graph too."""
-    console = _console(out)
+    console = make_console(out)
     console.print(one_line(headline), markup=False)
     f = report.findings[0]
     console.print(_finding_panel(report, f, 0, console.width))
@@ -183,7 +174,7 @@ def render_first(report, out, headline: str, context: int = 4) -> None:
 
 
 def render(report, out, context: int = 4) -> None:
-    console = _console(out)
+    console = make_console(out)
     run = report.run
     head = Text(f"collcheck diff: {one_line(run.directory)}  ({len(run.ranks)}/{run.world} ranks, "
                 f"{sum(len(l) for l in run.ranks.values())} collectives)  verdict: ")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import os
-import sys
 import time
 
 from rich.console import Group as RichGroup
@@ -407,20 +406,17 @@ class CollcheckApp(App):
 
 
 def run_tui(target: str) -> int:
-    """Run the TUI on a run directory (or a logs root: the newest run); 0, or 2 when it cannot be read."""
+    """Run the TUI on a run directory (or a logs root: the newest run); 0. A run that cannot be read
+    raises LogError, before the app starts or once it has (its message), for the one error path
+    (`collcheck tui` runs through base/errors.run_command)."""
     from ..inputs.flight_recorder.convert import find_dumps
     from ..logfile.reader import LogError, find_logs, latest_run
 
-    try:
-        target = latest_run(target)
-        if not find_dumps(target):  # Flight Recorder dumps are read as well as collcheck logs
-            find_logs(target)
-    except LogError as exc:
-        print(f"collcheck: error: {exc}", file=sys.stderr)
-        return 2
+    target = latest_run(target)
+    if not find_dumps(target):  # Flight Recorder dumps are read as well as collcheck logs
+        find_logs(target)
     app = CollcheckApp(target)
     app.run()
     if app.error is not None:
-        print(f"collcheck: error: {one_line(app.error)}", file=sys.stderr)
-        return 2
+        raise LogError(app.error)
     return 0

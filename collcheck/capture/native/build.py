@@ -19,6 +19,7 @@ import subprocess
 import sys
 from importlib import metadata
 
+from ...base.settings import Settings
 from . import fastpath
 
 OUTCOMES = (".built", ".skipped", ".failed")
@@ -106,7 +107,7 @@ def ensure(base: str) -> int:
                 return record(base, ".skipped", f"{' and '.join(missing)} not found (a C++ compiler, CXX, and "
                                                 "ninja are needed)")
             try:
-                fastpath.build(verbose=os.environ.get("COLLCHECK_BUILD_VERBOSE") == "1")
+                fastpath.build(verbose=Settings.from_env().build_verbose)
             except Exception as exc:
                 return record(base, ".failed", f"{type(exc).__name__}: {exc}"[:2000])
         return record(base, ".built", fastpath.library_path())

@@ -32,8 +32,9 @@ _attached = None  # the Recorder the C++ kernels report to
 
 def setting(environ=os.environ) -> str:
     """'off', 'on' (report the outcome on stderr) or 'auto' (silent)."""
-    v = environ.get("COLLCHECK_FASTPATH", "").strip().lower()
-    return "off" if v in ("0", "false", "no", "off") else "on" if v in ("1", "true", "yes", "on") else "auto"
+    from ...base.settings import Settings
+
+    return Settings.from_env(environ).fastpath
 
 
 def module_name() -> str:

@@ -21,8 +21,8 @@ from collcheck import synth
 from collcheck.base.errors import UsageError, run_command
 from collcheck.logfile.reader import LogError
 from collcheck.replay import minimize, runtime
-from collcheck.cli.replay import Printer, _key_text
 from collcheck.cli import main as cli_main
+from collcheck.report.replay import Printer, key_text
 from collcheck.replay.plan import Plan
 from support.logbytes import small_program
 
@@ -220,7 +220,7 @@ def test_python_m_collcheck_replay_reports_a_bug_in_one_line(tmp_path, capsys, m
         raise KeyError("a bug")
 
     monkeypatch.delenv("COLLCHECK_DEBUG", raising=False)
-    monkeypatch.setattr(cli, "cmd_replay", broken)
+    monkeypatch.setattr(cli, "execute", broken)
     assert cli_main(["replay", str(tmp_path)]) == 3
     _one_line(capsys.readouterr().err, "collcheck: internal error: KeyError")
 
@@ -244,7 +244,8 @@ def test_live_judge_usage_and_input_errors_are_one_line_and_exit_2(tmp_path, cap
 
 
 def test_live_judge_escapes_the_log_strings_it_reports(tmp_path, capsys):
-    from collcheck.cli.live_judge import REPORT_NAME, judge
+    from collcheck.cli.live import judge
+    from collcheck.report.live import REPORT_NAME
     from support import runs
 
     evil = "g\x1b]8;;http://x\x07\nforged line"
@@ -258,7 +259,7 @@ def test_live_judge_escapes_the_log_strings_it_reports(tmp_path, capsys):
 
 def test_replay_progress_lines_escape_log_strings(capsys):
     key = ("shape_mismatch", "g\x1b[31m\nrank 9: forged", 3, (0, 1))
-    text = _key_text(key)
+    text = key_text(key)
     assert "\x1b" not in text and "\n" not in text and "g\\x1b[31m\\nrank 9: forged" in text
     Printer(True).line("collcheck replay: /runs/\x1b]0;x\x07")
     assert capsys.readouterr().out == "collcheck replay: /runs/\\x1b]0;x\\x07\n"

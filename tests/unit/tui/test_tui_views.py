@@ -55,10 +55,13 @@ def test_virtualized_scroll(tmp_path):
 
 
 def test_unreadable_run(tmp_path, capsys):
+    from collcheck.base.errors import LogError
     from collcheck.cli import main as cli_main
 
     missing = str(tmp_path / "nope")
-    assert run_tui(missing) == 2
+    with pytest.raises(LogError):  # for the one error path, which prints it
+        run_tui(missing)
+    assert cli_main(["tui", missing]) == 2
     tui_err = capsys.readouterr().err
     assert cli_main(["diff", missing]) == 2
     assert tui_err == capsys.readouterr().err and tui_err.startswith("collcheck: error: ")

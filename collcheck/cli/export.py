@@ -1,0 +1,37 @@
+"""`collcheck export RUN -o OUT`: a Perfetto trace, or Flight Recorder dumps."""
+
+from __future__ import annotations
+
+from ..base.errors import OK
+from .common import add_run_argument
+
+
+def add_parser(commands) -> None:
+    p = commands.add_parser("export", help=execute.__doc__)
+    add_run_argument(p)
+    p.add_argument("--format", choices=["perfetto", "fr"], default="perfetto",
+                   help="perfetto: a trace JSON file; fr: a directory of Flight Recorder dumps (rank_<rank>)")
+    p.add_argument("--output", "-o", required=True, help="the trace file (perfetto) or directory (fr)")
+    p.set_defaults(handler=execute)
+
+
+def execute(args) -> int:
+    """Write a run (or Flight Recorder dumps) as a Perfetto trace or as Flight Recorder dumps."""
+    from ..logfile.reader import latest_run
+    from ..model import load_run
+
+    run = load_run(latest_run(args.logs))
+    if args.format == "fr":
+        from ..report import fr_export
+
+        paths = fr_export.write(run, args.output)
+        print(f"wrote {len(paths)} Flight Recorder dumps to {args.output} (torchfrtrace {args.output} -p rank_)")
+        return OK
+    from ..analysis.diff import analyse
+    from ..report import perfetto
+    from ..stats.summary import compute
+
+    with open(args.output, "w") as out:
+        perfetto.write(analyse(run), out, compute(run))
+    print(f"wrote {args.output}: open it in https://ui.perfetto.dev")
+    return OK
