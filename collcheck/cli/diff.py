@@ -21,11 +21,11 @@ def add_parser(commands) -> None:
 def execute(args) -> int:
     """Align the ranks' collectives, report the first divergence and any hang."""
     from ..analysis.diff import analyse
-    from ..logfile.reader import latest_run
+    from ..inputs.discover import discover
     from ..model import load_run
     from ..report import render
 
-    report = analyse(load_run(latest_run(args.logs)))
+    report = analyse(load_run(discover(args.logs, newest=True)))
     out = open(args.output, "w") if args.output else sys.stdout
     try:
         render(report, args.format, out, context=args.context)

@@ -17,10 +17,10 @@ def add_parser(commands) -> None:
 
 def execute(args) -> int:
     """Write a run (or Flight Recorder dumps) as a Perfetto trace or as Flight Recorder dumps."""
-    from ..logfile.reader import latest_run
+    from ..inputs.discover import discover
     from ..model import load_run
 
-    run = load_run(latest_run(args.logs))
+    run = load_run(discover(args.logs, newest=True))
     if args.format == "fr":
         from ..report import fr_export
 

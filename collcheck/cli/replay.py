@@ -71,7 +71,7 @@ def parse_ranks(text: str, world: int) -> list[int]:
 def execute(args) -> int:
     """Replay the run `args` names; 0 when the replay completes with no finding, else 1."""
     from ..analysis.diff import analyse
-    from ..logfile.reader import latest_run
+    from ..inputs.discover import discover
     from ..model import load_run
     from ..replay.plan import build_plan
     from ..replay.whatif import parse_edit
@@ -85,7 +85,7 @@ def execute(args) -> int:
         from ..replay.minimize import check_script_path
 
         check_script_path(args.emit_script)  # before the replay, not after minutes of it
-    run = load_run(latest_run(args.logs))
+    run = load_run(discover(args.logs, newest=True))
     original = analyse(run)
     out = Printer(args.format != "json")
     edits = [parse_edit(k, v) for k in ("drop", "insert", "move") for v in getattr(args, k)]

@@ -18,10 +18,10 @@ def add_parser(commands) -> None:
 
 def execute(args) -> int:
     """Where communication time goes: per call site, op and group; stragglers; what to change."""
-    from ..logfile.reader import latest_run
+    from ..inputs.discover import discover
     from ..model import load_run
     from ..report.stats import render
     from ..stats.summary import compute
 
-    render(compute(load_run(latest_run(args.logs))), args.format, sys.stdout, top=args.top)
+    render(compute(load_run(discover(args.logs, newest=True))), args.format, sys.stdout, top=args.top)
     return OK

@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import os
 import stat
-import sys
 from dataclasses import dataclass, field
 
 import msgpack
@@ -24,30 +23,11 @@ from .records import MAX_WORLD, SCHEMA, coll_problem, problem
 
 MAX_LOG_BYTES = 1 << 31  # a log (its first file and segments together): ~40M collectives, held in memory
 MAX_HEADER = 1 << 20  # bytes read to find a header (a real one is a few hundred)
-MAX_LOGS = 1 << 20  # log files under one run directory (a run has one per rank and restart)
 
 
 def shown(path: str) -> str:
     """A path (named by a log's writer, or a tarball) as it can be printed."""
     return one_line(path)
-
-
-def latest_run(target: str) -> str:
-    """A logs root with several run directories: take the newest one (said on stderr)."""
-    if not os.path.isdir(target):
-        return target
-    try:
-        entries = [os.path.join(target, d) for d in os.listdir(target)]
-    except OSError as exc:
-        raise LogError(f"{shown(target)}: cannot read: {exc.strerror}") from None
-    if any(e.endswith(".msgpack") for e in entries):
-        return target
-    runs = [e for e in entries if os.path.isdir(e)]
-    if len(runs) > 1:
-        newest = max(runs, key=os.path.getmtime)
-        print(f"collcheck: {shown(target)} holds {len(runs)} runs; using the newest, {shown(newest)}", file=sys.stderr)
-        return newest
-    return target
 
 
 @dataclass
@@ -324,31 +304,3 @@ def parse_log(data: bytes, path: str = "<bytes>") -> RawLog:
     stream = LogStream(data, path, use_list=True)
     records = [rec for _, rec, _ in stream]  # (the first: the header, which the schema accepts too)
     return RawLog(path, header, records[1:], len(data), stream.good_bytes, stream.torn, stream.junk, stream.damage)
-
-
-def find_logs(target: str) -> list[str]:
-    """Log files under a run directory (recursively), or the file itself. A log that is not a
-    regular file (a FIFO, a device, a link to one) is refused: reading it would block or never end."""
-    if os.path.isfile(target):
-        return [target]
-    if not os.path.exists(target):
-        raise LogError(f"{shown(target)}: no such file or directory")
-    if not os.path.isdir(target):
-        raise LogError(f"{shown(target)}: {file_kind(os.stat(target).st_mode)}, not a log file or run directory")
-    found = []
-    for root, _, files in os.walk(target):
-        for f in files:
-            if f.endswith(lf.LOG_SUFFIX):
-                path = os.path.join(root, f)
-                try:
-                    mode = os.stat(path).st_mode
-                except OSError:  # a dangling link; a file removed meanwhile
-                    continue
-                if not stat.S_ISREG(mode):
-                    raise LogError(f"{shown(path)}: {file_kind(mode)}, not a log file")
-                found.append(path)
-        if len(found) > MAX_LOGS:
-            raise LogError(f"{shown(target)}: more than {MAX_LOGS:,} log files; pass one run directory")
-    if not found:
-        raise LogError(f"{shown(target)}: no collcheck logs (*{lf.LOG_SUFFIX}) or Flight Recorder dumps found")
-    return sorted(found)

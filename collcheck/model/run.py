@@ -18,10 +18,10 @@ from functools import cached_property
 
 from ..base.settings import Settings
 from ..base.untrusted import one_line
-from ..inputs.flight_recorder import convert as flight_recorder
+from ..inputs.discover import Source, discover
 from ..logfile import format as lf
 from ..logfile.ops import SHAPE_FREE_OPS
-from ..logfile.reader import LogError, LogStream, find_logs, read_header, read_text
+from ..logfile.reader import LogError, LogStream, read_header, read_text
 from ..logfile.scan import Scan, decode_event, scan_many
 from .liveness import process_alive
 from .ranks import rank_ranges
@@ -519,17 +519,18 @@ class Run:
         return list(seen)
 
 
-def load_run(target: str | list[str], workers: int | None = None, preview: int | None = None,
+def load_run(target: str | list[str] | Source, workers: int | None = None, preview: int | None = None,
              running=None) -> Run:
-    """Load a run directory (or a list of log files) and check that they belong together.
+    """Load a run directory (or a log file, a list of log files, Flight Recorder dumps: what
+    inputs.discover finds for `target`, or found) and check that they belong together.
 
     `preview`: read only each rank's first `preview` collectives (fast first screen of a
     huge run in the TUI); the logs' ends are then unknown (`RankLog.partial`). `running`: the
     ranks whose processes still run (the live checker knows); by default, those of this host
     whose process is alive (liveness.py)."""
-    source = flight_recorder.resolve(target)  # Flight Recorder dumps: converted to logs once
-    paths = source if isinstance(source, list) else find_logs(source)
-    run = Run(target if isinstance(target, str) else os.path.commonpath(paths))
+    source = target if isinstance(target, Source) else discover(target)
+    paths = source.logs  # (Flight Recorder dumps: converted to logs once)
+    run = Run(source.path if source.path is not None else os.path.commonpath(paths))
     headers = [read_header(p) for p in paths]
     paths = _same_run(paths, headers)
     run.source = headers[0].get("source", "collcheck")

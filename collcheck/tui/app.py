@@ -16,6 +16,7 @@ from textual.reactive import reactive
 from textual.widgets import ContentSwitcher, Footer, Label, LoadingIndicator, Static
 
 from ..base.untrusted import one_line, visible
+from ..inputs.discover import Source, discover
 from ..model import group_label, rank_ranges
 from ..report import MESSAGE_CHARS
 from . import navigation
@@ -67,14 +68,14 @@ class CollcheckApp(App):
     PREVIEW_EVENTS = 300_000
     PREVIEW_MIN = 100  # per rank
 
-    def __init__(self, target: str, start_view: str = "overview", loader=None,
+    def __init__(self, target: str | Source, start_view: str = "overview", loader=None,
                  preview_bytes: int | None = None) -> None:
         super().__init__()
         self.preview_bytes = self.PREVIEW_BYTES if preview_bytes is None else preview_bytes
         self.preview = 0  # > 0 while only the first `preview` collectives of each rank are shown
         self._moved_in_preview = False
-        self.target = target
-        self.source = target  # what load_run reads: the converted logs of Flight Recorder dumps
+        self.source = target if isinstance(target, Source) else None  # what the path points to (found when loading)
+        self.target = target.path if isinstance(target, Source) else target
         self.start_view = start_view
         self.loader = loader  # tests / benchmark: a callable returning a Report
         self.report = None
@@ -122,10 +123,10 @@ class CollcheckApp(App):
                 report = self.loader()
             else:
                 from ..analysis.diff import analyse
-                from ..inputs.flight_recorder.convert import resolve
                 from ..model import load_run
 
-                self.source = resolve(self.target)  # Flight Recorder dumps: their converted logs
+                if self.source is None:
+                    self.source = discover(self.target)
                 run = self._load_preview()  # the whole run when the preview read all of it
                 if run is None:
                     self.post_message(LoadProgress(f"reading the logs of {self.target} ..."))
@@ -148,10 +149,9 @@ class CollcheckApp(App):
 
         Returns the run when the preview turned out to hold every collective, else None."""
         from ..analysis.diff import analyse
-        from ..logfile.reader import find_logs
         from ..model import load_run
 
-        paths = find_logs(self.source)
+        paths = self.source.logs  # (Flight Recorder dumps: converted now, once)
         if sum(os.path.getsize(p) for p in paths) <= self.preview_bytes:
             return None
         per_rank = max(self.PREVIEW_MIN, self.PREVIEW_EVENTS // len(paths))
@@ -409,13 +409,9 @@ def run_tui(target: str) -> int:
     """Run the TUI on a run directory (or a logs root: the newest run); 0. A run that cannot be read
     raises LogError, before the app starts or once it has (its message), for the one error path
     (`collcheck tui` runs through base/errors.run_command)."""
-    from ..inputs.flight_recorder.convert import find_dumps
-    from ..logfile.reader import LogError, find_logs, latest_run
+    from ..logfile.reader import LogError
 
-    target = latest_run(target)
-    if not find_dumps(target):  # Flight Recorder dumps are read as well as collcheck logs
-        find_logs(target)
-    app = CollcheckApp(target)
+    app = CollcheckApp(discover(target, newest=True))  # (Flight Recorder dumps: converted once the app shows)
     app.run()
     if app.error is not None:
         raise LogError(app.error)

@@ -23,10 +23,9 @@ import tempfile
 from dataclasses import dataclass, field
 
 from ...base import __version__
-from ...logfile import format as lf
 from ...logfile.reader import LogError
 from .entries import SYMMETRIC, backend_of, group_of, group_order, op_of, seq_of
-from .load import is_regular, load_dump, read_dump_bytes, sniff
+from .load import load_dump, read_dump_bytes
 from .rank_log import RankWriter, RunFacts, completed_by_counter
 from .schema import MAX_RANKS
 
@@ -41,32 +40,6 @@ class Dumps:
 
     by_rank: dict[int, tuple[str, dict]]
     unchecked: list[str] = field(default_factory=list)  # ranks whose dumps hold nothing
-
-
-def find_dumps(target: str) -> list[str]:
-    """The Flight Recorder dumps under `target` (a file or a directory), by content; [] when it
-    holds collcheck logs or no dump. Only regular files are opened: a FIFO or device among them
-    is passed over (torch's NCCL dump trigger is a FIFO, `<prefix><rank>.pipe`), and one named
-    as the target is refused."""
-    if os.path.isdir(target):
-        paths = [os.path.join(root, name) for root, _dirs, files in os.walk(target) for name in sorted(files)]
-        if any(p.endswith(lf.LOG_SUFFIX) for p in paths):
-            return []  # collcheck logs: nothing opened (a big run has thousands of files)
-        return sorted(p for p in paths if sniff(p))
-    if os.path.lexists(target) and not is_regular(target):
-        read_dump_bytes(target)  # LogError: what it is instead of a file
-    return [target] if sniff(target) else []
-
-
-def resolve(target):
-    """What load_run reads for `target` (a directory or a list of files): unchanged when it is
-    collcheck logs, else the directory of logs converted from the Flight Recorder dumps in it."""
-    if isinstance(target, str):
-        paths = find_dumps(target)
-    else:
-        paths = [p for p in target if sniff(p)]
-        paths = paths if len(paths) == len(target) else []
-    return convert(paths) if paths else target
 
 
 def cache_root() -> str:

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from collcheck.analysis.diff import analyse
 from collcheck.model import load_run
-from collcheck.inputs.flight_recorder.convert import convert, find_dumps
+from collcheck.inputs.discover import discover
+from collcheck.inputs.flight_recorder.convert import convert
 from collcheck.inputs.flight_recorder.load import load_dump
 from collcheck.logfile.reader import LogError
 from support.cli import run_cli
@@ -136,7 +137,7 @@ def test_wrapped_buffers_of_a_correct_program_give_no_finding(tmp_path_factory, 
         dumps[rank] = d
     root = tmp_path_factory.mktemp("fr")
     d = write_dumps(root / "dumps", dumps)
-    run = load_run(convert(find_dumps(str(d)), cache=str(root / "cache")))
+    run = load_run(convert(discover(str(d)).found, cache=str(root / "cache")))
     report = analyse(run)
     assert report.findings == [], [f.title for f in report.findings]
     assert run.source == "flight-recorder"

@@ -1,0 +1,168 @@
+"""What a path given to collcheck points to: a run directory of collcheck logs, one log file, a
+list of files, PyTorch Flight Recorder dumps, or a logs root holding several launches (the newest
+is read). Found in one walk of the directory (each folder listed once); the dumps are converted
+to logs once, when their logs are first asked for (flight_recorder/convert.py).
+
+Only regular files are opened: a FIFO or a device named like a log is refused (reading it would
+block or never end), one among the dumps is passed over (torch's NCCL dump trigger is a FIFO,
+`<prefix><rank>.pipe`), and one named as the target is refused.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from dataclasses import dataclass, field
+
+from ..base.untrusted import one_line
+from ..logfile import format as lf
+from ..logfile.reader import LogError, file_kind
+from .flight_recorder.load import is_regular, read_dump_bytes, sniff
+
+MAX_LOGS = 1 << 20  # log files under one run directory (a run has one per rank and restart)
+
+RUN, LOG, FILES, DUMPS = "run", "log", "files", "dumps"  # Source.kind
+
+
+@dataclass
+class Source:
+    """What `discover` found: `kind` (RUN: a directory of logs; LOG: one log file; FILES: a list of
+    log files; DUMPS: Flight Recorder dumps, a directory, one file or a list), `path` (the run
+    directory read, the newest of a logs root, or the one file named; None for a list) and `found`
+    (the logs, or the dumps: sorted, a list's in its order)."""
+
+    kind: str
+    path: str | None
+    found: list[str]
+    _logs: list[str] | None = field(default=None, init=False, repr=False)
+
+    @property
+    def logs(self) -> list[str]:
+        """The collcheck logs to read: those found, or those converted from the dumps (the first
+        time this is asked; cached by their content under ~/.cache/collcheck/fr)."""
+        if self._logs is None:
+            if self.kind == DUMPS:
+                from .flight_recorder.convert import convert
+
+                self._logs = _logs_under(convert(self.found))
+            else:
+                self._logs = self.found
+        return self._logs
+
+
+def discover(target: str | list[str], newest: bool = False) -> Source:
+    """What `target` (a path, or a list of files) points to; LogError (one line) when it holds
+    nothing collcheck reads. `newest`: a logs root (no log at its top, several directories) is
+    taken as its newest run, said on stderr."""
+    if not isinstance(target, str):
+        files = list(target)
+        dumps = [p for p in files if sniff(p)]
+        return Source(DUMPS if dumps and len(dumps) == len(files) else FILES, None, files)
+    if not os.path.isdir(target):
+        return _one_file(target)
+    entries = _listing(target)
+    if newest:
+        chosen = _newest_run(target, entries)
+        if chosen is not None:
+            target, entries = chosen, _listing(chosen)
+    logs, named_log, others = _walk(target, entries)
+    if logs:
+        return Source(RUN, target, sorted(logs))
+    dumps = [] if named_log else [p for p in sorted(others) if sniff(p)]  # opened only when no log is named
+    if dumps:
+        return Source(DUMPS, target, dumps)
+    raise _nothing_found(target)
+
+
+def _one_file(target: str) -> Source:
+    """A path that is not a directory: a dump (by content), else a log; refused when it is
+    neither a regular file nor missing."""
+    if os.path.lexists(target) and not is_regular(target):
+        read_dump_bytes(target)  # LogError: what it is instead of a file
+    if sniff(target):
+        return Source(DUMPS, target, [target])
+    if not os.path.isfile(target):
+        raise LogError(f"{one_line(target)}: no such file or directory")
+    return Source(LOG, target, [target])
+
+
+def _listing(directory: str) -> list[os.DirEntry]:
+    try:
+        with os.scandir(directory) as it:
+            return list(it)
+    except OSError as exc:
+        raise LogError(f"{one_line(directory)}: cannot read: {exc.strerror}") from None
+
+
+def _newest_run(root: str, entries: list[os.DirEntry]) -> str | None:
+    """The newest of several run directories in a logs root (said on stderr); None when `root`
+    is a run itself (a log at its top) or holds one directory at most."""
+    if any(e.name.endswith(lf.LOG_SUFFIX) for e in entries):
+        return None
+    runs = [e.path for e in entries if _is_dir(e)]
+    if len(runs) <= 1:
+        return None
+    newest = max(runs, key=os.path.getmtime)
+    print(f"collcheck: {one_line(root)} holds {len(runs)} runs; using the newest, {one_line(newest)}", file=sys.stderr)
+    return newest
+
+
+def _is_dir(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir()  # (through a link)
+    except OSError:
+        return False
+
+
+def _walk(top: str, entries: list[os.DirEntry]) -> tuple[list[str], bool, list[str]]:
+    """(the regular log files under `top`, whether any file is named like a log, the other files
+    while none is) from one listing of each folder, top-down as os.walk goes (links to folders
+    are not followed, unreadable folders passed over). A log that is not a regular file is refused."""
+    logs: list[str] = []
+    others: list[str] = []
+    named_log = False
+    stack: list[tuple[str, list | None]] = [(top, entries)]
+    while stack:
+        folder, listing = stack.pop()
+        if listing is None:
+            try:
+                listing = _listing(folder)
+            except LogError:
+                continue  # (as os.walk: a folder that cannot be read is passed over)
+        folders = []
+        for entry in listing:
+            if _is_dir(entry):
+                if not entry.is_symlink():
+                    folders.append(entry.path)
+            elif entry.name.endswith(lf.LOG_SUFFIX):
+                named_log = True
+                _add_log(logs, entry.path)
+            elif not named_log:
+                others.append(entry.path)
+        if len(logs) > MAX_LOGS:
+            raise LogError(f"{one_line(top)}: more than {MAX_LOGS:,} log files; pass one run directory")
+        stack += [(f, None) for f in reversed(folders)]
+    return logs, named_log, others
+
+
+def _add_log(logs: list[str], path: str) -> None:
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:  # a dangling link; a file removed meanwhile
+        return
+    if not stat.S_ISREG(mode):
+        raise LogError(f"{one_line(path)}: {file_kind(mode)}, not a log file")
+    logs.append(path)
+
+
+def _nothing_found(top: str) -> LogError:
+    return LogError(f"{one_line(top)}: no collcheck logs (*{lf.LOG_SUFFIX}) or Flight Recorder dumps found")
+
+
+def _logs_under(run_dir: str) -> list[str]:
+    """The logs of a directory of converted dumps."""
+    logs = _walk(run_dir, _listing(run_dir))[0]
+    if not logs:
+        raise _nothing_found(run_dir)
+    return sorted(logs)
