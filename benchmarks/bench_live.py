@@ -23,7 +23,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from collcheck.cli.demo import SCENARIOS_DIR, record_scenario, scenario_meta, scenario_names
+from collcheck.cli.demo import SCENARIOS_DIR, record_scenario, scenario_meta, scenario_names  # noqa: E402
 
 
 def first(report: dict) -> tuple | None:

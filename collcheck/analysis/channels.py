@@ -58,7 +58,8 @@ class Channels:
 
     def partner_posted(self, rank: int, ev) -> bool:
         """Whether the peer issued the send (or recv) that pairs with this recv (or send)."""
-        op, theirs = (ev.sig.op, "recv_") if ev.sig.op == "send" else ("recv_", "send")
+        op = "send" if ev.sig.op == "send" else "recv_"  # (a recv from any source counts as a recv)
+        theirs = "recv_" if op == "send" else "send"
         k = self._messages(rank, ev.group, op, ev.peer_global, ev.sig.tag, before=ev.index)
         posted = self._messages(ev.peer_global, ev.group, theirs, rank, ev.sig.tag)
         src, dst = (rank, ev.peer_global) if op == "send" else (ev.peer_global, rank)

@@ -13,7 +13,7 @@ import sysconfig
 
 import torch
 
-from ..logfile.ops import PUBLIC_APIS
+from ..logfile.ops import P2P_OPS, PUBLIC_APIS
 from . import frameworks
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
@@ -131,7 +131,7 @@ def purpose(names: list[str] | None, op: str = "") -> tuple[str | None, str | No
     hit = _purposes.get(key)
     if hit is None:
         role, label = _purpose(names)
-        if label and " + " in label and op in ("send", "recv_"):
+        if label and " + " in label and op in P2P_OPS:
             head, _, halves = label.rpartition(": ")
             half = next((h for h in halves.split(" + ") if h.split(" (")[0].endswith(op.rstrip("_"))), halves)
             label = f"{head}: {half}" if head else half

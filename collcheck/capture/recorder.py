@@ -21,10 +21,10 @@ from collections.abc import Callable
 
 import torch
 
-from ..base import __version__
 from ..base.settings import Settings
 from ..logfile import format as lf
 from ..logfile.ops import ALWAYS_ASYNC, WIRE_OPS
+from ..logfile.records import header_record
 from ..logfile.writer import LogWriter, open_exclusive
 from . import callsite
 from .completions import Completions
@@ -145,29 +145,13 @@ class Recorder(Completions, live_hash.LiveTables, fastpath.RecorderHooks):
         self.writer = LogWriter(fd, path, fastpath.writer_lock(), max_bytes=int(cfg.max_mb * 1024 * 1024))
         self.writer.snapshot_records = self._counters
         self.rank = rank
-        header = {
-            "k": lf.HEADER,
-            "magic": lf.MAGIC,
-            "v": lf.FORMAT_VERSION,
-            "collcheck": __version__,
-            "torch": torch.__version__,
-            "python": sys.version.split()[0],
-            "backend": backend,
-            "rank": rank,
-            "world": world_size,
-            "run": run_id,
-            "launch": cfg.launch,
-            "restart": restart,
-            "host": socket.gethostname(),
-            "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-            "threads": torch.get_num_threads(),
-            "pid": os.getpid(),
-            "argv": list(sys.argv),
-            "wall_ns": time.time_ns() - (time.monotonic_ns() - self.t0),  # both clocks at the origin of `ts`
-            "mono_ns": self.t0,
-            "stack": "full" if cfg.full_stack else "site",
-            "hang_s": cfg.hang_seconds,
-        }
+        header = header_record(
+            rank, world_size, run_id, torch=torch.__version__, python=sys.version.split()[0], backend=backend,
+            launch=cfg.launch, restart=restart, host=socket.gethostname(),
+            cpus=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+            threads=torch.get_num_threads(), pid=os.getpid(), argv=list(sys.argv),
+            wall_ns=time.time_ns() - (time.monotonic_ns() - self.t0),  # both clocks at the origin of `ts`
+            mono_ns=self.t0, stack="full" if cfg.full_stack else "site", hang_s=cfg.hang_seconds)
         with self.writer.lock:
             self.writer.write(header)
         self.active = True

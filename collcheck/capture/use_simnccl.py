@@ -27,7 +27,7 @@ def install(c10d) -> None:
 
         @functools.wraps(original)
         def on_simnccl(*args, _original=original, _at=at, _name=name, **kwargs):
-            import collcheck.simnccl
+            import collcheck.simnccl  # noqa: F401 - registers the backend
 
             if len(args) > _at:
                 args = (*args[:_at], NAME, *args[_at + 1:])

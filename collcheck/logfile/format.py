@@ -1,6 +1,6 @@
 """The on-disk vocabulary shared by the writer (inside the training job) and the reader.
 
-Standard library only: this module is imported by the recording hot path.
+Standard library only (and the op table, ops.py): this module is imported by the recording hot path.
 
 A log is a sequence of frames, one per write(2); a frame's payload is msgpack maps, each with
 the key ``k`` naming its kind (one letter, to keep events small). See docs/log-format.md.
@@ -13,6 +13,8 @@ Version history:
 
 import struct
 import zlib
+
+from .ops import WIRE_OPS
 
 MAGIC = "collcheck-log"
 FORMAT_VERSION = 2  # major version: readers refuse a larger one
@@ -51,7 +53,7 @@ ALL_KINDS = frozenset(
 LOG_SUFFIX = ".msgpack"
 SIGTERM_SUFFIX = ".sigterm.txt"  # faulthandler's text dump when torchrun terminates the rank
 
-_P2P_KINDS = {"send": 1, "recv_": 2, "recv_any_source_": 3}
+_P2P_KINDS = {op: spec.p2p for op, spec in WIRE_OPS.items() if spec.p2p}
 
 
 def seq_key(gid: int, op: str, peer) -> int:

@@ -11,8 +11,9 @@ Every record is checked against the schema (logfile/records.py) before it is yie
 left out, and its frame is damage (`malformed` says why), as a frame whose CRC fails is. (The
 scanner checks collectives itself, faster: `LogStream(check_colls=False)`.)
 
-The functions here keep their state on the reader's `LogStream` (damage, malformed, torn,
-duplicates, good_bytes, colls), which is what callers read.
+The functions here keep their state on the reader's `LogStream`, whose constructor declares it
+all: what callers read (damage, malformed, torn, duplicates, good_bytes, colls) and where the
+frame reader is (expect, last_eid, recent).
 """
 
 from __future__ import annotations
@@ -120,9 +121,8 @@ def read_frames(stream, pos: int):
     """Every record of the frames from `pos` on, as (frame offset, record, event id): the event
     id of a C record, else -1. Completions a C record carries (`d`) come first, as D records
     (unless the stream's `expand_done` is off: then the reader handles `d` itself)."""
-    stream.expect = 0 if pos == 0 else -1  # collectives before the next frame, as far as known
-    stream.last_eid = -1  # the event id of the last good frame
-    stream.recent = []  # CRCs of the good frames with that event id: a duplicated chunk repeats one
+    stream.expect = 0 if pos == 0 else -1  # (format 1's header first: the count is not known)
+    stream.last_eid, stream.recent = -1, []
     batch = 1 if stream.header_only else FIRST_BATCH
     while pos < len(stream.data):
         frames, pos = _walk(stream, pos, batch)

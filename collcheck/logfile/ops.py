@@ -1,4 +1,6 @@
-"""Where each c10d dispatcher op keeps its process group, tensors, reduce op and peer.
+"""The op table: where each c10d dispatcher op keeps its process group, tensors, reduce op and
+peer, and the sets of ops every reader and writer tells apart (point-to-point, rooted), derived
+from it.
 
 Positions follow the schemas of torch 2.13 (`torch.ops.c10d.<op>.default._schema`).
 Every collective, whoever issues it (Python `dist.*`, DDP's C++ reducer, join hooks,
@@ -18,6 +20,9 @@ class OpSpec(NamedTuple):
     peer: int | None = None  # group-local peer of send/recv
     tag: int | None = None
     api: str = ""  # the public API that usually issues it (a record names others)
+    # a point-to-point op: the kind of its channel in a `j` counter's key (format.seq_key; on
+    # disk: 1 send, 2 recv, 3 recv from any source); 0: a collective of the whole group
+    p2p: int = 0
 
 
 WIRE_OPS: dict[str, OpSpec] = {
@@ -38,10 +43,14 @@ WIRE_OPS: dict[str, OpSpec] = {
     "alltoall_base_": OpSpec(2, 1, api="all_to_all_single"),
     "barrier": OpSpec(1, None, api="barrier"),
     "monitored_barrier_": OpSpec(1, None, api="monitored_barrier"),
-    "send": OpSpec(1, 0, peer=2, tag=3, api="send"),
-    "recv_": OpSpec(1, 0, peer=2, tag=3, api="recv"),
-    "recv_any_source_": OpSpec(1, 0, tag=2, api="recv"),
+    "send": OpSpec(1, 0, peer=2, tag=3, api="send", p2p=1),
+    "recv_": OpSpec(1, 0, peer=2, tag=3, api="recv", p2p=2),
+    "recv_any_source_": OpSpec(1, 0, tag=2, api="recv", p2p=3),
 }
+# the point-to-point ops (send, recv): paired by channel, not slots of their group's sequence
+P2P_OPS = frozenset(op for op, spec in WIRE_OPS.items() if spec.p2p)
+# the collectives with a root (broadcast, reduce, gather, scatter)
+ROOTED_OPS = frozenset(op for op, spec in WIRE_OPS.items() if spec.root is not None)
 
 
 # The public torch.distributed functions (distributed_c10d.py) whose calls put ops on the wire: the

@@ -19,7 +19,7 @@ from ..base.errors import LogError  # noqa: F401  (raised here; callers name it 
 from ..base.untrusted import one_line
 from . import format as lf
 from .frames import CRC_BUDGET, READ_ERRORS, malformed, read_frames
-from .records import MAX_WORLD, SCHEMA, coll_problem, problem
+from .records import MAX_WORLD, coll_problem, known_header, problem
 
 MAX_LOG_BYTES = 1 << 31  # a log (its first file and segments together): ~40M collectives, held in memory
 MAX_HEADER = 1 << 20  # bytes read to find a header (a real one is a few hundred)
@@ -165,17 +165,7 @@ def check_header(header, path: str) -> dict:
     why = problem(header)
     if why is not None:
         raise LogError(f"{shown(path)}: malformed header: {why}")
-    return _safe_header(header)
-
-
-def _safe_header(header: dict) -> dict:
-    """The keys the schema knows (nothing walks what it does not know), arrays as lists."""
-    out = {"k": lf.HEADER}
-    for key in SCHEMA[lf.HEADER][0]:
-        if key in header:
-            v = header[key]
-            out[key] = list(v) if v.__class__ is tuple else v  # (argv, notes, unchecked: lists of strings)
-    return out
+    return known_header(header)
 
 
 def parse_header(data: bytes, path: str) -> dict:
@@ -221,7 +211,12 @@ class LogStream:
     skipped. Format 1 (a plain msgpack stream): reading stops at the first undecodable byte
     (`junk`). Either way a last frame or record cut short is a `torn` tail (a crash mid-write).
     The offset of a record is its frame's (format 2), where `LogStream(data, path, offset)`
-    starts reading again."""
+    starts reading again. The frame reader (frames.py) keeps its state here too: every attribute
+    is declared below (slots: nothing adds one elsewhere)."""
+
+    __slots__ = ("check_colls", "colls", "crc_left", "damage", "data", "decoder_options", "duplicates", "expand_done",
+                 "expect", "framed", "good_bytes", "header_only", "junk", "last_eid", "malformed", "path", "recent",
+                 "start", "torn", "use_list", "world", "world_known")
 
     def __init__(self, data: bytes, path: str, start: int = 0, header_only: bool = False, use_list: bool = False,
                  expand_done: bool = True, check_colls: bool = True):
@@ -247,6 +242,12 @@ class LogStream:
         self.good_bytes = start
         self.duplicates = 0
         self.colls = 0  # C records written before the end of the last good frame (format 2)
+        # the frame reader's place (frames.read_frames sets them where it starts): collectives
+        # before the next frame as far as known (-1: not known), the event id of the last good
+        # frame, and the CRCs of the good frames with that event id (a duplicated chunk repeats one)
+        self.expect = 0
+        self.last_eid = -1
+        self.recent: list[int] = []
 
     def __iter__(self):
         return read_frames(self, self.start) if self.framed else self._plain()

@@ -7,11 +7,14 @@ string). `problem(rec, world)` says what is wrong with a record (None: nothing);
 reader (logfile/frames.py) calls it on every record it yields but collectives, and leaves a record that
 fails out as damage. A collective is checked in two halves, `coll_problem` (the fields that
 differ from one collective to the next) and `signature_problem` (its signature's); the scanner,
-which reads millions of them, gives the same verdicts faster (logfile/scan.py: struct packers for the
-ranges below, and its caches of keys already checked). Keys a kind does not list are ignored
+which reads millions of them, gives the same verdicts faster (logfile/scanner.py: struct packers for
+the ranges below, and its caches of keys already checked). Keys a kind does not list are ignored
 (later minor versions may add them), and never read. Strings are only checked to be strings: the
 model keeps them as they are (JSON holds them exactly), and every renderer shows them through
 `collcheck.base.untrusted.visible`.
+
+The records that several writers (or the reader) build are built here, once: the header
+(`header_record`, `known_header`) and the interning records (`string_record`, ...).
 
 Standard library only, like the rest of the log layer.
 """
@@ -21,6 +24,7 @@ from __future__ import annotations
 import math
 import struct
 
+from ..base import __version__
 from . import format as lf
 
 MAX_WORLD = 1 << 20  # ranks in a run: a header claiming more is not a log of a real run
@@ -302,3 +306,47 @@ def signature_problem(rec: dict, world: int = MAX_WORLD) -> str | None:
             if wrong is not None:
                 return f"a 'C' record whose {key!r} is not {wrong} ({type(rec[key]).__name__})"
     return None
+
+
+# -- builders: the records that more than one writer or reader makes, keys in the order written ---
+
+def header_record(rank: int, world: int, run: str, **fields) -> dict:
+    """A new log's first record, of this collcheck and this format version: `fields` are the
+    header's other keys (SCHEMA's; the recorder's, a converted dump's, a synthetic run's), in
+    the schema's order whatever order they are passed in (the bytes written do not depend on
+    the caller)."""
+    return known_header({"magic": lf.MAGIC, "v": lf.FORMAT_VERSION, "collcheck": __version__, "rank": rank,
+                         "world": world, "run": run, **fields}, strict=True)
+
+
+def known_header(header: dict, strict: bool = False) -> dict:
+    """A header of only the keys the schema knows, in its order, arrays as lists (what the reader
+    keeps of a log's header: nothing walks what it does not know); `strict`: a key it does not
+    know is a TypeError (a writer's mistake)."""
+    keys = SCHEMA[lf.HEADER][0]
+    if strict and not keys.keys() >= header.keys():
+        raise TypeError(f"not header keys: {sorted(header.keys() - keys.keys())}")
+    out = {"k": lf.HEADER}
+    for key in keys:
+        if key in header:
+            v = header[key]
+            out[key] = list(v) if v.__class__ is tuple else v  # (argv, notes, unchecked: lists of strings)
+    return out
+
+
+def string_record(i: int, s: str) -> dict:
+    return {"k": lf.STRING, "i": i, "s": s}
+
+
+def site_record(i: int, file_id: int, line: int, function_id: int) -> dict:
+    return {"k": lf.SITE, "i": i, "f": file_id, "l": line, "n": function_id}
+
+
+def chain_record(i: int, site_ids: list) -> dict:
+    """A call chain: the site ids of the user's frames, outermost first."""
+    return {"k": lf.CHAIN, "i": i, "s": site_ids}
+
+
+def tspec_record(i: int, tensors: list) -> dict:
+    """A tensor spec: [[dtype string id, [dims]], ...]."""
+    return {"k": lf.TSPEC, "i": i, "t": tensors}

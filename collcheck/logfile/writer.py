@@ -23,6 +23,7 @@ import threading
 import msgpack
 
 from . import format as lf
+from .records import chain_record, site_record, string_record, tspec_record
 
 _pack = msgpack.Packer(use_bin_type=True).pack  # not thread-safe: only used under the lock
 SEGMENTS = 8  # a capped log is kept as about this many segments
@@ -101,7 +102,7 @@ class LogWriter:
         i = self._strings.get(s)
         if i is None:
             i = self._strings[s] = len(self._strings)
-            self.keep({"k": lf.STRING, "i": i, "s": s})
+            self.keep(string_record(i, s))
         return i
 
     def site_id(self, filename: str, line: int, func: str) -> int:
@@ -110,7 +111,7 @@ class LogWriter:
         if i is None:
             f, n = self.string_id(filename), self.string_id(func)
             i = self._sites[key] = len(self._sites)
-            self.keep({"k": lf.SITE, "i": i, "f": f, "l": line, "n": n})
+            self.keep(site_record(i, f, line, n))
         return i
 
     def chain_id(self, sites: tuple) -> int:
@@ -118,7 +119,7 @@ class LogWriter:
         i = self._chains.get(sites)
         if i is None:
             i = self._chains[sites] = len(self._chains)
-            self.keep({"k": lf.CHAIN, "i": i, "s": list(sites)})
+            self.keep(chain_record(i, list(sites)))
         return i
 
     def tspec_id(self, key: tuple) -> int:
@@ -127,7 +128,7 @@ class LogWriter:
         if i is None:
             spec = [[self.string_id(d), list(s)] for d, s in key]
             i = self._tspecs[key] = len(self._tspecs)
-            self.keep({"k": lf.TSPEC, "i": i, "t": spec})
+            self.keep(tspec_record(i, spec))
         return i
 
     # -- output (call with self.lock held) ----------------------------------------

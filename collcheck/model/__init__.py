@@ -5,13 +5,12 @@ Reports, the TUI and replay build on these names only; a change of the log forma
 reader, the scanner and this package, never a view.
 """
 
+from ..logfile.ops import P2P_OPS, ROOTED_OPS
 from .groups import group_label
 from .ranks import rank_ranges
 from .run import (
     DTYPE_SIZES,
-    P2P_OPS,
     REDUCE_OPS,
-    ROOTED_OPS,
     Event,
     Group,
     GroupCreation,

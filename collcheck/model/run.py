@@ -20,14 +20,13 @@ from ..base.settings import Settings
 from ..base.untrusted import one_line
 from ..inputs.discover import Source, discover
 from ..logfile import format as lf
-from ..logfile.ops import SHAPE_FREE_OPS
-from ..logfile.reader import LogError, LogStream, read_header, read_text
-from ..logfile.scan import Scan, decode_event, scan_many
+from ..logfile.decode import LogFile, Tables
+from ..logfile.ops import P2P_OPS, SHAPE_FREE_OPS
+from ..logfile.reader import LogError, read_header, read_text
+from ..logfile.scan import Scan, scan_many
 from .liveness import process_alive
 from .ranks import rank_ranges
 
-P2P_OPS = frozenset(("send", "recv_", "recv_any_source_"))
-ROOTED_OPS = frozenset(("broadcast_", "reduce_", "gather_", "scatter_"))
 REDUCE_OPS = {0: "SUM", 1: "AVG", 2: "PRODUCT", 3: "MIN", 4: "MAX", 5: "BAND", 6: "BOR", 7: "BXOR", 8: "PREMUL_SUM"}
 DTYPE_SIZES = {
     "float32": 4, "float": 4, "float64": 8, "double": 8, "float16": 2, "half": 2, "bfloat16": 2,
@@ -341,8 +340,9 @@ class RankLog:
         return out
 
     def event(self, i: int) -> Event:
-        coll, done, tables = decode_event(self.path, self.off[i], self.eid_of(i), self.run.file_cache(self.path))
-        return self._event(i, coll, done, tables)
+        file = self.run.log_file(self.path)
+        coll, done = file.event(self.off[i], self.eid_of(i))
+        return self._event(i, coll, done, file.tables)
 
     def events(self) -> list[Event]:
         """Every event, in order: what [event(i) for i in range(len(log))] gives, in one pass over
@@ -350,49 +350,29 @@ class RankLog:
         Format 1 logs and logs whose pass misses a collective go event by event."""
         if not len(self):
             return []
-        first = self.event(0)  # (loads the file's bytes and tables into the cache)
-        cache = self.run.file_cache(self.path)
-        stream = LogStream(cache["data"], self.path, check_colls=False)  # (the scan checked those it kept)
-        eids = [self.eid_of(i) for i in range(len(self))]
-        wanted = set(eids)
-        colls: dict[int, dict] = {}
-        dones: dict[int, dict] = {}
-        for _, rec, eid in stream:
-            k = rec["k"]
-            if k == lf.COLL:
-                if eid in wanted and eid not in colls:
-                    colls[eid] = rec
-            elif k == lf.DONE:
-                done_of = rec.get("i")
-                if done_of in colls and done_of not in dones:  # (the first after its C record)
-                    dones[done_of] = rec
-        if not stream.framed or len(colls) < len(eids):
-            return [first] + [self.event(i) for i in range(1, len(self))]
-        tables = cache["tables"]
-        return [first] + [self._event(i, colls[eids[i]], dones.get(eids[i]), tables) for i in range(1, len(self))]
+        file = self.run.log_file(self.path)
+        found = file.events([self.eid_of(i) for i in range(len(self))])
+        if found is None:
+            return [self.event(i) for i in range(len(self))]
+        return [self._event(i, coll, done, file.tables) for i, (coll, done) in enumerate(found)]
 
-    def _event(self, i: int, coll: dict, done: dict | None, tables: dict) -> Event:
-        strings, sites = tables["S"], tables["F"]
-
-        def site_of(sid):
-            f = sites.get(sid)
-            return None if f is None else (strings.get(f["f"], "?"), f["l"], strings.get(f["n"], "?"))
-
+    def _event(self, i: int, coll: dict, done: dict | None, tables: Tables) -> Event:
+        strings, sites = tables.strings, tables.sites
         base = self.base_us
         g = self.groups[self.gid[i]]
-        stack = tuple(site_of(s) for s in coll["st"]) if "st" in coll else None
+        stack = tuple(sites.get(s) for s in coll["st"]) if "st" in coll else None
         chain = self.chain_sites.get(self.chain[i]) if i < len(self.chain) else None
         sig = self.run.signatures[self.sig[i]]
         peer = self.run.global_rank(g.name, sig.root)
         tensors = splits = None
         if sig.op in SHAPE_FREE_OPS:
-            tensors = tables["P"].get(coll.get("t"), sig.tensors)
+            tensors = tables.tspecs.get(coll.get("t"), sig.tensors)
             sp = coll.get("sp")
             splits = (tuple(sp[0]), tuple(sp[1])) if sp and len(sp) == 2 else None
         return Event(
             rank=self.rank, index=i, group=g.name, position=self._position(i), sig=sig,
-            site=site_of(coll.get("s")), label=strings.get(coll["l"]) if "l" in coll else None,
-            thread=tables["T"].get(coll.get("h", 0), "MainThread"), t_issue=base + coll.get("ts", 0),
+            site=sites.get(coll.get("s")), label=strings.get(coll["l"]) if "l" in coll else None,
+            thread=tables.threads.get(coll.get("h", 0), "MainThread"), t_issue=base + coll.get("ts", 0),
             t_return=base + done["r"] if done and "r" in done else None,
             t_done=None if i in self.pending or done is None else base + done.get("c", done.get("r", 0)),
             error=self.errors.get(i), call_id=coll.get("q"), async_op=bool(coll.get("a")), native=bool(coll.get("n")),
@@ -453,7 +433,7 @@ class Run:
         self.unchecked: list[str] = []
         self.source = "collcheck"  # what wrote the logs: "collcheck", or "flight-recorder" (converted dumps)
         self._group_table: dict | None = None  # group name -> (members, desc): groups.py
-        self._files: OrderedDict[str, dict] = OrderedDict()
+        self._files: OrderedDict[str, LogFile] = OrderedDict()
 
     @property
     def running(self) -> list[int]:
@@ -488,12 +468,13 @@ class Run:
             self.chains.append(frames)
         return i
 
-    def file_cache(self, path: str) -> dict:
-        cache = self._files.pop(path, None) or {}
-        self._files[path] = cache
+    def log_file(self, path: str) -> LogFile:
+        """A rank's log, read once for the events reports ask for (the last FILE_CACHE kept)."""
+        file = self._files.pop(path, None) or LogFile(path)
+        self._files[path] = file
         while len(self._files) > self.FILE_CACHE:
             self._files.popitem(last=False)
-        return cache
+        return file
 
     def group_members(self, name: str) -> tuple:
         """Global ranks of a group, as recorded by the ranks that know it."""

@@ -13,7 +13,8 @@ from array import array
 from bisect import bisect_left
 from dataclasses import dataclass, field
 
-from .run import P2P_OPS, Run
+from ..logfile.ops import P2P_OPS
+from .run import Run
 
 
 class GroupSequences:

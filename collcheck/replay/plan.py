@@ -17,6 +17,8 @@ import copy
 from dataclasses import dataclass, field
 
 from ..logfile import format as lf
+from ..logfile.decode import Decoder
+from ..logfile.ops import SHAPE_FREE_OPS
 from ..logfile.reader import LogError, LogStream, read_bytes
 from ..model import P2P_OPS, ROOTED_OPS, Run
 from .whatif import apply_edit, follow_peers
@@ -63,22 +65,23 @@ def rank_actions(run: Run, rank: int) -> list[dict]:
     log = run.ranks[rank]
     data = read_bytes(log.path)
     lost = set(log.lost)
-    strings: dict = {}
-    sites: dict = {}
+    decoder = Decoder(LogStream(data, log.path))
+    strings = decoder.tables.strings
+
+    def site(rec: dict) -> list | None:
+        found = decoder.tables.sites.get(rec.get("s"))
+        return None if found is None else list(found)
+
     actions: list = []
     by_eid: dict = {}
     n = 0
     try:
-        for _, rec, eid in LogStream(data, log.path):
+        for _, rec, eid in decoder:
             k = rec["k"]
-            if k == lf.STRING:
-                strings[rec["i"]] = rec["s"]
-            elif k == lf.SITE:
-                sites[rec["i"]] = [strings.get(rec["f"], "?"), rec["l"], strings.get(rec["n"], "?")]
-            elif k == lf.GROUP and rec.get("op") in ("new", "split"):
+            if k == lf.GROUP and rec.get("op") in ("new", "split"):
                 ranks = rec.get("r")
                 actions.append({"k": "new", "ranks": list(ranks) if ranks is not None else None, "desc": rec.get("d"),
-                                "name": rec.get("g") if rec.get("m", True) else None, "s": sites.get(rec.get("s")),
+                                "name": rec.get("g") if rec.get("m", True) else None, "s": site(rec),
                                 "ts": rec.get("ts")})
             elif k == lf.GROUP and rec.get("op") == "destroy":
                 actions.append({"k": "destroy", "name": rec.get("g"), "all": bool(rec.get("all", True)), "ts": rec.get("ts")})
@@ -97,7 +100,7 @@ def rank_actions(run: Run, rank: int) -> list[dict]:
                     peer = members[peer]
                 act = {"k": "op", "i": n, "op": sig.op, "g": group, "t": [[d, list(s)] for d, s in sig.tensors],
                        "r": sig.reduce_op, "p": peer, "tag": sig.tag or None, "api": sig.api, "role": sig.role,
-                       "label": strings.get(rec["l"]) if "l" in rec else None, "s": sites.get(rec.get("s")),
+                       "label": strings.get(rec["l"]) if "l" in rec else None, "s": site(rec),
                        "a": 1 if rec.get("a") else 0, "q": rec.get("q") if sig.api == "batch_isend_irecv" else None,
                        "ts": rec.get("ts", 0), "td": None, "or": rank}
                 sizes = log.a2a.get(n)
@@ -105,7 +108,7 @@ def rank_actions(run: Run, rank: int) -> list[dict]:
                     rows, per_row, ins, outs = sizes
                     act["t"] = [[d, [rows] if per_row == 1 else [rows, per_row]] for d, _ in sig.tensors]
                     act["sp"] = [list(ins), list(outs)]
-                elif sig.op in ("alltoall_", "alltoall_base_"):
+                elif sig.op in SHAPE_FREE_OPS:
                     act["t"] = [[d, []] for d, _ in sig.tensors]
                 actions.append(act)
                 by_eid[eid] = act

@@ -242,7 +242,7 @@ class Replayer:
         t = ts[0] if ts else torch.zeros(1)
         red = dist.ReduceOp.RedOpType(op["r"] if op.get("r") is not None else 0)
         root = op.get("p")
-        n = self.size(pg) if kind not in ("send", "recv_", "recv_any_source_") else 1
+        n = self.size(pg)
         me = dist.get_rank()
 
         def cat(x):  # output of gather-into-tensor / input of reduce-scatter-tensor

@@ -11,19 +11,19 @@ from __future__ import annotations
 import os
 import pickle
 
+from ..logfile.ops import WIRE_OPS
 from ..model import P2P_OPS
 
 FR_VERSION = "2.10"
-# collcheck wire op -> Flight Recorder op name
-FR_NAMES = {
+# collcheck wire op -> Flight Recorder op name (a point-to-point op's is its API's: send, recv)
+FR_NAMES = {op: WIRE_OPS[op].api for op in P2P_OPS} | {
     "allreduce_": "all_reduce", "allreduce_coalesced_": "allreduce_coalesced", "barrier": "barrier",
     "monitored_barrier_": "barrier", "broadcast_": "broadcast", "reduce_": "reduce", "allgather_": "all_gather",
     "_allgather_base_": "_all_gather_base", "allgather_coalesced_": "all_gather",
     "allgather_into_tensor_coalesced_": "all_gather_into_tensor_coalesced", "reduce_scatter_": "reduce_scatter",
     "_reduce_scatter_base_": "_reduce_scatter_base",
     "reduce_scatter_tensor_coalesced_": "reduce_scatter_tensor_coalesced", "gather_": "gather", "scatter_": "scatter",
-    "alltoall_": "all_to_all", "alltoall_base_": "all_to_all_single", "send": "send", "recv_": "recv",
-    "recv_any_source_": "recv",
+    "alltoall_": "all_to_all", "alltoall_base_": "all_to_all_single",
 }
 DTYPE_NAMES = {
     "float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16", "int64": "Long",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from itertools import pairwise
 
+from ..model import P2P_OPS
 from .json_report import write_json
 
 MIN_DUR_US = 1  # a slice of 0 µs is invisible in the UI
@@ -49,7 +50,7 @@ def trace(report, stats=None) -> dict:
                 args.update(_stats_args(stats, rank, e))
             events.append({"ph": "X", "name": e.sig.describe(), "cat": "collective", "pid": rank, "tid": tid,
                            "ts": e.t_issue, "dur": dur, "args": args})
-            if e.sig.op not in ("send", "recv_", "recv_any_source_"):
+            if e.sig.op not in P2P_OPS:
                 slices.setdefault((e.group, e.position), []).append((rank, tid, e.t_issue))
     events += _flows(slices)
     events += _findings(report)

@@ -12,7 +12,7 @@ from rich.text import Text
 from ..analysis.explain import where
 from ..analysis.fold import fold_identical
 from ..base.untrusted import one_line, visible
-from ..model import group_label, rank_ranges
+from ..model import P2P_OPS, group_label, rank_ranges
 from ..model.framework_calls import render_chain, split_chain
 from . import MESSAGE_CHARS
 from .console import make_console
@@ -28,7 +28,7 @@ def _cell(e) -> str:
     shape = ",".join(f"{d}[{'x'.join(map(str, sh))}]" for d, sh in e.sized.tensors) + e.splits_text()
     extra = ""
     if s.root is not None:
-        extra = f" {'peer' if s.op in ('send', 'recv_') else 'root'} {s.root}"
+        extra = f" {'peer' if s.op in P2P_OPS else 'root'} {s.root}"
     if s.tag:
         extra += f" tag {s.tag}"
     label = f"\n  ({one_line(e.label)})" if e.label else ""

@@ -8,6 +8,7 @@ import os
 import msgpack
 
 from ..logfile import format as lf
+from ..logfile.records import site_record, string_record, tspec_record
 from ..logfile.writer import open_exclusive
 from .logs import _header
 from .program import MAX, SUM, USER_FILE, Program
@@ -53,15 +54,15 @@ def _bulk_body(pack, world, n_events, names, members, mine, body_ops) -> bytes:
     def sid(s):
         if s not in strings:
             strings[s] = len(strings)
-            chunks.append(pack({"k": lf.STRING, "i": strings[s], "s": s}))
+            chunks.append(pack(string_record(strings[s], s)))
         return strings[s]
 
     f, fn = sid(USER_FILE), sid("train_step")
     for i in range(len(body_ops) + 1):
-        chunks.append(pack({"k": lf.SITE, "i": i, "f": f, "l": 100 + i, "n": fn}))
+        chunks.append(pack(site_record(i, f, 100 + i, fn)))
     for i, (_, t, _, _) in enumerate(body_ops):
         if t is not None:
-            chunks.append(pack({"k": lf.TSPEC, "i": i, "t": [[sid(t[0]), list(t[1])]]}))
+            chunks.append(pack(tspec_record(i, [[sid(t[0]), list(t[1])]])))
     gids = {}
     for n in names:
         if n in mine:

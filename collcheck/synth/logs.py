@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..base import __version__
 from ..logfile import format as lf
+from ..logfile.records import header_record
 from ..logfile.writer import LogWriter, open_exclusive
 from .program import FAULT_KINDS, ROLE, SUM, USER_FILE, Op, Program, _mutate
 
@@ -99,12 +99,9 @@ def rank_events(prog: Program, faults=()) -> dict[int, list[_Ev]]:
 
 
 def _header(prog: Program, rank: int, wall_ns: int) -> dict:
-    return {
-        "k": lf.HEADER, "magic": lf.MAGIC, "v": lf.FORMAT_VERSION, "collcheck": __version__, "torch": "synthetic",
-        "python": "3", "backend": "cpu:gloo", "rank": rank, "world": prog.world, "run": prog.run_id,
-        "launch": prog.run_id, "restart": 0, "host": "synth", "pid": 10000 + rank, "argv": [USER_FILE],
-        "wall_ns": wall_ns, "mono_ns": 0, "stack": "site", "hang_s": 60.0,
-    }
+    return header_record(rank, prog.world, prog.run_id, torch="synthetic", python="3", backend="cpu:gloo",
+                         launch=prog.run_id, restart=0, host="synth", pid=10000 + rank, argv=[USER_FILE],
+                         wall_ns=wall_ns, mono_ns=0, stack="site", hang_s=60.0)
 
 
 def write_run(directory: str, prog: Program, faults=(), done: bool = True, trailer: bool = True,

@@ -16,7 +16,6 @@ SIZES = (2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096)
 DTYPES = ("float32", "bfloat16", "float16")  # never an integer dtype: the dtype fault makes one
 # dtype fault: same element count, another dtype no program uses
 DTYPE_SWAP = {"float32": "int32", "bfloat16": "int16", "float16": "int16"}
-P2P = ("send", "recv_")
 FAULT_KINDS = ("missing", "extra", "op_mismatch", "shape_mismatch", "dtype_mismatch", "reduce_op_mismatch",
                "root_mismatch", "order_mismatch", "unmatched_p2p", "tag_mismatch", "semantic_mismatch", "detour")
 # the user's frames above a call site: the training loop reaches the loop body, main the one-off calls;

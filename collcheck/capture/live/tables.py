@@ -7,14 +7,11 @@ from __future__ import annotations
 
 import hashlib
 
-from ...logfile.ops import SHAPE_FREE_OPS
+from ...logfile.ops import P2P_OPS, SHAPE_FREE_OPS
 
 RING = 64  # signatures kept per group: ranks this far apart are still compared slot by slot
 MULT = 0x100000001B3  # the rolling hash: h = h * MULT + signature (mod 2**64)
 MASK = (1 << 64) - 1
-
-
-P2P_OPS = ("send", "recv_", "recv_any_source_")
 
 
 def signature(opname: str, key, reduce_op, root, tag: int = 0) -> int:

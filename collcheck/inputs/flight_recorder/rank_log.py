@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ...base import __version__
 from ...logfile import format as lf
+from ...logfile.records import header_record
 from ...logfile.writer import LogWriter, open_exclusive
 from .entries import (
     COALESCED,
@@ -85,14 +85,11 @@ class RankWriter:
 
     def _header(self) -> dict:
         backends = sorted({backend_of(e) for e in self.dump["entries"]} - {""})
-        return {
-            "k": lf.HEADER, "magic": lf.MAGIC, "v": lf.FORMAT_VERSION, "collcheck": __version__,
-            "torch": f"flight recorder {self.dump['version']}", "python": "?",
-            "backend": ",".join(backends) or "?", "rank": self.rank, "world": self.world, "run": "flight-recorder",
-            "launch": "", "restart": 0, "host": "?", "pid": 0, "argv": [self.path], "wall_ns": self.base,
-            "mono_ns": 0, "stack": "full", "hang_s": 0.0, "source": "flight-recorder", "notes": self.notes,
-            "unchecked": self.unchecked, "p2p_unnumbered": self.p2p_unnumbered,
-        }
+        return header_record(
+            self.rank, self.world, "flight-recorder", torch=f"flight recorder {self.dump['version']}", python="?",
+            backend=",".join(backends) or "?", launch="", restart=0, host="?", pid=0, argv=[self.path],
+            wall_ns=self.base, mono_ns=0, stack="full", hang_s=0.0, source="flight-recorder", notes=self.notes,
+            unchecked=self.unchecked, p2p_unnumbered=self.p2p_unnumbered)
 
     def _groups_used(self, entries) -> set[str]:
         names = {group_of(e)[0] for e in entries}

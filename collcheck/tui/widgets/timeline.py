@@ -16,6 +16,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from ...base.untrusted import one_line
+from ...model import P2P_OPS
 from ..grid import STATUS, Grid
 from ..messages import CursorMoved
 
@@ -33,7 +34,7 @@ def cell_text(ev, status: str, width: int | None = None) -> str:
         return {"missing": "✗ missing (never issued)", "after exit": "·", "not member": ""}.get(status, glyph)
     s = ev.sig
     shape = ",".join(f"{d}[{'x'.join(map(str, sh)) or '-'}]" for d, sh in s.tensors)
-    extra = f" {'peer' if s.op in ('send', 'recv_') else 'root'} {s.root}" if s.root is not None else ""
+    extra = f" {'peer' if s.op in P2P_OPS else 'root'} {s.root}" if s.root is not None else ""
     if status == "mismatched" and not ev.completed:
         extra += " ⧗"
     op, label = s.api or s.op, ev.label

@@ -6,7 +6,7 @@ import datetime
 import torch
 import torch.distributed as dist
 
-import collcheck.simnccl
+import collcheck.simnccl  # noqa: F401 - registers the backend
 
 dist.init_process_group("simnccl", timeout=datetime.timedelta(seconds=20))
 rank, world = dist.get_rank(), dist.get_world_size()
