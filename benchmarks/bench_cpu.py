@@ -54,7 +54,7 @@ def _worker(calls: int, log_dir: str | None) -> None:
     if log_dir:
         from collcheck.capture import session
 
-        path = "compiled" if session.recorder()._fast is not None else "python"
+        path = "compiled" if session.recorder().compiled else "python"
     print(json.dumps({"cpu_us": cpu / calls * 1e6, "wall_us": (w1 - w0) / calls * 1e6, "path": path}), flush=True)
     dist.destroy_process_group()
 

@@ -41,7 +41,7 @@ def _make_kernel(current, opname: str, overload):
 
     def kernel(keyset, *args, **kwargs):
         rec = current()
-        if rec is None or not rec._active or keyset.has(_SKIP_KEYS[0]) or keyset.has(_SKIP_KEYS[1]):
+        if rec is None or not rec.active or keyset.has(_SKIP_KEYS[0]) or keyset.has(_SKIP_KEYS[1]):
             return redispatch(keyset.remove(_BACKEND_SELECT), *args, **kwargs)
         try:
             eid = rec.on_issue(opname, args, sys._getframe(1), async_at)
@@ -79,7 +79,7 @@ def install(current: Callable[[], Recorder | None]) -> bool:
     if _compiled and rec is not None:
         fastpath.attach(rec)  # registers the compiled kernels while `rec` records
     elif rec is not None:
-        rec.on_active_change = lambda on: _restore(current) if on else remove()
+        rec.watch_active(lambda on: _restore(current) if on else remove())
     return _compiled
 
 
@@ -134,7 +134,7 @@ def _patch_backward(current) -> None:
     def _engine_run_backward(*args, **kwargs):
         rec = current()
         if rec is not None:
-            rec.bwd_epoch += 1
+            rec.count_backward_pass()
         return original(*args, **kwargs)
 
     _engine_run_backward.__collcheck_original__ = original

@@ -4,19 +4,24 @@ Hot path per collective: classify the call site (cached per code object), look u
 interned ids, build one small map, one write(2). Everything else (analysis,
 pretty names) happens in the reader, never here. The fields that repeat for one call
 site, op, group, tensor spec and thread form a Template: the Python kernels build one per
-call; the compiled fast path (fastpath.py) caches them, writes a template's first record
-through `_emit` and the later ones itself, byte for byte what `_emit` would write.
+call; the compiled fast path (native/) caches them, writes a template's first record
+through `emit` and the later ones itself, byte for byte what `emit` would write.
+
+The recorder holds three collaborators, each with its own state: `completions` (D records and
+the in-flight table), `live` (live mode's tables) and `native` (what the compiled kernels call
+back). On the compiled path the state the kernels share (event ids, counters, in-flight table,
+live hashes) lives in C++: `use_native` tells each of them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sys
 import threading
 import time
 import warnings
-from collections import deque
 from collections.abc import Callable
 
 import torch
@@ -30,6 +35,7 @@ from . import callsite
 from .completions import Completions
 from .live import tables as live_hash
 from .native import fastpath
+from .native.hooks import NativeHooks
 
 _C = torch._C._distributed_c10d
 _unbox_pg = _C.ProcessGroup.unbox
@@ -51,21 +57,11 @@ class ApiCall:
 
 
 class ThreadState(threading.local):
-    """Per thread: the ApiCall of the outermost `dist.*` call running on it (api.py sets it)."""
+    """Per thread: the ApiCall of the outermost `dist.*` call running on it (Recorder.set_api_call)."""
 
-    _api: ApiCall | None = None
+    api: ApiCall | None = None
     fast = None  # the compiled module: it keeps "an API call is active" per thread (no Python read)
     issued: tuple | None = None  # (op, group name) of the op this thread issued last (Python kernels)
-
-    @property
-    def api(self) -> ApiCall | None:
-        return self._api
-
-    @api.setter
-    def api(self, call: ApiCall | None) -> None:
-        self._api = call
-        if ThreadState.fast is not None:
-            ThreadState.fast.set_api(call is not None)
 
 
 class Template:
@@ -78,60 +74,99 @@ class Template:
     __slots__ = ("op", "api", "o", "g", "seq", "fields", "context", "role", "label", "sig", "balance")
 
 
-class Recorder(Completions, live_hash.LiveTables, fastpath.RecorderHooks):
+class _Switch:
+    """Recorder.active: setting it starts or pauses recording (the compiled kernels, the Python
+    kernels: watch_active); reading it is an instance attribute read, which the kernels and
+    wrappers do per call (a descriptor with __set__ alone: reads find the instance's value)."""
+
+    def __set__(self, rec: Recorder, value: bool) -> None:
+        rec.__dict__["active"] = value
+        if rec._native is not None:  # the C++ kernels skip the GIL entirely while paused
+            rec._native.set_enabled(bool(value))
+        if rec._active_watcher is not None:
+            try:
+                rec._active_watcher(bool(value))
+            except Exception as exc:  # noqa: BLE001 - never break the job: stop recording instead
+                rec.fail(exc)  # (its warning names the line that set `active`)
+
+
+class Recorder:
+    active = _Switch()  # a log is open and nothing has failed
+
     def __init__(self, config: Settings):
         self.config = config
         self.writer: LogWriter | None = None
-        self._fast = None  # the compiled fast path module while it reports to this recorder
-        self.on_active_change: Callable[[bool], None] | None = None  # kernels.py: the Python kernels come and go
-        self.active = False  # a log is open and nothing has failed
+        self._native = None  # the compiled kernels' module while they report to this recorder (use_native)
+        self.compiled = False  # whether they do (read it; use_native sets it)
+        self._active_watcher: Callable[[bool], None] | None = None  # watch_active
+        self.active = False
         self.failed = False
-        self.tls = ThreadState()
+        self.tls = ThreadState()  # read it; set_api_call writes its ApiCall
         self.t0 = time.monotonic_ns()
+        self.completions = Completions(self.now_us)
+        self.live = live_hash.LiveTables()
+        self.native = NativeHooks(self, self.completions)
         self._group_names: dict[str, int] = {}
         self._threads: dict[int, int] = {}
-        self.inflight: dict[int, tuple[int, int, str]] = {}  # eid -> (t_ns, thread ident, op)
         self._eid = 0
         self._api_calls = 0
         self._bwd_epoch = 0
         self._bucket: dict[int, tuple] = {}  # gid -> (backward epoch, eid, bucket index)
         self._last_in_group: dict[int, int] = {}  # gid -> eid of its latest event
-        self._seqs: dict[int, int] = {}  # logformat.seq_key -> its last `j`
-        self._done_q: deque = deque()  # completions not written yet (completion.py)
+        self._seqs: dict[int, int] = {}  # format.seq_key -> its last `j`
         self._dtype_names: dict = {}
-        self._templates: dict[int, Template] = {}  # fast path template id -> template
         self._py_templates: dict[tuple, Template] = {}  # Python kernels: what fixes a template -> it
-        self.no_future: set[tuple] = set()  # (op, group name) whose Work has no future (completion.py)
-        self._live_init()
-        self.in_call: tuple | None = None  # (API, t_ns) of a group creation it waits in (api.py; live.py)
+        self._in_call: tuple | None = None  # (API, t_ns) of a group creation it waits in (waiting_in)
         self._optimizers: dict[int, int] = {}  # id(optimizer) -> its index in O records, by first step
         self.rank = None
 
+    def watch_active(self, callback: Callable[[bool], None]) -> None:
+        """Call `callback(on)` whenever recording starts or stops (dispatcher.py: the Python
+        kernels come and go)."""
+        self._active_watcher = callback
+
+    def use_native(self, module) -> None:
+        """Record through the compiled kernels' module (fastpath.attach), or, None, no longer: a
+        later recorder took them. Its collaborators keep their shared state there."""
+        self._native = module
+        self.compiled = module is not None
+        self.completions.use_native(module)
+        self.live.use_native(module)
+        self.native.use_native(module)
+        if module is None:
+            return
+        hooks = self.native
+        module.attach(hooks.issue, hooks.returned, hooks.label_sid, self.fail, self.t0, self.writer)
+        self.writer.colls_written = module.peek_eid  # C records it wrote count too
+        ThreadState.fast = module  # "an API call is active" is kept in C++
+        module.set_epoch(self._bwd_epoch)
+        module.set_enabled(bool(self.active))
+
+    def set_api_call(self, call: ApiCall | None) -> None:
+        """The outermost `dist.*` call now running on this thread, None once it returned (torch_api.py)."""
+        self.tls.api = call
+        if ThreadState.fast is not None:
+            ThreadState.fast.set_api(call is not None)
+
+    def count_backward_pass(self) -> None:
+        """A backward pass starts (dispatcher._patch_backward): DDP bucket k is per pass."""
+        self._bwd_epoch += 1
+        if self._native is not None:
+            self._native.set_epoch(self._bwd_epoch)
+
     @property
-    def bwd_epoch(self) -> int:
-        """Backward passes so far (kernels._patch_backward): DDP bucket k is per pass."""
-        return self._bwd_epoch
+    def in_call(self) -> tuple | None:
+        """(API, t_ns) of the group creation this process waits in, or None (live/publisher.py)."""
+        return self._in_call
 
-    @bwd_epoch.setter
-    def bwd_epoch(self, value: int) -> None:
-        self._bwd_epoch = value
-        if self._fast is not None:
-            self._fast.set_epoch(value)
-
-    @property
-    def active(self) -> bool:
-        return self._active
-
-    @active.setter
-    def active(self, value: bool) -> None:
-        self._active = value
-        if self._fast is not None:  # the C++ kernels skip the GIL entirely while paused
-            self._fast.set_enabled(bool(value))
-        if self.on_active_change is not None:
-            try:
-                self.on_active_change(bool(value))
-            except Exception as exc:  # noqa: BLE001 - never break the job: stop recording instead
-                self.fail(exc)
+    @contextlib.contextmanager
+    def waiting_in(self, api: str, start_ns: int):
+        """While a group creation that waits for every rank runs (torch_api.py)."""
+        self._in_call = (api, start_ns)
+        try:
+            yield
+        finally:
+            self._in_call = None
 
     # -- lifecycle ------------------------------------------------------------------
     def open(self, rank: int, world_size: int, backend: str) -> None:
@@ -161,7 +196,7 @@ class Recorder(Completions, live_hash.LiveTables, fastpath.RecorderHooks):
         if self.failed:
             return
         self.failed = True
-        self.on_active_change = None  # maybe called from inside a Python kernel: that stays registered, idle
+        self._active_watcher = None  # maybe called from inside a Python kernel: that stays registered, idle
         self.active = False
         warnings.warn(f"collcheck: recording disabled after an internal error: {exc!r}", RuntimeWarning, stacklevel=3)
         try:
@@ -173,19 +208,19 @@ class Recorder(Completions, live_hash.LiveTables, fastpath.RecorderHooks):
 
     def after_fork_in_child(self) -> None:
         """A forked child (DataLoader worker) never writes to its parent's log."""
-        if self._fast is not None:
-            self._fast.after_fork_in_child()
-        self.on_active_change = None  # the dispatcher's lock may have been held at fork(): registered for good
+        if self._native is not None:
+            self._native.after_fork_in_child()
+        self._active_watcher = None  # the dispatcher's lock may have been held at fork(): registered for good
         self.writer = None
         self.active = False
         self.tls = ThreadState()
-        self.inflight = {}
+        self.completions.after_fork_in_child()
         self._group_names = {}
         self._threads = {}
-        self._templates = {}
+        self.native.after_fork_in_child()
         self._py_templates = {}
         self._seqs = {}
-        self._live_init()
+        self.live.reset()
 
     def now_us(self) -> int:
         return (time.monotonic_ns() - self.t0) // 1000
@@ -213,17 +248,17 @@ class Recorder(Completions, live_hash.LiveTables, fastpath.RecorderHooks):
             ranks = _group_ranks(pg)
             if ranks is not None:
                 rec["r"] = ranks
-                self._group_members[gid] = ranks
+                self.live.set_members(gid, ranks)
             w.keep(rec)
         return gid
 
     def events_issued(self) -> int:
         """Collectives recorded so far (their event ids go from 0)."""
-        return self._fast.peek_eid() if self._fast is not None else self._eid
+        return self._native.peek_eid() if self._native is not None else self._eid
 
     def _counters(self) -> list[dict]:
         """J record for a new segment: the last `j` of every group and channel (writer lock held)."""
-        seqs = self._fast.seqs() if self._fast is not None else list(self._seqs.items())
+        seqs = self._native.seqs() if self._native is not None else list(self._seqs.items())
         return [{"k": lf.COUNTERS, "c": [list(kv) for kv in seqs]}]
 
     def _site(self, w: LogWriter, frame):
@@ -233,7 +268,7 @@ class Recorder(Completions, live_hash.LiveTables, fastpath.RecorderHooks):
         full = None if stack is None else [w.site_id(*f) for f in stack]
         return site, names, full
 
-    def _dtype(self, dtype) -> str:
+    def dtype_name(self, dtype) -> str:
         s = self._dtype_names.get(dtype)
         if s is None:
             s = self._dtype_names[dtype] = str(dtype).replace("torch.", "")
@@ -244,7 +279,7 @@ class Recorder(Completions, live_hash.LiveTables, fastpath.RecorderHooks):
         """Write the record of a wire op before it is issued; return its event id (Python kernels).
         `async_at`: where the op's schema has its async_op argument (None: it has none)."""
         spec = WIRE_OPS[opname]
-        api: ApiCall | None = self.tls._api  # (the property's value, without its call)
+        api: ApiCall | None = self.tls.api
         pg = _unbox_pg(args[spec.pg])
         is_async = None if async_at is None else (bool(args[async_at]) if async_at < len(args) else True)
         ts = args[spec.tensors] if spec.tensors is not None and spec.tensors < len(args) else None
@@ -267,7 +302,7 @@ class Recorder(Completions, live_hash.LiveTables, fastpath.RecorderHooks):
         """A wire op of a backend written in Python (collcheck.simnccl): torch calls its methods
         instead of c10d's ops, so no kernel sees them and the backend reports each one here, then
         its completion with `finish` when its stream has run it. `peer`: the root or P2P peer."""
-        api: ApiCall | None = self.tls._api
+        api: ApiCall | None = self.tls.api
         if api is not None and api.reduce_op is not None:
             reduce_op = api.reduce_op
         is_async = True if api is None else api.async_op
@@ -291,9 +326,9 @@ class Recorder(Completions, live_hash.LiveTables, fastpath.RecorderHooks):
 
     def _issue(self, opname, pg, ts, reduce_op, p, tag, sp, is_async, frame) -> int:
         w = self.writer
-        api: ApiCall | None = self.tls._api
+        api: ApiCall | None = self.tls.api
         if ts is not None:
-            dt = self._dtype
+            dt = self.dtype_name
             key = ((dt(ts.dtype), tuple(ts.shape)),) if isinstance(ts, torch.Tensor) else tuple(
                 (dt(t.dtype), tuple(t.shape)) for t in ts
             )
@@ -310,16 +345,18 @@ class Recorder(Completions, live_hash.LiveTables, fastpath.RecorderHooks):
                                                chain_key)
             t = self._py_templates.get(ck)
             if t is None:
-                t = self._template(w, opname, pg, gname, key, reduce_op, p, tag, sp, code, line, names, is_async,
-                                   callsite.outer_frames(chain))
+                t = self.template(w, opname, pg, gname, key, reduce_op, p, tag, sp, code, line, names, is_async,
+                                  callsite.outer_frames(chain))
                 if ck is not None and len(self._py_templates) < 65536:
                     self._py_templates[ck] = t
             full = None if stack is None else [w.site_id(*f) for f in stack]
-            return self._emit(w, t, api, full)
+            return self.emit(w, t, api, full)
 
-    def _template(self, w: LogWriter, opname, pg, gname, key, reduce_op, p, tag, sp, code, line, names,
-                  is_async, outer=None) -> Template:
-        """`outer`: (code, line) of the call chain's frames beyond the call site, innermost first."""
+    def template(self, w: LogWriter, opname, pg, gname, key, reduce_op, p, tag, sp, code, line, names,
+                 is_async, outer=None) -> Template:
+        """The template of a new combination of op, group, tensors, call chain and thread (writer lock
+        held; NativeHooks.issue too). `outer`: (code, line) of the call chain's frames beyond the call
+        site, innermost first."""
         t = Template()
         t.op, t.api = opname, WIRE_OPS[opname].api
         site = None if code is None else w.site_id(code.co_filename, line, code.co_name)
@@ -363,7 +400,7 @@ class Recorder(Completions, live_hash.LiveTables, fastpath.RecorderHooks):
             c["x"] = w.string_id(api)
         return t
 
-    def _emit(self, w: LogWriter, t: Template, api: ApiCall | None, full) -> int:
+    def emit(self, w: LogWriter, t: Template, api: ApiCall | None, full) -> int:
         """Write one C record from its template (writer lock held); returns its event id."""
         rec = {"k": lf.COLL, "o": t.o, "g": t.g, "ts": self.now_us()}
         if full is not None:
@@ -384,21 +421,20 @@ class Recorder(Completions, live_hash.LiveTables, fastpath.RecorderHooks):
                     self._complete_returned(w, api)
         else:
             rec.update(t.context)
-        if self._fast is not None:  # one set of counters for both paths (writer lock held)
-            eid = self._fast.next_eid()
-            rec["j"] = j = self._fast.next_seq(t.seq)
+        if self._native is not None:  # one set of counters for both paths (writer lock held)
+            eid = self._native.next_eid()
+            rec["j"] = j = self._native.next_seq(t.seq)
         else:
             eid = self._eid
             self._eid = eid + 1
             rec["j"] = j = self._seqs.get(t.seq, -1) + 1
             self._seqs[t.seq] = j
         if t.sig is not None:
-            self._live_mix(t, j)
+            self.live.mix(t.seq, j, t.sig, t.g, t.balance)
         self._label(w, rec, t.role, t.label, eid)
-        if self._done_q:
-            self.drain_completions()
+        self.completions.drain_queued(w)
         w.write(rec, eid)
-        self._track(eid, t.op)
+        self.completions.track(eid, t.op)
         return eid
 
     def _complete_returned(self, w: LogWriter, api: ApiCall) -> None:
@@ -406,7 +442,7 @@ class Recorder(Completions, live_hash.LiveTables, fastpath.RecorderHooks):
         without them a call blocked in its second op would read as blocked in its first."""
         now = self.now_us()
         for eid, t_ret in api.returned.items():
-            self._forget(eid)
+            self.completions.forget(eid)
             w.done(eid, t_ret, now)
         api.returned.clear()
 
@@ -414,9 +450,9 @@ class Recorder(Completions, live_hash.LiveTables, fastpath.RecorderHooks):
         gid = rec["g"]
         bucket = role == "gradient bucket"
         # bucket k = the k-th bucket all-reduce of one backward pass (or join shadow pass)
-        epoch = self.bwd_epoch if bucket and label.startswith("DDP backward") else None
-        if self._fast is not None:  # its state, shared with the records it writes itself
-            index = self._fast.label_state(gid, eid, bucket, -1 if epoch is None else epoch)
+        epoch = self._bwd_epoch if bucket and label.startswith("DDP backward") else None
+        if self._native is not None:  # its state, shared with the records it writes itself
+            index = self._native.label_state(gid, eid, bucket, -1 if epoch is None else epoch)
         else:
             last = self._last_in_group.get(gid)
             self._last_in_group[gid] = eid
@@ -429,6 +465,37 @@ class Recorder(Completions, live_hash.LiveTables, fastpath.RecorderHooks):
             rec["u"] = w.string_id(role)
         if label is not None:  # (a torch internal no table knows: a label, no role)
             rec["l"] = w.string_id(f"{label} {index}" if bucket else label)
+
+    # -- completions and state (completions.py, live/tables.py) -------------------------
+    def on_return(self, eid: int, out, error: BaseException | None) -> None:
+        """After the op returned (Python kernels): a blocking API call completes when its wrapper
+        returns, anything else (async_op=True, C++ callers) when its Work's future completes."""
+        t_ret = self.now_us()
+        if error is not None:
+            self.finish(eid, t_ret, error)
+            return
+        api = self.tls.api
+        if api is not None and not api.async_op:
+            api.returned[eid] = t_ret
+            return
+        self.completions.watch(self.writer, eid, t_ret, out, self.tls.issued)
+
+    def finish(self, eid: int, t_ret: int, error: BaseException | None = None) -> None:
+        """Op `eid` returned at `t_ret` and has completed now, or failed with `error`."""
+        self.completions.finish(self.writer, eid, t_ret, error)
+
+    def drain_completions(self) -> None:
+        """Turn completions observed since the last call into D records (writer lock held)."""
+        self.completions.drain(self.writer)
+
+    def inflight_items(self) -> list:
+        """[(eid, (t_issue_ns, thread ident, op))] of the collectives not completed yet."""
+        return self.completions.items()
+
+    def live_state(self) -> dict:
+        """What live/publisher.py publishes (writer lock held): LiveTables.state."""
+        seqs = dict(self._native.seqs()) if self._native is not None else self._seqs
+        return self.live.state(self._group_names, seqs)
 
     # -- process-level records ---------------------------------------------------------
     def record(self, rec: dict) -> None:
@@ -456,6 +523,16 @@ class Recorder(Completions, live_hash.LiveTables, fastpath.RecorderHooks):
                 rec["s"] = w.site_id(code.co_filename, line, code.co_name)
             w.write(rec)
 
+    def record_non_member(self, name: str, frame) -> None:
+        """N record: public call `name` on a group this rank is not in (torch_api.py)."""
+        w = self.writer
+        with w.lock:
+            site, _, _ = self._site(w, frame)
+            r = {"k": lf.NON_MEMBER, "ts": self.now_us(), "x": w.string_id(name), "h": self._thread_id(w)}
+            if site is not None:
+                r["s"] = site
+            w.write(r)
+
     def record_group(self, op: str, pg, ranks, desc, frame, extra=None) -> None:
         w = self.writer
         if w is None:
@@ -481,7 +558,7 @@ class Recorder(Completions, live_hash.LiveTables, fastpath.RecorderHooks):
         """An optimizer finished a step (torch.optim's global hook, session.py): an O record, queued
         to ride with the next write (training steps for `collcheck stats`)."""
         w = self.writer
-        if w is None or not self._active:
+        if w is None or not self.active:
             return
         with w.lock:
             index = self._optimizers.setdefault(id(optimizer), len(self._optimizers))

@@ -1,12 +1,12 @@
 """Patches of `torch.distributed`: what the wire records cannot tell on their own.
 
-The wire records come from the dispatcher kernels (kernels.py), which name the public call
+The wire records come from the dispatcher kernels (dispatcher.py), which name the public call
 (callsite.api_of) and its async flag themselves. With the compiled kernels no Python runs per
 call for most collectives: wrapped then are only the calls that need more, those that put
 several ops on the wire (object collectives, batch_isend_irecv: their records carry a call id)
 and blocking send and recv, whose gloo Work has no future and whose op has no async_op argument:
 they complete when the call returns. (A blocking reduce-scatter has no future on gloo either;
-its op says async_op=False, and the compiled kernel waits for it: fastpath_done.h, watch.)
+its op says async_op=False, and the compiled kernel waits for it: native/fastpath.cpp, watch.)
 The Python kernels keep a wrapper on every public collective: it hands them the reduce op
 (cheaper than its ScriptObject) and tells them that a blocking call completes when it returns
 (a Python callback on the Work's future would make gloo's threads wait for the GIL). Also
@@ -66,7 +66,7 @@ def _wrap_collective(rec: Recorder, name: str, fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if not rec._active or rec.tls._api is not None or (rec._fast is not None and not (multi or no_future)):
+        if not rec.active or rec.tls.api is not None or (rec.compiled and not (multi or no_future)):
             return fn(*args, **kwargs)
         try:
             op = None
@@ -78,12 +78,12 @@ def _wrap_collective(rec: Recorder, name: str, fn):
                 is_async = bool(args[async_index] if len(args) > async_index else kwargs.get("async_op", False))
             else:
                 is_async = False
-            if rec._fast is not None and not multi and is_async:
+            if rec.compiled and not multi and is_async:
                 call = None  # async: the compiled kernel records it alone
             else:
                 call_id = rec.next_api_call() if multi else 0  # numbers the calls whose wire ops it links
                 call = ApiCall(name, call_id, None if op is None else _reduce_op_value(op), multi, is_async)
-                rec.tls.api = call
+                rec.set_api_call(call)
         except Exception as exc:
             rec.fail(exc)
             return fn(*args, **kwargs)
@@ -93,13 +93,13 @@ def _wrap_collective(rec: Recorder, name: str, fn):
             return fn(*args, **kwargs)
         except BaseException as exc:
             for eid, t_ret in call.returned.items():
-                rec.finish(eid, t_ret, exc)
+                rec.completions.finish(rec.writer, eid, t_ret, exc)
             call.returned.clear()
             raise
         finally:
-            rec.tls.api = None
+            rec.set_api_call(None)
             for eid, t_ret in call.returned.items():
-                rec.finish(eid, t_ret)
+                rec.completions.finish(rec.writer, eid, t_ret)
 
     wrapper.__collcheck_original__ = fn
     return wrapper
@@ -113,26 +113,16 @@ def _wrap_not_in_group(rec: Recorder, fn):
     @functools.wraps(fn)
     def wrapper(op_name, *args, **kwargs):
         try:
-            if rec._active and rec.writer is not None:
+            if rec.active and rec.writer is not None:
                 caller = sys._getframe(1)
                 name = caller.f_code.co_name
-                _record_non_member(rec, name if name in PUBLIC_APIS else str(op_name), caller)
+                rec.record_non_member(name if name in PUBLIC_APIS else str(op_name), caller)
         except Exception as exc:
             rec.fail(exc)
         return fn(op_name, *args, **kwargs)
 
     wrapper.__collcheck_original__ = fn
     return wrapper
-
-
-def _record_non_member(rec: Recorder, name: str, frame) -> None:
-    w = rec.writer
-    with w.lock:
-        site, _, _ = rec._site(w, frame)
-        r = {"k": lf.NON_MEMBER, "ts": rec.now_us(), "x": w.string_id(name), "h": rec._thread_id(w)}
-        if site is not None:
-            r["s"] = site
-        w.write(r)
 
 
 BLOCKING_LIFECYCLE = frozenset(("new_group", "split_group"))  # wait for every rank: live mode sees a rank in them
@@ -146,11 +136,8 @@ def _wrap_lifecycle(rec: Recorder, name: str, fn, on_init, on_end=None):
         took_us = None
         if name in BLOCKING_LIFECYCLE:
             start = time.monotonic_ns()
-            rec.in_call = (name, start)
-            try:
+            with rec.waiting_in(name, start):
                 result = fn(*args, **kwargs)
-            finally:
-                rec.in_call = None
             took_us = (time.monotonic_ns() - start) // 1000
         else:
             result = fn(*args, **kwargs)

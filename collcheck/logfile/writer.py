@@ -33,7 +33,7 @@ MIN_SEGMENT = 16 * 1024
 class Counters:
     """The current segment's file and the bytes written to it, for the pure-Python path: the
     compiled path's WriterLock has the same fields and methods, and copies frames into a shared
-    mapping of the file instead (fastpath_file.h)."""
+    mapping of the file instead (capture/native/fastpath.cpp)."""
 
     def __init__(self):
         self.fd = -1

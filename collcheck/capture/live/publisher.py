@@ -1,7 +1,7 @@
 """Live mode, the rank's side: what each rank publishes through the job's store while it runs.
 
 Per group, the recorder keeps the count of collectives issued, a rolling hash of their
-signatures and the signatures of the last RING positions (live_hash.LiveTables, fastpath_emit.h: a
+signatures and the signatures of the last RING positions (tables.LiveTables, native/fastpath.cpp: a
 multiply, an add and a store per collective). Every `live_interval` seconds a thread of its own
 publishes them with the rank's progress (events issued, the oldest collective in flight) under
 KEY_PREFIX + rank, through a clone of the default group's store (the job's TCPStore: across

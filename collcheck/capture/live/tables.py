@@ -1,5 +1,5 @@
 """Live mode's per-collective state: a group's rolling hash of signatures and its last RING
-signatures (the recorder's, kept in C++ on the compiled path: fastpath_emit.h), P2P channels
+signatures (the recorder's, kept in C++ on the compiled path: native/fastpath.cpp), P2P channels
 alike, all-to-all balances. The training job's hot path: a multiply, an add and a store per
 collective; the hash of a signature is computed once per template."""
 
@@ -28,7 +28,7 @@ def signature(opname: str, key, reduce_op, root, tag: int = 0) -> int:
 
 
 def mix(table: dict, seq: int, j: int, sig: int) -> None:
-    """The Python path's per-collective update (fastpath_emit.h's `mix` on the compiled path)."""
+    """The Python path's per-collective update (fastpath.cpp's `mix` on the compiled path)."""
     st = table.get(seq)
     if st is None:
         st = table[seq] = [0, [0] * RING]
@@ -63,37 +63,52 @@ def a2a_balance(splits, rank: int, size: int) -> int | None:
 
 
 class LiveTables:
-    """The recorder's live-mode tables and what live.summary publishes of them (a mixin of Recorder)."""
+    """One recorder's live-mode tables and what live/publisher.py publishes of them: per group (or P2P
+    channel) a rolling hash and ring of signatures (kept by the compiled kernels on their path:
+    use_native), all-to-all balances, the groups' members."""
 
-    def _live_init(self) -> None:
-        self._live: dict[int, list] = {}  # seq_key -> [rolling hash, ring of signatures] (Python path)
+    def __init__(self):
+        self._native = None  # the compiled kernels' module while they report to the recorder
+        self._hashes: dict[int, list] = {}  # seq_key -> [rolling hash, ring of signatures] (Python path)
         self._balances: dict[int, dict] = {}  # gid -> {position: all-to-all balance}
-        self._group_members: dict[int, list] = {}  # gid -> its members' global ranks, by group rank
+        self._members: dict[int, list] = {}  # gid -> its members' global ranks, by group rank
 
-    def _live_mix(self, t, j: int) -> None:
-        """Collective `j` of template `t`'s group (or channel) was issued (writer lock held)."""
-        if self._fast is not None:
-            self._fast.mix(t.seq, j, t.sig)
+    def use_native(self, module) -> None:
+        """Mix signatures into the compiled kernels' tables (None: into Python's again)."""
+        self._native = module
+
+    def reset(self) -> None:
+        """Empty tables (a forked child)."""
+        self._hashes, self._balances, self._members = {}, {}, {}
+
+    def set_members(self, gid: int, ranks: list) -> None:
+        self._members[gid] = ranks
+
+    def mix(self, seq: int, j: int, sig: int, gid: int, balance: int | None) -> None:
+        """Collective `j` of group (or channel) `seq` was issued, with signature `sig` and, for an
+        all_to_all_single, its `balance` (writer lock held)."""
+        if self._native is not None:
+            self._native.mix(seq, j, sig)
         else:
-            mix(self._live, t.seq, j, t.sig)
-        if t.balance is not None:  # (never a compiled template: all_to_all_single's splits vary)
-            b = self._balances.setdefault(t.g, {})
-            b[j] = t.balance
+            mix(self._hashes, seq, j, sig)
+        if balance is not None:  # (never a compiled template: all_to_all_single's splits vary)
+            b = self._balances.setdefault(gid, {})
+            b[j] = balance
             b.pop(j - RING, None)
 
-    def live_state(self) -> dict:
-        """What live.summary publishes (writer lock held): "g": group name -> [collectives issued,
-        rolling hash, the last signatures, members, {position: all-to-all balance}]; "c": P2P channel
-        ("<group>><peer>" sends, "<group><<peer>" recvs, peers as global ranks) -> [ops, hash, signatures]."""
-        names = {gid: name for name, gid in self._group_names.items()}
-        seqs = dict(self._fast.seqs()) if self._fast is not None else self._seqs
-        table = {k: (h, ring) for k, h, ring in self._fast.live()} if self._fast is not None else self._live
+    def state(self, group_ids: dict[str, int], seqs: dict[int, int]) -> dict:
+        """What live/publisher.py publishes (writer lock held), from the recorder's group ids (name ->
+        gid) and last `j` per seq_key: "g": group name -> [collectives issued, rolling hash, the last
+        signatures, members, {position: all-to-all balance}]; "c": P2P channel ("<group>><peer>"
+        sends, "<group><<peer>" recvs, peers as global ranks) -> [ops, hash, signatures]."""
+        names = {gid: name for name, gid in group_ids.items()}
+        table = {k: (h, ring) for k, h, ring in self._native.live()} if self._native is not None else self._hashes
         groups, channels = {}, {}
         for key, (h, ring) in table.items():
             n = seqs.get(key, -1) + 1
             gid, kind, peer = key >> 34, (key >> 32) & 3, key & 0xFFFFFFFF
             name = names.get(gid, str(gid))
-            members = self._group_members.get(gid) or ()
+            members = self._members.get(gid) or ()
             entry = [n, h, ring_bytes(ring, n)]
             if kind == 0:
                 groups[name] = entry + [len(members), dict(self._balances.get(gid, {}))]

@@ -1,16 +1,20 @@
 // Compiled hot path of collcheck's recorder (see fastpath.py for why, how it is built and loaded).
 //
-// One boxed kernel at BackendSelect for every c10d op, like kernels.py's Python kernels, but:
+// One boxed kernel at BackendSelect for every c10d op, like dispatcher.py's Python kernels, but:
 // - the arguments never become Python objects: group name, dtypes, shapes, reduce op, root/peer and
 //   tag are read in C++ (the ReduceOp ScriptObject alone costs ~20 us from Python);
 // - the call site is found with the CPython frame API, each code object classified once by
 //   callsite._classify; everything that fixes the record's content (op, group, tensors, reduce op,
 //   peer, tag, user frame + line, torch function names on the way, thread) becomes a byte key, and
 //   each distinct key a template id. The first record of a template is built by Python
-//   (Recorder.issue_fast), which hands back the template packed; later ones are written here
-//   (fastpath_emit.h), before the op is issued (durability rule, docs/log-format.md);
+//   (hooks.NativeHooks.issue), which hands back the template packed; later ones are written here
+//   (emit_cached), before the op is issued (durability rule, docs/log-format.md);
 // - completion is a C++ callback on the Work's future: gloo threads never take the GIL, they push
 //   (eid, times, error) onto a queue drained with the next record or by the watchdog.
+//
+// One translation unit, in sections: the kernel's helpers, completions, the log file and its lock,
+// writing a record, then the frame walk, the kernel and the module's definition. Python's view of
+// the module: extension.pyi.
 #include <Python.h>
 #include <frameobject.h>
 #include <fcntl.h>
@@ -52,7 +56,7 @@ namespace {
 
 using c10::IValue;
 
-struct Op {  // argument positions (-1: none), from wire.py (async_op: from the op's schema)
+struct Op {  // argument positions (-1: none), from logfile/ops.py (async_op: from the op's schema)
   std::string name;
   int pg, tensors, reduce_op, peer, tag, async_op;
   bool cache;  // false: the key would grow without bound (all_to_all_single split sizes)
@@ -72,9 +76,11 @@ std::unordered_map<std::string, int> op_index;  // "c10d::allreduce_" -> its ind
 std::unique_ptr<torch::Library> library;         // the kernels, while registered
 std::mutex* library_mu = new std::mutex();  // a heap object: a forked child abandons it
 std::atomic<bool> enabled{false};
-PyObject* issue_fn = nullptr;     // Recorder.issue_fast
-PyObject* return_fn = nullptr;    // Recorder.fast_return
-PyObject* fail_fn = nullptr;      // Recorder.fail
+// The attached recorder's callbacks (attach): hooks.NativeHooks.issue, .returned, .label_sid, Recorder.fail
+PyObject* issue_fn = nullptr;
+PyObject* return_fn = nullptr;
+PyObject* label_fn = nullptr;
+PyObject* fail_fn = nullptr;
 PyObject* classify_fn = nullptr;  // callsite._classify
 int64_t t0_ns = 0;
 // Touched only with the GIL held.
@@ -122,9 +128,629 @@ void call_fail(const char* what) {  // GIL held: the recorder stops for good, wi
   PyErr_Clear();
 }
 
-#include "fastpath_done.h"
-#include "fastpath_file.h"
-#include "fastpath_emit.h"
+// ---- Completion of the recorded collectives.
+//
+// The Python kernels attach a Python done-callback to the Work's future, which then needs the
+// GIL in a gloo thread. Here the callback is C++: it pushes (eid, returned, completed, error)
+// onto a queue, drained into D records by the next record (emit_cached) or by Python
+// (Completions.drain, also from the watchdog thread). A blocking API call completes
+// when its wrapper returns: its return, and any op that raised, go to NativeHooks.returned.
+
+struct Done {
+  uint64_t gen;
+  int64_t eid, r_ns, c_ns;  // c_ns < 0: completion not observable (gloo P2P work has no future)
+  std::exception_ptr err;
+};
+
+std::atomic<uint64_t> generation{0};  // one per attached recorder: older completions are dropped
+std::atomic<int64_t> pending{0};
+std::atomic<int64_t> errors{0};  // failed completions queued: their text needs Python
+// Touched by gloo threads: heap objects so that a forked child can abandon a locked mutex.
+std::mutex* done_mu = new std::mutex();
+std::vector<Done>* done_q = new std::vector<Done>();
+
+void forget_inflight(int64_t eid);  // below, with the state it changes
+
+void push(Done&& d) noexcept {
+  try {
+    std::lock_guard<std::mutex> guard(*done_mu);
+    if (d.err) errors.fetch_add(1);
+    done_q->push_back(std::move(d));
+    pending.fetch_add(1, std::memory_order_release);
+  } catch (...) {
+  }
+}
+
+std::vector<Done> take_items() {
+  std::vector<Done> items;
+  if (pending.load(std::memory_order_acquire) == 0) return items;
+  std::lock_guard<std::mutex> guard(*done_mu);
+  items.swap(*done_q);
+  pending.store(0, std::memory_order_release);
+  errors.store(0);
+  const uint64_t gen = generation.load();
+  for (const Done& d : items)
+    if (d.gen == gen) forget_inflight(d.eid);
+  return items;
+}
+
+// GIL held. The Python exception that Python code calling into torch would get (new reference).
+PyObject* python_error(const std::exception_ptr& err) {
+  torch::translate_exception_to_python(err);
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyErr_NormalizeException(&type, &value, &tb);
+  Py_XDECREF(type);
+  Py_XDECREF(tb);
+  PyErr_Clear();
+  if (!value) Py_RETURN_NONE;
+  return value;
+}
+
+// GIL held. Finished operations of the current recorder as [(eid, r_us, c_us|None, exc|None)], or None.
+PyObject* take_done() {
+  if (pending.load(std::memory_order_acquire) == 0) Py_RETURN_NONE;
+  const std::vector<Done> items = take_items();
+  const uint64_t gen = generation.load();
+  PyObject* list = PyList_New(0);
+  for (const Done& d : items) {
+    if (d.gen != gen || !list) continue;
+    PyObject* exc = d.err ? python_error(d.err) : (Py_INCREF(Py_None), Py_None);  // what fut.value() raises
+    PyObject* c = d.c_ns < 0 ? (Py_INCREF(Py_None), Py_None) : PyLong_FromLongLong((d.c_ns - t0_ns) / 1000);
+    PyObject* item = Py_BuildValue("(LLNN)", static_cast<long long>(d.eid),
+                                   static_cast<long long>((d.r_ns - t0_ns) / 1000), c, exc);
+    if (item) PyList_Append(list, item);
+    Py_XDECREF(item);
+  }
+  PyErr_Clear();
+  return list;
+}
+
+// GIL taken. A blocking API call's op returned, or any recorded op raised: tell Python.
+void report(int64_t eid, int64_t t_ret, const std::exception_ptr& err) {
+  Gil gil;
+  if (!return_fn) return;
+  PyObject* exc = err ? python_error(err) : (Py_INCREF(Py_None), Py_None);
+  PyObject* r = PyObject_CallFunction(return_fn, "LLO", static_cast<long long>(eid),
+                                      static_cast<long long>((t_ret - t0_ns) / 1000), exc);
+  Py_XDECREF(r);
+  Py_DECREF(exc);
+  PyErr_Clear();
+}
+
+// Work types whose getFuture() throws (gloo's P2P and reduce-scatter works): asked once per type,
+// since each c10::Error captures a backtrace (about 100 us of CPU per collective otherwise).
+std::mutex no_future_mu;
+std::vector<const std::type_info*> no_future_types;
+
+bool has_no_future(const std::type_info& type) {
+  std::lock_guard<std::mutex> guard(no_future_mu);
+  return std::find(no_future_types.begin(), no_future_types.end(), &type) != no_future_types.end();
+}
+
+// No GIL. Completion of an op that is not a blocking API call: a callback on the Work's future.
+// `waited`: a blocking API call (async_op=False), which waits for the Work right after this returns.
+void watch(int64_t eid, int64_t t_ret, const c10::OperatorHandle& op, const torch::jit::Stack& stack, bool waited) {
+  const uint64_t gen = generation.load();
+  if (op.schema().returns().empty()) {  // monitored_barrier_: done when it returns
+    push(Done{gen, eid, t_ret, now_ns(), nullptr});
+    return;
+  }
+  const auto work = stack.back().toCustomClass<c10d::Work>();
+  const std::type_info& type = typeid(*work);
+  c10::intrusive_ptr<c10::ivalue::Future> fut;
+  if (!has_no_future(type)) {
+    try {
+      fut = work->getFuture();
+    } catch (...) {
+      std::lock_guard<std::mutex> guard(no_future_mu);
+      no_future_types.push_back(&type);
+    }
+  }
+  if (!fut && waited) {
+    // gloo's reduce-scatter: the API's own wait() comes next. Waiting here first observes the
+    // completion without a Python wrapper; the API's wait() then returns at once, or raises the
+    // same error itself (the Work keeps it), so the caller sees what it would have seen.
+    std::exception_ptr err;
+    try {
+      work->wait();
+    } catch (...) {
+      err = std::current_exception();
+    }
+    push(Done{gen, eid, t_ret, now_ns(), err});
+    return;
+  }
+  if (!fut) {  // completion not observable: returned only
+    push(Done{gen, eid, t_ret, -1, nullptr});
+    return;
+  }
+  fut->addCallback([gen, eid, t_ret](c10::ivalue::Future& f) {
+    push(Done{gen, eid, t_ret, now_ns(), f.hasError() ? f.exception_ptr() : nullptr});
+  });
+}
+
+// ---- The log file the compiled path writes, and its lock.
+//
+// LogWriter.lock when the fast path is loaded: a lock Python uses like threading.Lock (waiting
+// without the GIL) and the C++ path only tries, holding the GIL (waiting there could deadlock).
+// It also owns the current segment's file (LogWriter.counters): records are copied into a shared
+// mapping of it, reserved ahead with fallocate. Measured inside a DDP step, a write(2) of one frame
+// costs 7-8 us (0.4 us in a tight loop), the copy 0.2 us, and what is copied outlives the process
+// alike (the page cache is the file). Reserved space that was never written reads as zeros after
+// a crash (the reader's end); close and each new segment trim it. Where space cannot be reserved
+// or mapped, pwrite(2) at the same offsets. The file must be open for reading too (mmap).
+struct WriterLock {
+  std::mutex mu;
+  bool closed = false;        // LogWriter.close() sets it under the lock: no write after it
+  int fd = -1;                // the current segment's file
+  int64_t written = 0;        // bytes in the current segment
+  int64_t segment_bytes = 0;  // start a new one (LogWriter.next_segment) past this; 0: never
+  char* map = nullptr;        // [map_start, map_end) of the file, mapped
+  int64_t map_start = 0, map_end = 0;
+  bool mappable = true;
+  ~WriterLock() { unmap(); }
+
+  bool acquire(bool blocking, double timeout) {
+    if (mu.try_lock()) return true;
+    if (!blocking) return false;
+    py::gil_scoped_release nogil;
+    if (timeout < 0) {
+      mu.lock();
+      return true;
+    }
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
+    while (std::chrono::steady_clock::now() < until) {
+      if (mu.try_lock()) return true;
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    return false;
+  }
+  void set_fd(int f) {  // a new segment's file (the caller trimmed the previous one)
+    unmap();
+    fd = f;
+    mappable = true;
+    const int flags = f >= 0 ? fcntl(f, F_GETFL) : -1;
+    if (flags >= 0 && (flags & O_APPEND)) fcntl(f, F_SETFL, flags & ~O_APPEND);  // writes go at `written`
+  }
+  void unmap() {
+    if (map) munmap(map, static_cast<size_t>(map_end - map_start));
+    map = nullptr;
+    map_start = map_end = 0;
+  }
+  int64_t chunk() const {  // space reserved at a time: 1 MiB, less for small segments
+    int64_t c = 1 << 20;
+    if (segment_bytes > 0) c = std::max<int64_t>(64 << 10, std::min<int64_t>(c, segment_bytes / 4));
+    return c;
+  }
+  bool reserve(int64_t n) {  // [written, written + n) mapped
+    if (map && written + n <= map_end) return true;
+    if (!mappable || fd < 0) return false;
+    unmap();
+    const int64_t page = sysconf(_SC_PAGESIZE), step = chunk();
+    const int64_t start = written / page * page;
+    const int64_t end = (written + n + step - 1) / step * step;
+    // blocks allocated now: a full disk fails here, never as SIGBUS on a later copy
+    void* p = MAP_FAILED;
+    if (fallocate(fd, 0, written, end - written) == 0)
+      p = mmap(nullptr, static_cast<size_t>(end - start), PROT_READ | PROT_WRITE, MAP_SHARED, fd, start);
+    if (p == MAP_FAILED) {
+      mappable = false;
+      return false;
+    }
+    map = static_cast<char*>(p);
+    map_start = start;
+    map_end = end;
+    return true;
+  }
+  bool append(const char* data, size_t n) {
+    if (reserve(static_cast<int64_t>(n))) {
+      std::memcpy(map + (written - map_start), data, n);
+      written += static_cast<int64_t>(n);
+      return true;
+    }
+    for (size_t off = 0; off < n;) {
+      const ssize_t w = ::pwrite(fd, data + off, n - off, written + static_cast<int64_t>(off));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) return false;
+      off += static_cast<size_t>(w);
+    }
+    written += static_cast<int64_t>(n);
+    return true;
+  }
+  void trim() {  // before the file is closed: give back the reserved space that was not written
+    unmap();
+    if (fd >= 0) (void)!ftruncate(fd, written);
+  }
+};
+
+// ---- Writing a C record without running Python code.
+//
+// Measured inside a DDP step (caches cold after the backward kernels), one write(2) costs 10-15 us
+// and every touch of a Python object 1-3 us (a threading.local read that missed: 9 us), so a cached
+// template (NativeHooks.hand_over) is written here with C++ state only: the writer lock
+// (WriterLock, also LogWriter.lock), the event counter, the per-group label state and the in-flight
+// table; Recorder.emit uses the same state through this module, so both paths number events and
+// buckets alike. An API call active on the thread, a failed completion or a busy writer lock send
+// the record back to Python.
+
+struct Packed {  // one template of the attached recorder
+  std::string head;                   // "k", "o", "g" pairs
+  std::string mid;                    // "t" ... "n" pairs
+  int pairs = 0;                      // pairs in head + mid
+  int64_t gid = 0;
+  int64_t seq = 0;                    // logfile.format.seq_key: the counter of its `j`
+  bool live = false;                  // a collective whose signature goes into the group's live hash
+  uint64_t sig = 0;                   // live/tables.py signature
+  int op = 0;                         // index in ops
+  std::string labels;                 // "u" + "l" pairs of a fixed label, or "u" alone for a bucket
+  PyObject* bucket = nullptr;         // gradient bucket: the label that gets " <index>"
+  bool backward = false;              // bucket numbered per backward pass
+  std::vector<std::string> numbered;  // packed "l" pairs of bucket labels, by index
+  ~Packed() { Py_XDECREF(bucket); }
+};
+
+struct Bucket {
+  int64_t epoch, eid, index;  // epoch -1: not numbered per backward pass
+};
+struct Inflight {
+  int64_t t_ns;
+  unsigned long ident;
+  int op;
+};
+
+constexpr size_t kRing = 64;  // live/tables.py RING
+constexpr uint64_t kMult = 0x100000001B3ull;  // live/tables.py MULT
+struct Live {  // live/tables.py mix: a group's rolling hash and its last signatures
+  uint64_t h = 0;
+  std::array<uint64_t, kRing> ring{};
+};
+
+struct Shared {  // everything below is touched with the GIL held
+  PyObject* pending = nullptr;                  // the writer's queued records (list of bytes)
+  PyObject* writer = nullptr;                   // the LogWriter (next_segment)
+  WriterLock* lock = nullptr;                   // nullptr: the writer has another lock, no C++ writes
+  py::object lock_owner;
+  int64_t next_eid = 0, epoch = 0;
+  std::vector<std::unique_ptr<Packed>> packed;  // by template id
+  std::unordered_map<int64_t, int64_t> last_in_group;
+  std::unordered_map<int64_t, Bucket> buckets;
+  std::unordered_map<int64_t, int64_t> seqs;  // seq_key -> its last `j`
+  std::unordered_map<int64_t, Inflight> inflight;
+  std::unordered_map<int64_t, Live> live;  // seq_key -> its live hash
+  void clear() {
+    Py_CLEAR(pending);
+    Py_CLEAR(writer);
+    lock = nullptr;
+    lock_owner = py::object();
+    packed.clear();
+    last_in_group.clear();
+    buckets.clear();
+    seqs.clear();
+    inflight.clear();
+    live.clear();
+    next_eid = epoch = 0;
+  }
+};
+Shared shared;
+
+void forget_inflight(int64_t eid) { shared.inflight.erase(eid); }
+thread_local bool in_api = false;  // an API call runs on this thread (Recorder.set_api_call)
+
+void pack_uint(std::string& out, uint64_t v) {  // msgpack's smallest form, as msgpack-python packs it
+  auto be = [&out](uint64_t x, int n) {
+    for (int i = n - 1; i >= 0; --i) out.push_back(static_cast<char>((x >> (8 * i)) & 0xff));
+  };
+  if (v < 128) {
+    out.push_back(static_cast<char>(v));
+  } else if (v < 256) {
+    out.push_back('\xcc');
+    be(v, 1);
+  } else if (v < 65536) {
+    out.push_back('\xcd');
+    be(v, 2);
+  } else if (v < (uint64_t(1) << 32)) {
+    out.push_back('\xce');
+    be(v, 4);
+  } else {
+    out.push_back('\xcf');
+    be(v, 8);
+  }
+}
+
+int64_t next_seq(int64_t key) {  // the `j` of a group's (or P2P channel's) next record
+  auto it = shared.seqs.find(key);
+  if (it == shared.seqs.end()) {
+    shared.seqs.emplace(key, 0);
+    return 0;
+  }
+  return ++it->second;
+}
+
+void mix(int64_t key, int64_t j, uint64_t sig) {  // live/tables.py mix
+  Live& l = shared.live[key];
+  l.h = l.h * kMult + sig;
+  l.ring[static_cast<uint64_t>(j) % kRing] = sig;
+}
+
+void pack_uvarint(std::string& out, uint64_t v) {  // logfile.format.uvarint
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+
+uint32_t crc32(const char* data, size_t n) {  // zlib's crc32 (logfile.format.frame)
+  static const auto table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  uint32_t c = 0xFFFFFFFFu;
+  for (size_t i = 0; i < n; ++i) c = table[(c ^ static_cast<uint8_t>(data[i])) & 0xff] ^ (c >> 8);
+  return c ^ 0xFFFFFFFFu;
+}
+
+// logfile.format.frame: the records of one write(2) behind their length, the count of C records
+// written before them and a CRC-32 of both.
+std::string frame(const std::string& payload, int64_t colls_before) {
+  std::string body;
+  body.reserve(payload.size() + 8);
+  pack_uvarint(body, payload.size());
+  pack_uvarint(body, static_cast<uint64_t>(colls_before));
+  body += payload;
+  const uint32_t c = crc32(body.data(), body.size());
+  std::string out;
+  out.reserve(body.size() + 5);
+  out.push_back('\xc1');
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((c >> (8 * i)) & 0xff));
+  out += body;
+  return out;
+}
+
+void pack_map(std::string& out, int n) {
+  if (n < 16) {
+    out.push_back(static_cast<char>(0x80 | n));
+  } else {
+    out.push_back('\xde');
+    out.push_back(static_cast<char>(n >> 8));
+    out.push_back(static_cast<char>(n & 0xff));
+  }
+}
+
+void pack_key(std::string& out, char k1, char k2 = 0) {  // one- or two-letter str key
+  out.push_back(k2 ? '\xa2' : '\xa1');
+  out.push_back(k1);
+  if (k2) out.push_back(k2);
+}
+
+// Recorder._label's state: returns the index of a gradient bucket in its pass (-1: not a bucket).
+// epoch -1: the bucket is not numbered per backward pass (join shadow passes): it goes on only
+// when the group's previous event was the previous bucket.
+int64_t label_state(int64_t gid, int64_t eid, bool bucket, int64_t epoch) {
+  auto last = shared.last_in_group.find(gid);
+  const int64_t prev_eid = last == shared.last_in_group.end() ? -1 : last->second;
+  shared.last_in_group[gid] = eid;
+  if (!bucket) return -1;
+  auto prev = shared.buckets.find(gid);
+  const bool go_on = prev != shared.buckets.end() && prev->second.epoch == epoch &&
+                     (epoch >= 0 || prev->second.eid == prev_eid);
+  const int64_t index = go_on ? prev->second.index + 1 : 0;
+  shared.buckets[gid] = Bucket{epoch, eid, index};
+  return index;
+}
+
+void pack_int(std::string& out, int64_t v) {  // msgpack's smallest form of a signed integer
+  if (v >= 0) {
+    pack_uint(out, static_cast<uint64_t>(v));
+    return;
+  }
+  auto be = [&out](uint64_t x, int n) {
+    for (int i = n - 1; i >= 0; --i) out.push_back(static_cast<char>((x >> (8 * i)) & 0xff));
+  };
+  const uint64_t u = static_cast<uint64_t>(v);
+  if (v >= -32) {
+    out.push_back(static_cast<char>(v));
+  } else if (v >= -128) {
+    out.push_back('\xd0');
+    be(u, 1);
+  } else if (v >= -32768) {
+    out.push_back('\xd1');
+    be(u, 2);
+  } else if (v >= INT32_MIN) {
+    out.push_back('\xd2');
+    be(u, 4);
+  } else {
+    out.push_back('\xd3');
+    be(u, 8);
+  }
+}
+
+void pack_array(std::string& out, size_t n) {
+  if (n < 16) {
+    out.push_back(static_cast<char>(0x90 | n));
+  } else if (n < 65536) {
+    out.push_back('\xdc');
+    out.push_back(static_cast<char>(n >> 8));
+    out.push_back(static_cast<char>(n & 0xff));
+  } else {
+    out.push_back('\xdd');
+    for (int i = 3; i >= 0; --i) out.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
+  }
+}
+
+// LogWriter.write's `d`: completions ride in the next C record, relative to it (event id back,
+// µs before it returned, µs before it completed when that was observed).
+void pack_completions(std::string& out, const std::vector<Done>& dones, int64_t eid, int64_t ts_us) {
+  pack_key(out, 'd');
+  pack_array(out, dones.size());
+  for (const Done& d : dones) {
+    pack_array(out, d.c_ns < 0 ? 2 : 3);
+    pack_uint(out, static_cast<uint64_t>(eid - d.eid));
+    pack_int(out, ts_us - (d.r_ns - t0_ns) / 1000);
+    if (d.c_ns >= 0) pack_int(out, ts_us - (d.c_ns - t0_ns) / 1000);
+  }
+}
+
+enum class Emit { written, python, failed };
+
+// GIL held. Writes the record of a cached template, or says why Python has to.
+Emit emit_cached(long tid, int64_t* eid_out) {
+  if (tid < 0 || static_cast<size_t>(tid) >= shared.packed.size() || !shared.packed[tid] || !shared.lock ||
+      in_api || errors.load() > 0)
+    return Emit::python;
+  Packed& t = *shared.packed[tid];
+  if (!shared.lock->mu.try_lock()) return Emit::python;  // Python waits for it without the GIL
+  std::lock_guard<std::mutex> unlock(shared.lock->mu, std::adopt_lock);
+  if (shared.lock->closed) return Emit::python;
+  const int64_t eid = shared.next_eid;
+  std::string buf;
+  const int64_t index = label_state(t.gid, eid, t.bucket != nullptr, t.backward ? shared.epoch : -1);
+  if (index >= 0 && (static_cast<size_t>(index) >= t.numbered.size() || t.numbered[index].empty())) {
+    // a new bucket index: intern "<label> <index>" (queues its S record in the writer)
+    PyObject* sid = PyObject_CallFunction(label_fn, "OL", t.bucket, static_cast<long long>(index));
+    if (!sid || !PyLong_Check(sid)) {
+      Py_XDECREF(sid);
+      return Emit::failed;
+    }
+    if (t.numbered.size() <= static_cast<size_t>(index)) t.numbered.resize(index + 1);
+    pack_key(t.numbered[index], 'l');
+    pack_uint(t.numbered[index], PyLong_AsUnsignedLongLong(sid));
+    Py_DECREF(sid);
+  }
+  const Py_ssize_t queued = PyList_GET_SIZE(shared.pending);  // interned records queued by Python
+  for (Py_ssize_t i = 0; i < queued; ++i) {
+    PyObject* b = PyList_GET_ITEM(shared.pending, i);
+    buf.append(PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b));
+  }
+  if (queued) PyList_SetSlice(shared.pending, 0, queued, nullptr);
+  const uint64_t gen = generation.load();
+  std::vector<Done> dones = take_items();
+  dones.erase(std::remove_if(dones.begin(), dones.end(), [gen](const Done& d) { return d.gen != gen; }), dones.end());
+  const int64_t issued = now_ns();
+  const int64_t ts_us = (issued - t0_ns) / 1000;
+  pack_map(buf, t.pairs + 2 + (t.labels.empty() ? 0 : 2) + (dones.empty() ? 0 : 1));
+  buf += t.head;
+  pack_key(buf, 't', 's');
+  pack_uint(buf, ts_us);
+  pack_key(buf, 'j');
+  const int64_t j = next_seq(t.seq);
+  pack_uint(buf, j);
+  if (t.live) mix(t.seq, j, t.sig);
+  if (!dones.empty()) pack_completions(buf, dones, eid, ts_us);
+  buf += t.mid;
+  buf += t.labels;
+  if (index >= 0) buf += t.numbered[index];
+  buf = frame(buf, eid);
+  if (!shared.lock->append(buf.data(), buf.size())) return Emit::failed;
+  if (shared.lock->segment_bytes && shared.lock->written >= shared.lock->segment_bytes) {
+    PyObject* r = PyObject_CallMethod(shared.writer, "next_segment", nullptr);  // GIL and lock held
+    if (!r) {
+      PyErr_Clear();
+      return Emit::failed;
+    }
+    Py_DECREF(r);
+  }
+  shared.inflight[eid] = Inflight{issued, PyThread_get_thread_ident(), t.op};
+  shared.next_eid = eid + 1;
+  *eid_out = eid;
+  return Emit::written;
+}
+
+void attach_shared(py::object w) {  // GIL held; w: the attached recorder's LogWriter
+  shared.clear();
+  py::object lock = w.attr("lock");
+  if (py::isinstance<WriterLock>(lock)) {
+    shared.lock = lock.cast<WriterLock*>();
+    shared.lock_owner = lock;
+  }
+  shared.pending = py::object(w.attr("_pending")).release().ptr();
+  shared.writer = w.release().ptr();
+}
+
+void cache_template(long tid, py::bytes head, py::bytes mid, int pairs, int64_t gid, const std::string& opname,
+                    py::bytes labels, py::object bucket, bool backward, int64_t seq, py::object sig) {
+  if (tid < 0) return;
+  auto p = std::make_unique<Packed>();
+  p->seq = seq;
+  p->live = !sig.is_none();
+  if (p->live) p->sig = sig.cast<uint64_t>();
+  p->head = head;
+  p->mid = mid;
+  p->pairs = pairs;
+  p->gid = gid;
+  for (size_t i = 0; i < ops.size(); ++i)
+    if (ops[i].name == opname) p->op = static_cast<int>(i);
+  p->labels = labels;
+  p->bucket = bucket.is_none() ? nullptr : bucket.release().ptr();
+  p->backward = backward;
+  if (shared.packed.size() <= static_cast<size_t>(tid)) shared.packed.resize(tid + 1);
+  shared.packed[tid] = std::move(p);
+}
+
+void define_emit(py::module_& m) {
+  py::class_<WriterLock>(m, "WriterLock")
+      .def(py::init<>())
+      .def("acquire", &WriterLock::acquire, py::arg("blocking") = true, py::arg("timeout") = -1.0)
+      .def("release", [](WriterLock& l) { l.mu.unlock(); })
+      .def("__enter__", [](WriterLock& l) { l.acquire(true, -1); })
+      .def("__exit__", [](WriterLock& l, py::args) { l.mu.unlock(); })
+      .def_readwrite("closed", &WriterLock::closed)
+      .def_property("fd", [](const WriterLock& l) { return l.fd; }, &WriterLock::set_fd)
+      .def_readwrite("written", &WriterLock::written)
+      .def_readwrite("segment_bytes", &WriterLock::segment_bytes)
+      .def("append",
+           [](WriterLock& l, py::bytes data) {  // LogWriter's writes (writer lock held)
+             char* p = nullptr;
+             Py_ssize_t n = 0;
+             if (PyBytes_AsStringAndSize(data.ptr(), &p, &n) != 0) throw py::error_already_set();
+             if (!l.append(p, static_cast<size_t>(n))) {
+               errno = errno ? errno : EIO;
+               PyErr_SetFromErrno(PyExc_OSError);
+               throw py::error_already_set();
+             }
+           })
+      .def_readonly("mappable", &WriterLock::mappable)  // false: mapping failed, pwrite(2) instead
+      .def("trim", &WriterLock::trim);
+  m.def("cache", &cache_template);
+  m.def("next_eid", []() { return shared.next_eid++; });  // the writer lock is held by the caller
+  m.def("peek_eid", []() { return shared.next_eid; });     // C records written so far (frames)
+  m.def("next_seq", &next_seq);
+  m.def("seqs", []() {  // [(seq_key, last j)], for a new segment's J record
+    py::list out;
+    for (const auto& [key, j] : shared.seqs) out.append(py::make_tuple(key, j));
+    return out;
+  });
+  m.def("label_state", &label_state);
+  m.def("mix", &mix);
+  m.def("live", []() {  // [(seq_key, rolling hash, [signatures by position % ring])], for live/publisher.py summary
+    py::list out;
+    for (const auto& [key, l] : shared.live) {
+      py::list ring;
+      for (uint64_t s : l.ring) ring.append(s);
+      out.append(py::make_tuple(key, l.h, ring));
+    }
+    return out;
+  });
+  m.def("set_api", [](bool on) { in_api = on; });
+  m.def("set_epoch", [](int64_t e) { shared.epoch = e; });
+  m.def("track", [](int64_t eid, int64_t t_ns, unsigned long ident, const std::string& opname) {
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (ops[i].name == opname) shared.inflight[eid] = Inflight{t_ns, ident, static_cast<int>(i)};
+  });
+  m.def("forget", [](int64_t eid) { shared.inflight.erase(eid); });
+  m.def("inflight", []() {  // [(eid, (t_ns, thread ident, op name))], for the watchdog
+    py::list out;
+    for (const auto& [eid, f] : shared.inflight)
+      out.append(py::make_tuple(eid, py::make_tuple(f.t_ns, f.ident, ops[f.op].name)));
+    return out;
+  });
+}
+
 
 // Where a frame is: its instruction offset (a line number would mean decoding the code's line
 // table from its start, per record: O(size of the user's training function)).
@@ -441,13 +1067,15 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     }
     set_registered(true);
   });
-  m.def("attach", [](py::object rec) {  // a new log: new templates, event ids from 0
-    set_ref(issue_fn, rec.attr("issue_fast").ptr());
-    set_ref(return_fn, rec.attr("fast_return").ptr());
-    set_ref(fail_fn, rec.attr("fail").ptr());
-    t0_ns = rec.attr("t0").cast<int64_t>();
+  m.def("attach", [](py::object issue, py::object returned, py::object label_sid, py::object fail, int64_t t0,
+                     py::object writer) {  // a new log: new templates, event ids from 0
+    set_ref(issue_fn, issue.ptr());
+    set_ref(return_fn, returned.ptr());
+    set_ref(label_fn, label_sid.ptr());
+    set_ref(fail_fn, fail.ptr());
+    t0_ns = t0;
     generation.fetch_add(1);  // completions of an earlier recorder are dropped
-    attach_shared(rec.ptr());
+    attach_shared(writer);
   });
   define_emit(m);
   m.def("set_enabled", [](bool on) {

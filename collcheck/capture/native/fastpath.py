@@ -1,15 +1,16 @@
-"""Optional compiled hot path of the recorder (fastpath*.cpp/.h): built once, used when built.
+"""Optional compiled hot path of the recorder (fastpath.cpp): built once, used when built.
 
 Why: the Python BackendSelect kernel costs ~150 us per collective (the dispatcher boxes every
 argument into Python, the ReduceOp ScriptObject alone costs ~20 us, then the frame walk, dicts,
 packing): 1.1x the step time of a small DDP job. Inside a training step caches are cold, so what
 counts is how much code runs: the C++ kernel reads the arguments and walks the frames itself, and
 for a call site it has seen writes the record with one write(2), no Python code run (~20 us).
-Python (RecorderHooks below) still builds each template's first record, API calls' records and
-everything else, with the same intern tables, so the log does not depend on the path.
+Python (hooks.NativeHooks) still builds each template's first record, API calls' records and
+everything else, with the same intern tables, so the log does not depend on the path. What the
+Python side calls on the loaded module: extension.pyi.
 
 Never compiled inside a job (it takes about a minute): the first `collcheck` command, or
-`collcheck build-fastpath` (autobuild.py), compiles it with the installed torch into torch's
+`collcheck build-fastpath` (build.py), compiles it with the installed torch into torch's
 extension directory, under a name hashing the sources, torch's version and the Python build. At
 run time only a finished build of exactly that name is imported; anything else means the Python
 path. COLLCHECK_FASTPATH=0 turns it off, =1 says on stderr which path each process uses.
@@ -21,10 +22,14 @@ import hashlib
 import importlib.util
 import os
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from . import extension  # the stub of the built module (extension.pyi)
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.join(_HERE, "fastpath.cpp")
-SOURCES = (SOURCE, *(os.path.join(_HERE, f"fastpath_{part}.h") for part in ("done", "file", "emit")))  # one unit
+SOURCES = (SOURCE,)  # what the build's name hashes
 CFLAGS = ("-O2",)
 _loaded = None  # module, or False once loading failed / was refused
 _attached = None  # the Recorder the C++ kernels report to
@@ -103,7 +108,7 @@ def _say(msg: str) -> None:
     print(f"collcheck: {msg}", file=sys.stderr, flush=True)
 
 
-def load():
+def load() -> extension | None:
     """The built extension module, or None (not built, disabled, or failed to import: Python path)."""
     global _loaded
     if _loaded is not None:
@@ -131,8 +136,8 @@ def load():
 
 
 def install(classify, async_positions: dict[str, int]) -> bool:
-    """Register the C++ kernels for every wire op; False leaves the Python kernels to kernels.py.
-    `async_positions`: op name -> where its schema has async_op (-1: none; kernels.py)."""
+    """Register the C++ kernels for every wire op; False leaves the Python kernels to dispatcher.py.
+    `async_positions`: op name -> where its schema has async_op (-1: none; dispatcher.py)."""
     from ...logfile.ops import WIRE_OPS
 
     module = load()
@@ -162,99 +167,13 @@ def writer_lock():
 
 
 def attach(rec) -> None:
-    """Make `rec` the recorder the C++ kernels report to (each new log)."""
+    """Make `rec` the recorder the C++ kernels report to (each new log); the one before goes back
+    to its Python state."""
     global _attached
     module = _loaded or None
     if module is None:
         return
     if _attached is not None and _attached is not rec:
-        _attached._fast = None
-    module.attach(rec)
-    rec.writer.colls_written = module.peek_eid  # C records it wrote count too
-    rec._fast = module
-    type(rec.tls).fast = module  # recorder.ThreadState: "an API call is active" is kept in C++
+        _attached.use_native(None)
+    rec.use_native(module)
     _attached = rec
-    module.set_epoch(rec.bwd_epoch)
-    module.set_enabled(bool(rec.active))
-
-
-class RecorderHooks:
-    """The Recorder methods that the C++ kernels call, with the GIL held (a mixin of Recorder)."""
-
-    _fast = None  # the loaded module while this recorder is the attached one
-
-    def issue_fast(self, tid: int, details: tuple, pg, done, frame):
-        """on_issue for the compiled kernel, before the op is issued, when it cannot write the
-        record itself: a template's first use, an API call, a busy writer lock, a failed completion.
-        `details` is what C++ read (fastpath.cpp), `tid` its template id (-1: uncached), `pg` the
-        group on a template's first use, `done` completions it took. Returns the event id,
-        -2 - eid when the op's return must be reported (blocking API call), None: not recorded."""
-        from .. import callsite
-
-        try:
-            if not self._active:
-                return None
-            w = self.writer
-            api = self.tls.api
-            with w.lock:
-                if done:
-                    self._done_q.extend(done)
-                t = self._templates.get(tid)
-                new = t is None
-                if new:
-                    opname, gname, specs, reduce_op, p, tag, sp, code, line, names, is_async, outer = details
-                    key = None if specs is None else tuple((self._dtype(d), s) for d, s in specs)
-                    t = self._template(w, opname, pg, gname, key, reduce_op, p, tag, sp, code, line, names,
-                                       None if is_async < 0 else bool(is_async), outer)
-                    if tid >= 0:
-                        self._templates[tid] = t
-                full = None
-                if self.config.full_stack:  # never handed over: the stack differs per call
-                    full = [w.site_id(*f) for f in callsite.walk(frame, True)[2]]
-                eid = self._emit(w, t, api, full)
-                if new and tid >= 0 and full is None:
-                    self._hand_over(w, tid, t)
-        except Exception as exc:
-            self.fail(exc)
-            return None
-        return -2 - eid if api is not None and not api.async_op else eid
-
-    def _hand_over(self, w, tid: int, t) -> None:
-        """Give C++ this template packed: it writes the next records of calls that no Python
-        wrapper runs for itself (fastpath_emit.h), the bytes `_emit` would write."""
-        from ...logfile import format as lf
-
-        head = {"k": lf.COLL, "o": t.o, "g": t.g}
-        mid = dict(t.fields, **t.context)
-        labels, bucket = b"", None
-        if t.role == "gradient bucket":
-            labels, bucket = _pairs({"u": w.string_id(t.role)}), t.label
-        elif t.role is not None:
-            labels = _pairs({"u": w.string_id(t.role), "l": w.string_id(t.label)})
-        elif t.label is not None:  # a torch internal no table knows: a label alone, a fixed field
-            mid["l"] = w.string_id(t.label)
-        self._fast.cache(tid, _pairs(head), _pairs(mid), len(head) + len(mid), t.g, t.op, labels, bucket,
-                         bucket is not None and bucket.startswith("DDP backward"), t.seq, t.sig)
-
-    def _label_sid(self, label: str, index: int) -> int:
-        """C++ met a new bucket index: intern its label (writer lock held by C++)."""
-        return self.writer.string_id(f"{label} {index}")
-
-    def fast_return(self, eid: int, t_ret: int, error) -> None:
-        """A blocking API call's op returned, or a recorded op raised (on_return's job)."""
-        try:
-            api = self.tls.api
-            if error is None and api is not None and not api.async_op:
-                api.returned[eid] = t_ret
-            else:
-                self.finish(eid, t_ret, error)
-        except Exception as exc:
-            self.fail(exc)
-
-
-def _pairs(d: dict) -> bytes:
-    """The key/value pairs of a packed map, without its header (writer lock held)."""
-    from ...logfile.writer import _pack
-
-    b = _pack(d)
-    return b[1:] if len(d) < 16 else b[3:]

@@ -25,7 +25,7 @@ def main():
     if len(sys.argv) > 1 and sys.argv[1] == "break" and rank == 1:
         from collcheck.capture import session
 
-        session.recorder()._dtype = None  # the next record raises inside the recorder
+        session.recorder().dtype_name = None  # the next record raises inside the recorder
     for i in range(3):
         t = torch.ones(3) * (rank + 1 + i)
         dist.all_reduce(t)

@@ -11,6 +11,7 @@ import torch
 import torch.distributed as dist
 
 import collcheck
+from collcheck.capture.native import fastpath
 
 directory, port, calls = sys.argv[1], sys.argv[2], int(sys.argv[3])
 os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
@@ -19,6 +20,6 @@ dist.init_process_group("gloo", rank=0, world_size=1, timeout=datetime.timedelta
 out, inp = torch.zeros(4), torch.ones(4)
 for _ in range(calls):
     dist.reduce_scatter_tensor(out, inp, async_op=True).wait()  # @reduce_scatter
-print("without a future", rec._fast.stats()[2] if rec._fast is not None else len(rec.no_future), flush=True)
+print("without a future", fastpath.load().stats()[2] if rec.compiled else len(rec.completions.no_future), flush=True)
 collcheck.disable()
 dist.destroy_process_group()
