@@ -178,7 +178,7 @@ def _new_backward_pass() -> None:
 
         rec = session.recorder()
         if rec is not None:
-            rec.bwd_epoch += 1
+            rec.count_backward_pass()
     except Exception:
         pass
 
