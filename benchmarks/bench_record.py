@@ -127,7 +127,10 @@ def _serve(variant: str, rec, enable, all_reduce) -> None:
 
 
 def _path() -> str:
-    from collcheck.capture import dispatcher as kernels
+    try:
+        from collcheck.capture import dispatcher as kernels
+    except ImportError:  # --against a tree from before the package's folders were its layers
+        from collcheck.capture import kernels
 
     return "compiled" if kernels._compiled else "python"
 
