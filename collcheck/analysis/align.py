@@ -46,6 +46,19 @@ def align_group(run: Run, seqs: GroupSequences, waiting: set[int], cut_short: fr
     return _Aligner(run, seqs, members, waiting, cut_short | frozenset(seqs.open)).align()
 
 
+def _agreeing(a: array, i: int, b: array, j: int, most: int) -> int:
+    """How many slots a[i:] and b[j:] agree on, up to `most` (compared a block at a time)."""
+    n, block = 0, 4096
+    while n < most:
+        k = min(block, most - n)
+        if a[i + n:i + n + k] != b[j + n:j + n + k]:
+            while a[i + n] == b[j + n]:
+                n += 1
+            return n
+        n += k
+    return most
+
+
 def group_members(run: Run, seqs: GroupSequences) -> list[int]:
     declared = run.group_members(seqs.name)
     return sorted(r for r in declared if r in run.ranks) if declared else sorted(seqs.seq)
@@ -91,6 +104,7 @@ class _Aligner:
     # -- main loop -----------------------------------------------------------------------
     def align(self) -> list[Finding]:
         while len(self.findings) < MAX_FINDINGS_PER_GROUP:
+            self.skip_agreed()
             current = {r: self.sig(r) for r in self.members}
             live = {r: s for r, s in current.items() if s is not None}
             if not live or any(current[r] is None for r in self.open):
@@ -102,6 +116,22 @@ class _Aligner:
             if not self.divergence(current, live):
                 break
         return self.findings
+
+    def skip_agreed(self) -> None:
+        """Move every member past the slots on which all of them agree, comparing each distinct
+        (sequence, position) once: thousands of ranks of a few kinds cost a few slices, not a
+        step per rank and slot."""
+        cohorts: dict[tuple, tuple] = {}
+        for r in self.members:
+            seq, p = self.seq[r], self.pos[r]
+            cohorts.setdefault((id(seq), p), (seq, p))
+        (seq0, p0), *others = cohorts.values()
+        n = min(len(seq) - p for seq, p in cohorts.values())
+        for seq, p in others:
+            n = min(n, _agreeing(seq0, p0, seq, p, n))
+        if n > 0:
+            for r in self.members:
+                self.pos[r] += n
 
     def reference(self, live: dict[int, int], ended: list[int]) -> tuple[int | None, list[int]]:
         """The majority signature (None = 'no event': the ranks that ended) and the culprits."""

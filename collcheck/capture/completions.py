@@ -21,6 +21,7 @@ from collections.abc import Callable
 import torch
 
 from ..logfile import format as lf
+from ..logfile.checkpoint import MAX_LISTED
 from ..logfile.writer import LogWriter
 
 _unbox_work = torch._C._distributed_c10d.Work.unbox
@@ -37,6 +38,7 @@ class Completions:
         # (eid, returned, completed or None, Future | exception | None), not written yet
         self._queue: deque = deque()
         self.no_future: set[tuple] = set()  # (op, group name) whose Work has no future
+        self.failed: list[int] = []  # collectives that raised (their first MAX_LISTED): checkpoints
 
     def use_native(self, module) -> None:
         """Keep the in-flight table and the completions queue in the compiled kernels' module (None:
@@ -46,6 +48,7 @@ class Completions:
     def after_fork_in_child(self) -> None:
         """A forked child: the parent's collectives are not in flight in it."""
         self._inflight = {}
+        self.failed = []
 
     # -- in-flight table ------------------------------------------------------------------
     def track(self, eid: int, op: str) -> None:
@@ -120,9 +123,14 @@ class Completions:
                 w.done(eid, t_ret, t_done)
                 continue
             rec = {"k": lf.DONE, "i": eid, "r": t_ret, "e": f"{type(x).__name__}: {x}"[:2000]}
+            self.note_failed(eid)
             if t_done is not None:
                 rec["c"] = t_done
             w.queue(rec)
+
+    def note_failed(self, eid: int) -> None:
+        if len(self.failed) <= MAX_LISTED:  # (one more than listed: the checkpoint says "more")
+            self.failed.append(eid)
 
     def returned_only(self, w: LogWriter, eid: int, t_ret: int) -> None:
         """Op `eid` returned; when it completes cannot be observed."""
@@ -139,6 +147,7 @@ class Completions:
             self.forget(eid)
             if error is not None:
                 rec = {"k": lf.DONE, "i": eid, "r": t_ret, "c": now, "e": f"{type(error).__name__}: {error}"[:2000]}
+                self.note_failed(eid)
                 w.write(rec)  # an error may be followed by a crash: write now
             else:
                 w.done(eid, t_ret, now)

@@ -28,6 +28,7 @@ import torch
 
 from ..base.settings import Settings
 from ..logfile import format as lf
+from ..logfile.checkpoint import checkpoint_record
 from ..logfile.ops import ALWAYS_ASYNC, WIRE_OPS
 from ..logfile.records import header_record
 from ..logfile.writer import LogWriter, open_exclusive
@@ -44,7 +45,7 @@ _unbox_pg = _C.ProcessGroup.unbox
 class ApiCall:
     """What the outermost `dist.*` call on this thread knows that the wire op does not."""
 
-    __slots__ = ("name", "call_id", "reduce_op", "multi", "async_op", "returned", "index")
+    __slots__ = ("async_op", "call_id", "index", "multi", "name", "reduce_op", "returned")
 
     def __init__(self, name, call_id, reduce_op, multi, async_op):
         self.name = name
@@ -69,9 +70,9 @@ class Template:
 
     # context: what the API call adds when no Python wrapper runs (the usual case): async (`a`), the
     # public function when it is not the op's usual one (`x`), or issued below the Python API (`n`)
-    # sig: live_hash.signature of the op (None: live mode off)
+    # sig: live_hash.signature of the op (its group's rolling hash: checkpoints, live mode)
     # balance: live_hash.a2a_balance of an all_to_all_single's split sizes (None: none)
-    __slots__ = ("op", "api", "o", "g", "seq", "fields", "context", "role", "label", "sig", "balance")
+    __slots__ = ("api", "balance", "context", "fields", "g", "label", "o", "op", "role", "seq", "sig")
 
 
 class _Switch:
@@ -118,6 +119,7 @@ class Recorder:
         self._py_templates: dict[tuple, Template] = {}  # Python kernels: what fixes a template -> it
         self._in_call: tuple | None = None  # (API, t_ns) of a group creation it waits in (waiting_in)
         self._optimizers: dict[int, int] = {}  # id(optimizer) -> its index in O records, by first step
+        self._checkpointed = -1  # collectives issued at the last checkpoint (P record)
         self.rank = None
 
     def watch_active(self, callback: Callable[[bool], None]) -> None:
@@ -220,6 +222,7 @@ class Recorder:
         self.native.after_fork_in_child()
         self._py_templates = {}
         self._seqs = {}
+        self._checkpointed = -1
         self.live.reset()
 
     def now_us(self) -> int:
@@ -383,9 +386,9 @@ class Recorder:
         if sp is not None:
             f["sp"] = sp
         t.role, t.label = callsite.purpose(names, opname)
-        t.sig = t.balance = None
+        t.balance = None
+        t.sig = live_hash.signature(opname, key, reduce_op, p, tag)  # (checkpoints, live mode)
         if self.config.live:
-            t.sig = live_hash.signature(opname, key, reduce_op, p, tag)
             if sp is not None and pg is not None:
                 t.balance = live_hash.a2a_balance(sp, pg.rank(), pg.size())
         api = callsite.api_of(names)
@@ -491,6 +494,24 @@ class Recorder:
     def inflight_items(self) -> list:
         """[(eid, (t_issue_ns, thread ident, op))] of the collectives not completed yet."""
         return self.completions.items()
+
+    def checkpoint(self, why: str) -> None:
+        """P record (logfile/checkpoint.py): every group's and channel's count and rolling hash, the
+        collectives not completed and those that raised; completions seen so far written first."""
+        w = self.writer
+        if w is None:
+            return
+        with w.lock:
+            self.completions.drain(w)
+            issued = self.events_issued()
+            if issued == self._checkpointed:
+                return  # the last one still holds: what came since (completions, ...) follows it
+            self._checkpointed = issued
+            seqs = dict(self._native.seqs()) if self._native is not None else self._seqs
+            hashes = self.live.hashes()
+            sequences = [(k, j + 1, hashes.get(k, 0)) for k, j in seqs.items()]
+            open_eids = [eid for eid, _ in self.completions.items()]
+            w.write(checkpoint_record(issued, sequences, why, open_eids, self.completions.failed))
 
     def live_state(self) -> dict:
         """What live/publisher.py publishes (writer lock held): LiveTables.state."""

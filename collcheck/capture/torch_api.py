@@ -228,6 +228,7 @@ def record_exit(rec: Recorder, clean: bool, exc: BaseException | None = None) ->
     if rec.writer is None:
         return
     try:
+        rec.checkpoint("exception" if exc is not None else "end")
         if exc is not None:
             rec.record_exception(exc)
         if clean:

@@ -53,6 +53,7 @@ class Watchdog(threading.Thread):
         if not stuck:
             return
         self.dumped.update(e for e, _ in stuck)
+        rec.checkpoint("stuck")  # (what a post-mortem of a hung job compares first)
         rec.record(stacks_record(rec, min(stuck)))
 
 

@@ -44,10 +44,11 @@ NON_MEMBER = "N"  # a collective call torch skipped: this rank is not in the gro
 SYNC = "Y"        # the CPU thread waited at a sync point for a collective (stream semantics: simnccl)
 COUNTERS = "J"    # at the start of a segment: the last `j` of every group and P2P channel
 STEP = "O"        # an optimizer finished a step (torch.optim's global step hook): where training steps end
+CHECKPOINT = "P"  # per group and channel: collectives issued and their rolling hash (logfile/checkpoint.py)
 
 ALL_KINDS = frozenset(
     (HEADER, STRING, SITE, CHAIN, TSPEC, THREAD, GROUP, COLL, DONE, API, STACKS, EXCEPTION, TRAILER, DISABLED, NON_MEMBER,
-     COUNTERS, SYNC, STEP)
+     COUNTERS, SYNC, STEP, CHECKPOINT)
 )
 
 LOG_SUFFIX = ".msgpack"

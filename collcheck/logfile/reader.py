@@ -50,8 +50,15 @@ def read_log(path: str) -> RawLog:
 
 
 @functools.lru_cache(maxsize=64)
-def _names(directory: str, mtime_ns: int) -> tuple[str, ...]:
-    return tuple(os.listdir(directory))
+def _segments_in(directory: str, mtime_ns: int) -> dict[str, list[str]]:
+    """A directory's segment files by the log they continue (`<log>.<n>`), in order: one listing
+    for every log of a run (a run directory holds thousands)."""
+    found: dict[str, list[tuple[int, str]]] = {}
+    for n in os.listdir(directory):
+        base, dot, number = n.rpartition(".")
+        if dot and number.isascii() and number.isdigit() and len(number) < 10:
+            found.setdefault(base, []).append((int(number), n))
+    return {base: [n for _, n in sorted(segs)] for base, segs in found.items()}
 
 
 def segment_paths(path: str) -> list[str]:
@@ -60,15 +67,10 @@ def segment_paths(path: str) -> list[str]:
     directory, base = os.path.split(path)
     directory = directory or "."
     try:
-        names = _names(directory, os.stat(directory).st_mtime_ns)
+        segments = _segments_in(directory, os.stat(directory).st_mtime_ns)
     except OSError:
         return []
-    found = []
-    for n in names:
-        number = n[len(base) + 1:]
-        if n.startswith(base + ".") and number.isascii() and number.isdigit() and len(number) < 10:
-            found.append((int(number), n))
-    return [os.path.join(directory, n) for _, n in sorted(found)]
+    return [os.path.join(directory, n) for n in segments.get(base, ())]
 
 
 def file_kind(mode: int) -> str:
@@ -179,14 +181,15 @@ def parse_header(data: bytes, path: str) -> dict:
 
 def read_header(path: str) -> dict:
     """Only the header (for checking that files belong to one run before reading them): read
-    from the first 64 KiB, or 1 MiB for a long one; never the whole file."""
-    data = read_prefix(path, 1 << 16)
-    try:
-        return parse_header(data, path)
-    except LogError as exc:
-        if len(data) == 1 << 16 and "no readable header" in str(exc):  # a header larger than 64 KiB
-            return parse_header(read_prefix(path, MAX_HEADER), path)
-        raise
+    from the first 4 KiB, or 64 KiB, or 1 MiB for a long one; never the whole file."""
+    for size in (1 << 12, 1 << 16):
+        data = read_prefix(path, size)
+        try:
+            return parse_header(data, path)
+        except LogError:
+            if len(data) < size:  # (the whole file was read: the error stands)
+                raise
+    return parse_header(read_prefix(path, MAX_HEADER), path)
 
 
 def _plain_header(data: bytes) -> bool:

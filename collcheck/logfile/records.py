@@ -182,6 +182,13 @@ def _counter(v, world):
     return None if v[1].__class__ is int and -1 <= v[1] < MAX_COUNT else "[key, j]"
 
 
+def _sequence(v, world):
+    """A checkpoint's [seq_key, count, rolling hash]."""
+    if _seq(v) and len(v) == 3 and all(x.__class__ is int and 0 <= x < 1 << 64 for x in v):
+        return None
+    return "[key, count, hash]"
+
+
 _STACK_THREAD = {"id": _id_or_text, "n": _str, "f": _list_of(_frame)}
 
 # the fields of a collective that its signature is made of (the scanner's cache key)
@@ -218,6 +225,8 @@ SCHEMA: dict[str, tuple[dict, tuple]] = {
     lf.SYNC: ({"ts": _TIME, "s": _ID, "i": _COUNT, "w": _str}, ()),
     lf.COUNTERS: ({"c": _list_of(_counter)}, ("c",)),
     lf.STEP: ({"ts": _TIME, "o": _ID}, ()),
+    lf.CHECKPOINT: ({"n": _COUNT, "c": _list_of(_sequence), "w": _str, "o": _list_of(_COUNT),
+                     "x": _list_of(_COUNT), "more": _flag}, ("n", "c")),
 }
 assert set(SCHEMA) == lf.ALL_KINDS
 

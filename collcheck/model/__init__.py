@@ -1,4 +1,4 @@
-"""The run model every view reads: ranks' events (run.py), the orders they are lined up in
+"""The run model every view reads: ranks' events (run.py), read by load.py, the orders they are lined up in
 (sequences.py), rank lists and groups for people (ranks.py, groups.py).
 
 Reports, the TUI and replay build on these names only; a change of the log format touches the
@@ -17,8 +17,8 @@ from .run import (
     RankLog,
     Run,
     Signature,
-    load_run,
 )
+from .load import load_run
 from .sequences import Channel, GroupSequences, Sequences
 
 __all__ = ["DTYPE_SIZES", "P2P_OPS", "REDUCE_OPS", "ROOTED_OPS", "Channel", "Event", "Group", "GroupCreation",

@@ -16,16 +16,11 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from ..base.settings import Settings
-from ..base.untrusted import one_line
-from ..inputs.discover import Source, discover
 from ..logfile import format as lf
 from ..logfile.decode import LogFile, Tables
 from ..logfile.ops import P2P_OPS, SHAPE_FREE_OPS
-from ..logfile.reader import LogError, read_header, read_text
-from ..logfile.scan import Scan, scan_many
-from .liveness import process_alive
-from .ranks import rank_ranges
+from ..logfile.reader import read_text
+from ..logfile.scan import Scan
 
 REDUCE_OPS = {0: "SUM", 1: "AVG", 2: "PRODUCT", 3: "MIN", 4: "MAX", 5: "BAND", 6: "BOR", 7: "BXOR", 8: "PREMUL_SUM"}
 DTYPE_SIZES = {
@@ -166,13 +161,20 @@ _LIBRARY_DIRS = tuple({sysconfig.get_paths()[k] + os.sep for k in ("stdlib", "pu
 class RankLog:
     """One rank: compact columns for the matcher, events decoded on demand for reports."""
 
-    def __init__(self, run: "Run", scan: Scan, sig_map: list[int]):
+    def __init__(self, run: "Run", scan: Scan, sig_map: list[int], like: "RankLog | None" = None):
+        """`like`: a rank of the same kind (model/load.py), whose columns this one shares."""
         h = scan.header
         self.run = run
         self.rank: int = h["rank"]
         self.path = scan.path
         self.header = h
-        self.sig = array("I", [sig_map[s] for s in scan.sig]) if sig_map != list(range(len(sig_map))) else scan.sig
+        self.like = like  # read from its checkpoint: events are decoded from `like`'s log
+        if like is not None:
+            self.sig = like.sig
+        elif sig_map != list(range(len(sig_map))):
+            self.sig = array("I", [sig_map[s] for s in scan.sig])
+        else:
+            self.sig = scan.sig
         self.gid = scan.gid
         self.off = scan.off
         self.groups = [Group(name, ranks, desc) for name, ranks, desc in scan.groups]
@@ -211,11 +213,11 @@ class RankLog:
         # the `j` each group goes on from (groups with no collective since: their count then)
         self.dropped = scan.dropped
         self.starts = {self.groups[slot].name: j for slot, j in scan.starts.items()}
-        self.site_set = {run.site_id(site) for site in scan.sites}
+        self.site_set = like.site_set if like is not None else {run.site_id(site) for site in scan.sites}
         self.chain = scan.chain  # each event's chain key (scan.Scan.chain)
         self.chain_sites = scan.chain_sites
         self.base_us = h.get("wall_ns", 0) // 1000
-        self._by_group: dict[str, object] | None = None
+        self._by_group: dict[str, object] | None = like.by_group if like is not None else None
         self.sigterm_dump = read_text(self.path[: -len(lf.LOG_SUFFIX)] + lf.SIGTERM_SUFFIX) or None
 
     def __len__(self) -> int:
@@ -340,7 +342,9 @@ class RankLog:
         return out
 
     def event(self, i: int) -> Event:
-        file = self.run.log_file(self.path)
+        """Event i, decoded from the log (a rank read from its checkpoint: from its kind's log,
+        with that log's times)."""
+        file = self.run.log_file((self.like or self).path)
         coll, done = file.event(self.off[i], self.eid_of(i))
         return self._event(i, coll, done, file.tables)
 
@@ -350,7 +354,7 @@ class RankLog:
         Format 1 logs and logs whose pass misses a collective go event by event."""
         if not len(self):
             return []
-        file = self.run.log_file(self.path)
+        file = self.run.log_file((self.like or self).path)
         found = file.events([self.eid_of(i) for i in range(len(self))])
         if found is None:
             return [self.event(i) for i in range(len(self))]
@@ -358,7 +362,7 @@ class RankLog:
 
     def _event(self, i: int, coll: dict, done: dict | None, tables: Tables) -> Event:
         strings, sites = tables.strings, tables.sites
-        base = self.base_us
+        base = (self.like or self).base_us
         g = self.groups[self.gid[i]]
         stack = tuple(sites.get(s) for s in coll["st"]) if "st" in coll else None
         chain = self.chain_sites.get(self.chain[i]) if i < len(self.chain) else None
@@ -498,65 +502,3 @@ class Run:
             for g in self.ranks[r].groups:
                 seen.setdefault(g.name)
         return list(seen)
-
-
-def load_run(target: str | list[str] | Source, workers: int | None = None, preview: int | None = None,
-             running=None) -> Run:
-    """Load a run directory (or a log file, a list of log files, Flight Recorder dumps: what
-    inputs.discover finds for `target`, or found) and check that they belong together.
-
-    `preview`: read only each rank's first `preview` collectives (fast first screen of a
-    huge run in the TUI); the logs' ends are then unknown (`RankLog.partial`). `running`: the
-    ranks whose processes still run (the live checker knows); by default, those of this host
-    whose process is alive (liveness.py)."""
-    source = target if isinstance(target, Source) else discover(target)
-    paths = source.logs  # (Flight Recorder dumps: converted to logs once)
-    run = Run(source.path if source.path is not None else os.path.commonpath(paths))
-    headers = [read_header(p) for p in paths]
-    paths = _same_run(paths, headers)
-    run.source = headers[0].get("source", "collcheck")
-    for h in headers:  # converted Flight Recorder dumps: what they could not support
-        run.warnings += [n for n in h.get("notes", []) if isinstance(n, str) and n not in run.warnings]
-        run.unchecked += [n for n in h.get("unchecked", []) if isinstance(n, str) and n not in run.unchecked]
-    if workers is None:
-        workers = Settings.from_env().check("COLLCHECK_WORKERS").workers or (os.cpu_count() or 1)
-    for scan in scan_many(paths, workers, preview):
-        sig_map = [run.sig_id(Signature(*t)) for t in scan.signatures]
-        log = RankLog(run, scan, sig_map)
-        if not log.trailer and run.source == "collcheck":
-            log.running = log.rank in running if running is not None else process_alive(log.header)
-        run.ranks[log.rank] = log
-        run.warnings += log.damage_notes()
-    run.world = headers[0]["world"]
-    missing = sorted(set(range(run.world)) - set(run.ranks))
-    if missing:
-        run.unchecked.append(
-            f"no Flight Recorder dump for rank(s) {rank_ranges(missing)} (a process killed before it could dump, "
-            "e.g. aborted by one of gloo's size checks): what they issued is not known and was not compared"
-            if run.source == "flight-recorder" else
-            f"no log for rank(s) {rank_ranges(missing)}: they never reached init_process_group or their logs are missing")
-    run.warnings += run.unchecked
-    return run
-
-
-def _same_run(paths: list[str], headers: list[dict]) -> list[str]:
-    """Refuse logs of different runs; keep only the latest restart of each rank."""
-    first = headers[0]
-    for path, h in zip(paths[1:], headers[1:]):
-        if h["run"] != first["run"] or h["world"] != first["world"]:
-            raise LogError(
-                f"logs of different runs mixed: {one_line(paths[0])} (run {one_line(first['run'])}, world {first['world']}) "
-                f"and {one_line(path)} (run {one_line(h['run'])}, world {h['world']}); pass one run directory"
-            )
-    seen: dict[tuple, str] = {}
-    for path, h in zip(paths, headers):
-        key = (h["rank"], h.get("restart", 0))
-        if key in seen:
-            raise LogError(
-                f"two logs for rank {key[0]} (restart {key[1]}): {one_line(seen[key])} and {one_line(path)}; "
-                "logs of several launches are mixed in one directory"
-            )
-        seen[key] = path
-    latest = max(h.get("restart", 0) for h in headers)
-    return [p for p, h in zip(paths, headers) if h.get("restart", 0) == latest]
-

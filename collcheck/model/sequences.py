@@ -184,8 +184,12 @@ class Sequences:
         """(group, src, dst) -> Channel, for every pair that exchanged at least one message."""
         if self._channels is None:
             self._channels = {}
+            without_p2p: dict[int, bool] = {}  # id of a signature column -> it has no P2P op (shared columns: once)
             for rank, log in self.run.ranks.items():
-                if self.p2p_ids.isdisjoint(log.sig):
+                key = id(log.sig)
+                if key not in without_p2p:
+                    without_p2p[key] = self.p2p_ids.isdisjoint(log.sig)
+                if without_p2p[key]:
                     continue
                 cut = self.cuts.get(rank)
                 stop = cut.first if cut is not None else None

@@ -1,22 +1,36 @@
-"""Big clean runs for the benchmarks (bench_diff, bench_tui), written fast: one pre-packed body
-per membership pattern instead of a LogWriter per record."""
+"""Big runs for the benchmarks (bench_diff, bench_tui), written fast: one pre-packed body per
+membership pattern instead of a LogWriter per record. Clean, or with one rank out of step at one
+slot (`Divergence`), the way a real job's bug puts it."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import msgpack
 
 from ..logfile import format as lf
+from ..logfile.checkpoint import checkpoint_record, roll, signature
 from ..logfile.records import site_record, string_record, tspec_record
 from ..logfile.writer import open_exclusive
 from .logs import _header
 from .program import MAX, SUM, USER_FILE, Program
 
 
+@dataclass(frozen=True)
+class Divergence:
+    """Rank `rank` out of step at collective `slot` of the world group: it skips it ("missing"),
+    issues it with another shape ("shape") or issues one more before it ("extra")."""
+
+    rank: int
+    slot: int
+    kind: str = "missing"
+
+
 def write_clean_run(directory: str, world: int, n_events: int, groups=None, run_id: str = "bench",
-                    wall_ns: int = 1_700_000_000_000_000_000) -> list[str]:
-    """A clean run of `world` ranks with `n_events` collectives each, written fast.
+                    wall_ns: int = 1_700_000_000_000_000_000, diverge: Divergence | None = None) -> list[str]:
+    """A clean run of `world` ranks with `n_events` collectives each, written fast (with `diverge`:
+    one rank out of step).
 
     The program is a training-loop-like body of 8 call sites repeated; groups (member
     lists) get every 4th collective, issued by their members. Ranks with the same
@@ -33,9 +47,10 @@ def write_clean_run(directory: str, world: int, n_events: int, groups=None, run_
     paths = []
     for rank in range(world):
         mine = tuple(n for n in names if rank in members[n])
-        body = bodies.get(mine)
+        odd = diverge if diverge is not None and diverge.rank == rank else None
+        body = bodies.get((mine, odd))
         if body is None:
-            body = bodies[mine] = _bulk_body(pack, world, n_events, names, members, mine, body_ops)
+            body = bodies[(mine, odd)] = _bulk_body(pack, n_events, names, members, mine, body_ops, odd)
         fd, path = open_exclusive(directory, f"rank-{rank:05d}.0")
         header = {**_header(Program(world, {}, [], run_id=run_id), rank, wall_ns)}
         data = lf.frame(pack(header), 0) + body
@@ -47,7 +62,7 @@ def write_clean_run(directory: str, world: int, n_events: int, groups=None, run_
     return paths
 
 
-def _bulk_body(pack, world, n_events, names, members, mine, body_ops) -> bytes:
+def _bulk_body(pack, n_events, names, members, mine, body_ops, odd: Divergence | None) -> bytes:
     chunks = []
     strings: dict[str, int] = {}
 
@@ -60,7 +75,8 @@ def _bulk_body(pack, world, n_events, names, members, mine, body_ops) -> bytes:
     f, fn = sid(USER_FILE), sid("train_step")
     for i in range(len(body_ops) + 1):
         chunks.append(pack(site_record(i, f, 100 + i, fn)))
-    for i, (_, t, _, _) in enumerate(body_ops):
+    specs = [t for _, t, _, _ in body_ops] + [("float32", (777,))]  # (the last: a divergent shape)
+    for i, t in enumerate(specs):
         if t is not None:
             chunks.append(pack(tspec_record(i, [[sid(t[0]), list(t[1])]])))
     gids = {}
@@ -75,21 +91,18 @@ def _bulk_body(pack, world, n_events, names, members, mine, body_ops) -> bytes:
             chunks.append(pack(rec))
     chunks.append(pack({"k": lf.THREAD, "h": 0, "n": "MainThread", "id": 1}))
     ops = [sid(o) for o, _, _, _ in body_ops]
-    sub = names[1:]
-    n = 0
-    seqs = dict.fromkeys(gids.values(), 0)
     chunks = [lf.frame(b"".join(chunks), 0)]  # one frame per collective below, as the recorder writes
-    for j in range(n_events):
-        g = sub[(j // 4) % len(sub)] if sub and j % 4 == 3 else "0"
-        if g not in gids:
-            continue
-        b = j % len(body_ops)
+    counts = dict.fromkeys(gids.values(), 0)
+    hashes = dict.fromkeys(gids.values(), 0)
+    n = 0
+    for g, b, spec in _issued(n_events, names[1:], gids, body_ops, odd):
         op, t, red, root = body_ops[b]
-        ts = 100 * j
-        rec = {"k": lf.COLL, "o": ops[b], "g": gids[g], "ts": ts, "j": seqs[gids[g]]}
-        seqs[gids[g]] += 1
+        gid = gids[g]
+        rec = {"k": lf.COLL, "o": ops[b], "g": gid, "ts": 100 * n, "j": counts[gid]}
+        counts[gid] += 1
+        hashes[gid] = roll(hashes[gid], signature(op, None if t is None else (specs[spec],), red, root))
         if t is not None:
-            rec["t"] = b
+            rec["t"] = spec
         rec["s"] = b
         if red is not None:
             rec["r"] = red
@@ -99,6 +112,30 @@ def _bulk_body(pack, world, n_events, names, members, mine, body_ops) -> bytes:
             rec["d"] = [[1, 95, 60]]
         chunks.append(lf.frame(pack(rec), n))
         n += 1
-    tail = pack({"k": lf.DONE, "i": n - 1, "r": 100 * n_events - 95, "c": 100 * n_events - 60}) if n else b""
-    chunks.append(lf.frame(tail + pack({"k": lf.TRAILER, "ts": 100 * n_events + 1000, "wall_ns": 0}), n))
+    tail = pack({"k": lf.DONE, "i": n - 1, "r": 100 * n - 95, "c": 100 * n - 60}) if n else b""
+    sequences = [(lf.seq_key(gid, "allreduce_", None), counts[gid], hashes[gid]) for gid in gids.values() if counts[gid]]
+    tail += pack(checkpoint_record(n, sequences, "end"))
+    chunks.append(lf.frame(tail + pack({"k": lf.TRAILER, "ts": 100 * n + 1000, "wall_ns": 0}), n))
     return b"".join(chunks)
+
+
+def _issued(n_events: int, subgroups: list, gids: dict, body_ops: list, odd: Divergence | None):
+    """(group, body op, tensor spec) of each collective the rank issues, in order."""
+    world_slot = 0
+    for j in range(n_events):
+        g = subgroups[(j // 4) % len(subgroups)] if subgroups and j % 4 == 3 else "0"
+        if g not in gids:
+            continue
+        b = j % len(body_ops)
+        spec = b
+        if g == "0":
+            if odd is not None and world_slot == odd.slot:
+                if odd.kind == "missing":
+                    world_slot += 1
+                    continue
+                if odd.kind == "extra":
+                    yield g, 0, len(body_ops)
+                elif odd.kind == "shape" and body_ops[b][1] is not None:
+                    spec = len(body_ops)
+            world_slot += 1
+        yield g, b, spec

@@ -1,30 +1,15 @@
-"""Live mode's per-collective state: a group's rolling hash of signatures and its last RING
+"""The recorder's per-collective state, for checkpoints (logfile/checkpoint.py) and live mode: a group's rolling hash of signatures and its last RING
 signatures (the recorder's, kept in C++ on the compiled path: native/fastpath.cpp), P2P channels
 alike, all-to-all balances. The training job's hot path: a multiply, an add and a store per
 collective; the hash of a signature is computed once per template."""
 
 from __future__ import annotations
 
-import hashlib
+from ...logfile.checkpoint import roll, signature
 
-from ...logfile.ops import P2P_OPS, SHAPE_FREE_OPS
+__all__ = ["RING", "LiveTables", "a2a_balance", "mix", "ring_bytes", "signature"]
 
 RING = 64  # signatures kept per group: ranks this far apart are still compared slot by slot
-MULT = 0x100000001B3  # the rolling hash: h = h * MULT + signature (mod 2**64)
-MASK = (1 << 64) - 1
-
-
-def signature(opname: str, key, reduce_op, root, tag: int = 0) -> int:
-    """A stable 64-bit hash (the same in every process: no `hash()`) of what every member of a group
-    must agree on for one collective: the op, tensor dtypes and shapes (dtypes alone for all-to-all,
-    whose sizes may differ), reduce op and root; for a send or a recv, what its partner must agree
-    on: tensors and tag. Computed once per template."""
-    if key is not None and opname in SHAPE_FREE_OPS:
-        key = tuple((d, ()) for d, _ in key)
-    if opname in P2P_OPS:
-        opname, root = "p2p", None
-    text = repr((opname, key, reduce_op, root, tag)).encode()
-    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little")
 
 
 def mix(table: dict, seq: int, j: int, sig: int) -> None:
@@ -32,7 +17,7 @@ def mix(table: dict, seq: int, j: int, sig: int) -> None:
     st = table.get(seq)
     if st is None:
         st = table[seq] = [0, [0] * RING]
-    st[0] = (st[0] * MULT + sig) & MASK
+    st[0] = roll(st[0], sig)
     st[1][j % RING] = sig
 
 
@@ -95,6 +80,12 @@ class LiveTables:
             b = self._balances.setdefault(gid, {})
             b[j] = balance
             b.pop(j - RING, None)
+
+    def hashes(self) -> dict[int, int]:
+        """seq_key -> rolling hash of every group and channel (writer lock held): checkpoints."""
+        if self._native is not None:
+            return {k: h for k, h, _ in self._native.live()}
+        return {k: st[0] for k, st in self._hashes.items()}
 
     def state(self, group_ids: dict[str, int], seqs: dict[int, int]) -> dict:
         """What live/publisher.py publishes (writer lock held), from the recorder's group ids (name ->

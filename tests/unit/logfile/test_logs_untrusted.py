@@ -88,7 +88,8 @@ def _write_rank(path: str, rank: int) -> None:
                     {"k": lf.GROUP, "op": "destroy", "s": site, "ts": 495, "all": True},
                     {"k": lf.DISABLED, "m": "RuntimeError('x')"},
                     {"k": lf.EXCEPTION, "t": "RuntimeError", "m": "boom", "ts": 498, "s": other},
-                    {"k": lf.COUNTERS, "c": [[0, 1], [1 << 34, 1]]}, {"k": lf.API, "i": 1}):
+                    {"k": lf.COUNTERS, "c": [[0, 1], [1 << 34, 1]]}, {"k": lf.API, "i": 1},
+                    {"k": lf.CHECKPOINT, "n": 5, "c": [[0, 5, 2 ** 64 - 1]], "w": "end", "o": [4], "x": [3]}):
             w.queue(rec)
         w.write({"k": lf.TRAILER, "ts": 500, "wall_ns": 1_700_000_000_000_500_000})
     w.close()

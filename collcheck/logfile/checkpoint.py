@@ -1,0 +1,55 @@
+"""Checkpoints: a rank's summary of everything it issued, so that thousands of identical ranks are
+compared by their summaries and only one of each kind is read in full.
+
+Per group (and per P2P channel: a `format.seq_key`) the recorder keeps a count and a rolling hash of
+the signatures it issued (`signature`, `mix`: also what live mode publishes). A P record writes them
+all down with the number of collectives written before it, the collectives not completed at that
+moment and those that raised. It is written when the process ends (before the trailer or the
+uncaught exception) and when the watchdog finds a collective stuck: the moments a post-mortem reads.
+
+Reading them back is logfile/tail.py's. Standard library only: the recorder imports this.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from . import format as lf
+from .ops import P2P_OPS, SHAPE_FREE_OPS
+
+MULT = 0x100000001B3  # the rolling hash: h = h * MULT + signature (mod 2**64)
+MASK = (1 << 64) - 1
+MAX_LISTED = 4096  # open or failed collectives a checkpoint lists; more: it says so (`"more": 1`)
+
+
+def signature(opname: str, key, reduce_op, root, tag: int = 0) -> int:
+    """A stable 64-bit hash (the same in every process: no `hash()`) of what every member of a group
+    must agree on for one collective: the op, tensor dtypes and shapes (dtypes alone for all-to-all,
+    whose sizes may differ), reduce op and root; for a send or a recv, what its partner must agree
+    on: tensors and tag. Computed once per template."""
+    if key is not None and opname in SHAPE_FREE_OPS:
+        key = tuple((d, ()) for d, _ in key)
+    if opname in P2P_OPS:
+        opname, root = "p2p", None
+    text = repr((opname, key, reduce_op, root, tag)).encode()
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little")
+
+
+def roll(h: int, sig: int) -> int:
+    """One step of the rolling hash."""
+    return (h * MULT + sig) & MASK
+
+
+def checkpoint_record(colls: int, sequences, why: str, open_eids=(), failed=()) -> dict:
+    """A P record: `colls` collectives written before it; `sequences`: (seq_key, count, hash) of
+    every group and channel; `why`: "end" (the process ends), "stuck" (the watchdog), "exception".
+    `open_eids`: collectives not completed; `failed`: collectives that raised."""
+    rec = {"k": lf.CHECKPOINT, "n": colls, "c": sorted([k, n, h] for k, n, h in sequences), "w": why}
+    open_eids, failed = sorted(open_eids), sorted(failed)
+    if open_eids:
+        rec["o"] = open_eids[:MAX_LISTED]
+    if failed:
+        rec["x"] = failed[:MAX_LISTED]
+    if len(open_eids) > MAX_LISTED or len(failed) > MAX_LISTED:
+        rec["more"] = 1
+    return rec

@@ -1,0 +1,151 @@
+"""Loading a run: find its logs, check they belong together, read each rank's columns.
+
+In a healthy job thousands of ranks issue the same sequence on every group. Each log ends with
+a checkpoint (logfile/checkpoint.py): every group's count and rolling hash, the collectives not
+completed, those that raised. Ranks whose checkpoints and endings are the same are of one kind:
+one of them is read in full, the others share its columns (`RankLog.like`) and keep what is
+their own (header, path, error texts, exception message). A rank whose log has no usable
+checkpoint at its end (killed before one was written, damaged, capped, format 1) is read in full.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import replace
+
+from ..base.settings import Settings
+from ..base.untrusted import one_line
+from ..inputs.discover import Source, discover
+from ..logfile import format as lf
+from ..logfile.reader import LogError, read_header, segment_paths
+from ..logfile.scan import Scan, scan_many
+from ..logfile.tail import Tail, read_tail
+from .liveness import process_alive
+from .ranks import rank_ranges
+from .run import RankLog, Run, Signature
+
+FOLD_FROM = 8  # ranks from which loading compares checkpoints before reading logs
+
+
+def load_run(target: str | list[str] | Source, workers: int | None = None, preview: int | None = None,
+             running=None) -> Run:
+    """Load a run directory (or a log file, a list of log files, Flight Recorder dumps: what
+    inputs.discover finds for `target`, or found) and check that they belong together.
+
+    `preview`: read only each rank's first `preview` collectives (fast first screen of a
+    huge run in the TUI); the logs' ends are then unknown (`RankLog.partial`). `running`: the
+    ranks whose processes still run (the live checker knows); by default, those of this host
+    whose process is alive (liveness.py)."""
+    source = target if isinstance(target, Source) else discover(target)
+    paths = source.logs  # (Flight Recorder dumps: converted to logs once)
+    run = Run(source.path if source.path is not None else os.path.commonpath(paths))
+    if workers is None:
+        workers = Settings.from_env().check("COLLCHECK_WORKERS").workers or (os.cpu_count() or 1)
+    fold = preview is None and len(paths) >= FOLD_FROM
+    summaries = _summaries(paths, workers, fold)
+    headers = [h for h, _ in summaries]
+    kept = _same_run(paths, headers)
+    if len(kept) < len(paths):
+        keep = set(kept)
+        summaries = [s for p, s in zip(paths, summaries) if p in keep]
+        paths, headers = kept, [h for h, _ in summaries]
+    run.source = headers[0].get("source", "collcheck")
+    for h in headers:  # converted Flight Recorder dumps: what they could not support
+        run.warnings += [n for n in h.get("notes", []) if isinstance(n, str) and n not in run.warnings]
+        run.unchecked += [n for n in h.get("unchecked", []) if isinstance(n, str) and n not in run.unchecked]
+    kinds = _kinds(paths, summaries)
+    read = [members[0][0] for members in kinds]
+    for scan, members in zip(scan_many(read, workers, preview), kinds):
+        sig_map = [run.sig_id(Signature(*t)) for t in scan.signatures]
+        first = _add(run, RankLog(run, scan, sig_map), running)
+        for path, header, tail in members[1:]:
+            _add(run, RankLog(run, _scan_like(scan, path, header, tail), sig_map, like=first), running)
+    run.world = headers[0]["world"]
+    missing = sorted(set(range(run.world)) - set(run.ranks))
+    if missing:
+        run.unchecked.append(
+            f"no Flight Recorder dump for rank(s) {rank_ranges(missing)} (a process killed before it could dump, "
+            "e.g. aborted by one of gloo's size checks): what they issued is not known and was not compared"
+            if run.source == "flight-recorder" else
+            f"no log for rank(s) {rank_ranges(missing)}: they never reached init_process_group or their logs are missing")
+    run.warnings += run.unchecked
+    return run
+
+
+def _add(run: Run, log: RankLog, running) -> RankLog:
+    if not log.trailer and run.source == "collcheck":
+        log.running = log.rank in running if running is not None else process_alive(log.header)
+    run.ranks[log.rank] = log
+    run.warnings += log.damage_notes()
+    return log
+
+
+def _summary(path: str, fold: bool) -> tuple[dict, Tail | None]:
+    """A log's header, and its last checkpoint when it can stand for the whole log."""
+    header = read_header(path)
+    if not fold or header.get("v", 1) < 2 or segment_paths(path):
+        return header, None
+    tail = read_tail(path)
+    return header, tail if tail is not None and tail.complete else None
+
+
+def _summaries(paths: list[str], workers: int, fold: bool) -> list[tuple[dict, Tail | None]]:
+    """`_summary` of every log, in `workers` processes for thousands of them."""
+    if workers <= 1 or len(paths) < 2048:
+        return [_summary(p, fold) for p in paths]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        return list(pool.map(functools.partial(_summary, fold=fold), paths, chunksize=max(1, len(paths) // (workers * 4))))
+
+
+def _kinds(paths: list[str], summaries: list) -> list[list[tuple]]:
+    """The logs grouped by kind, each group [(path, header, tail), ...] with the one read in full
+    first; a log without a usable checkpoint is a kind of its own."""
+    kinds: dict[object, list] = {}
+    for n, (path, (header, tail)) in enumerate(zip(paths, summaries)):
+        key = (tail.key(), header.get("restart", 0), header.get("backend")) if tail is not None else n
+        kinds.setdefault(key, []).append((path, header, tail))
+    return list(kinds.values())
+
+
+def _scan_like(scan: Scan, path: str, header: dict, tail: Tail) -> Scan:
+    """The Scan of a log of `scan`'s kind: its columns, with this log's own header, error texts
+    and exception message (the tail's records; the kind fixed which collectives raised)."""
+    errors = dict(scan.errors)
+    exception = scan.exception
+    for rec in tail.after:
+        kind = rec.get("k")
+        if kind == lf.DONE and isinstance(rec.get("e"), str):
+            i = scan.event_of(rec.get("i", -1))
+            if i is not None:
+                errors[i] = rec["e"]
+        elif kind == lf.EXCEPTION and exception is not None:
+            message = rec.get("m")
+            exception = (exception[0], message if isinstance(message, str) else "", exception[2])
+    return replace(scan, path=path, header=header, errors=errors, exception=exception)
+
+
+def _same_run(paths: list[str], headers: list[dict]) -> list[str]:
+    """Refuse logs of different runs; keep only the latest restart of each rank."""
+    first = headers[0]
+    for path, h in zip(paths[1:], headers[1:]):
+        if h["run"] != first["run"] or h["world"] != first["world"]:
+            raise LogError(
+                f"logs of different runs mixed: {one_line(paths[0])} (run {one_line(first['run'])}, world {first['world']}) "
+                f"and {one_line(path)} (run {one_line(h['run'])}, world {h['world']}); pass one run directory"
+            )
+    seen: dict[tuple, str] = {}
+    for path, h in zip(paths, headers):
+        key = (h["rank"], h.get("restart", 0))
+        if key in seen:
+            raise LogError(
+                f"two logs for rank {key[0]} (restart {key[1]}): {one_line(seen[key])} and {one_line(path)}; "
+                "logs of several launches are mixed in one directory"
+            )
+        seen[key] = path
+    latest = max(h.get("restart", 0) for h in headers)
+    return [p for p, h in zip(paths, headers) if h.get("restart", 0) == latest]
