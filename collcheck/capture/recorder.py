@@ -72,7 +72,8 @@ class Template:
     # public function when it is not the op's usual one (`x`), or issued below the Python API (`n`)
     # sig: live_hash.signature of the op (its group's rolling hash: checkpoints, live mode)
     # balance: live_hash.a2a_balance of an all_to_all_single's split sizes (None: none)
-    __slots__ = ("api", "balance", "context", "fields", "g", "label", "o", "op", "role", "seq", "sig")
+    # signed: (op, tensors, reduce op, peer, tag): the signature's fields (an API call may change two)
+    __slots__ = ("api", "balance", "context", "fields", "g", "label", "o", "op", "role", "seq", "sig", "signed")
 
 
 class _Switch:
@@ -117,6 +118,7 @@ class Recorder:
         self._seqs: dict[int, int] = {}  # format.seq_key -> its last `j`
         self._dtype_names: dict = {}
         self._py_templates: dict[tuple, Template] = {}  # Python kernels: what fixes a template -> it
+        self._api_sigs: dict[tuple, int] = {}  # (template, reduce op, API) -> signature (_api_signature)
         self._in_call: tuple | None = None  # (API, t_ns) of a group creation it waits in (waiting_in)
         self._optimizers: dict[int, int] = {}  # id(optimizer) -> its index in O records, by first step
         self._checkpointed = -1  # collectives issued at the last checkpoint (P record)
@@ -221,6 +223,7 @@ class Recorder:
         self._threads = {}
         self.native.after_fork_in_child()
         self._py_templates = {}
+        self._api_sigs = {}
         self._seqs = {}
         self._checkpointed = -1
         self.live.reset()
@@ -387,10 +390,8 @@ class Recorder:
             f["sp"] = sp
         t.role, t.label = callsite.purpose(names, opname)
         t.balance = None
-        t.sig = live_hash.signature(opname, key, reduce_op, p, tag)  # (checkpoints, live mode)
-        if self.config.live:
-            if sp is not None and pg is not None:
-                t.balance = live_hash.a2a_balance(sp, pg.rank(), pg.size())
+        if self.config.live and sp is not None and pg is not None:
+            t.balance = live_hash.a2a_balance(sp, pg.rank(), pg.size())
         api = callsite.api_of(names)
         if is_async is None:  # P2P ops have no async_op argument: isend / irecv are async
             is_async = api is None or api in ALWAYS_ASYNC
@@ -401,6 +402,9 @@ class Recorder:
             c["n"] = 1
         elif api != t.api:
             c["x"] = w.string_id(api)
+        t.signed = (opname, key, reduce_op, p, tag)
+        # its group's rolling hash (checkpoints, live mode)
+        t.sig = live_hash.signature(*t.signed, t.role, api if api is not None and api != t.api else None)
         return t
 
     def emit(self, w: LogWriter, t: Template, api: ApiCall | None, full) -> int:
@@ -409,9 +413,12 @@ class Recorder:
         if full is not None:
             rec["st"] = full
         rec.update(t.fields)
+        sig = t.sig
         if api is not None:
             if api.reduce_op is not None and "r" in rec:  # what the user passed
                 rec["r"] = api.reduce_op
+            if rec.get("r") != t.signed[2] or api.name != t.api:  # (its Signature is not the template's)
+                sig = self._api_signature(t, rec.get("r"), api.name)
             if api.async_op:
                 rec["a"] = 1
             if api.name != t.api:
@@ -432,13 +439,24 @@ class Recorder:
             self._eid = eid + 1
             rec["j"] = j = self._seqs.get(t.seq, -1) + 1
             self._seqs[t.seq] = j
-        if t.sig is not None:
-            self.live.mix(t.seq, j, t.sig, t.g, t.balance)
+        self.live.mix(t.seq, j, sig, t.g, t.balance)
         self._label(w, rec, t.role, t.label, eid)
         self.completions.drain_queued(w)
         w.write(rec, eid)
         self.completions.track(eid, t.op)
         return eid
+
+    def _api_signature(self, t: Template, reduce_op, api: str) -> int:
+        """The signature of a call of template `t` that its API call gave another reduce op or
+        public function (cached: a wrapper's calls repeat)."""
+        key = (t, reduce_op, api)
+        sig = self._api_sigs.get(key)
+        if sig is None:
+            op, tensors, _, p, tag = t.signed
+            sig = live_hash.signature(op, tensors, reduce_op, p, tag, t.role, api if api != t.api else None)
+            if len(self._api_sigs) < 65536:
+                self._api_sigs[key] = sig
+        return sig
 
     def _complete_returned(self, w: LogWriter, api: ApiCall) -> None:
         """D records for the returned wire ops of a multi-op API call (all_gather_object, ...):
@@ -511,7 +529,7 @@ class Recorder:
             hashes = self.live.hashes()
             sequences = [(k, j + 1, hashes.get(k, 0)) for k, j in seqs.items()]
             open_eids = [eid for eid, _ in self.completions.items()]
-            w.write(checkpoint_record(issued, sequences, why, open_eids, self.completions.failed))
+            w.write(checkpoint_record(issued, sequences, why, open_eids, self.completions.failed, w.vocabulary()))
 
     def live_state(self) -> dict:
         """What live/publisher.py publishes (writer lock held): LiveTables.state."""

@@ -22,16 +22,20 @@ MASK = (1 << 64) - 1
 MAX_LISTED = 4096  # open or failed collectives a checkpoint lists; more: it says so (`"more": 1`)
 
 
-def signature(opname: str, key, reduce_op, root, tag: int = 0) -> int:
+def signature(opname: str, key, reduce_op, root, tag: int = 0, role: str | None = None, api: str | None = None) -> int:
     """A stable 64-bit hash (the same in every process: no `hash()`) of what every member of a group
-    must agree on for one collective: the op, tensor dtypes and shapes (dtypes alone for all-to-all,
-    whose sizes may differ), reduce op and root; for a send or a recv, what its partner must agree
-    on: tensors and tag. Computed once per template."""
+    must agree on for one collective (the analysis' Signature): the op, tensor dtypes and shapes
+    (dtypes alone for all-to-all, whose sizes may differ), reduce op and root, the purpose role of
+    a torch internal, the public function when it is not the op's usual one (`api`); for a send or
+    a recv, what its partner must agree on: tensors and tag. Computed once per template."""
     if key is not None and opname in SHAPE_FREE_OPS:
         key = tuple((d, ()) for d, _ in key)
     if opname in P2P_OPS:
         opname, root = "p2p", None
-    text = repr((opname, key, reduce_op, root, tag)).encode()
+    fields = (opname, key, reduce_op, root, tag)
+    if role is not None or api is not None:
+        fields += (role, api)
+    text = repr(fields).encode()
     return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little")
 
 
@@ -40,11 +44,25 @@ def roll(h: int, sig: int) -> int:
     return (h * MULT + sig) & MASK
 
 
-def checkpoint_record(colls: int, sequences, why: str, open_eids=(), failed=()) -> dict:
+def vocabulary(strings, sites, chains) -> int:
+    """A 64-bit hash of what a log interned: its strings (op and API names, roles, labels, files,
+    functions), call sites (file, line, function) and call chains (tuples of sites). Ranks that
+    issued the same signatures from different lines, through different chains or with other roles
+    or labels differ here: the rolling hashes leave those out (live mode compares them across
+    ranks, which legitimately run different lines)."""
+    h = hashlib.blake2b(digest_size=8)
+    for part in (strings, sites, chains):
+        h.update(repr(sorted(repr(x) for x in part)).encode())
+        h.update(b"\0")
+    return int.from_bytes(h.digest(), "little")
+
+
+def checkpoint_record(colls: int, sequences, why: str, open_eids=(), failed=(), interned: int = 0) -> dict:
     """A P record: `colls` collectives written before it; `sequences`: (seq_key, count, hash) of
     every group and channel; `why`: "end" (the process ends), "stuck" (the watchdog), "exception".
-    `open_eids`: collectives not completed; `failed`: collectives that raised."""
-    rec = {"k": lf.CHECKPOINT, "n": colls, "c": sorted([k, n, h] for k, n, h in sequences), "w": why}
+    `open_eids`: collectives not completed; `failed`: collectives that raised; `interned`: the
+    log's `vocabulary`."""
+    rec = {"k": lf.CHECKPOINT, "n": colls, "c": sorted([k, n, h] for k, n, h in sequences), "w": why, "v": interned}
     open_eids, failed = sorted(open_eids), sorted(failed)
     if open_eids:
         rec["o"] = open_eids[:MAX_LISTED]

@@ -23,6 +23,7 @@ import threading
 import msgpack
 
 from . import format as lf
+from .checkpoint import vocabulary
 from .records import chain_record, site_record, string_record, tspec_record
 
 _pack = msgpack.Packer(use_bin_type=True).pack  # not thread-safe: only used under the lock
@@ -130,6 +131,12 @@ class LogWriter:
             i = self._tspecs[key] = len(self._tspecs)
             self.keep(tspec_record(i, spec))
         return i
+
+    def vocabulary(self) -> int:
+        """checkpoint.vocabulary of what this log interned (lock held)."""
+        sites = {i: key for key, i in self._sites.items()}
+        chains = [tuple(sites.get(i) for i in chain) for chain in self._chains]
+        return vocabulary(self._strings, self._sites, chains)
 
     # -- output (call with self.lock held) ----------------------------------------
     @property

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import msgpack
 
 from ..logfile import format as lf
-from ..logfile.checkpoint import checkpoint_record, roll, signature
+from ..logfile.checkpoint import checkpoint_record, roll, signature, vocabulary
 from ..logfile.records import site_record, string_record, tspec_record
 from ..logfile.writer import open_exclusive
 from .logs import _header
@@ -114,7 +114,8 @@ def _bulk_body(pack, n_events, names, members, mine, body_ops, odd: Divergence |
         n += 1
     tail = pack({"k": lf.DONE, "i": n - 1, "r": 100 * n - 95, "c": 100 * n - 60}) if n else b""
     sequences = [(lf.seq_key(gid, "allreduce_", None), counts[gid], hashes[gid]) for gid in gids.values() if counts[gid]]
-    tail += pack(checkpoint_record(n, sequences, "end"))
+    sites = [(USER_FILE, 100 + i, "train_step") for i in range(len(body_ops) + 1)]
+    tail += pack(checkpoint_record(n, sequences, "end", interned=vocabulary(strings, sites, ())))
     chunks.append(lf.frame(tail + pack({"k": lf.TRAILER, "ts": 100 * n + 1000, "wall_ns": 0}), n))
     return b"".join(chunks)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..logfile import format as lf
+from ..logfile.checkpoint import checkpoint_record, roll, signature
 from ..logfile.records import header_record
 from ..logfile.writer import LogWriter, open_exclusive
 from .program import FAULT_KINDS, ROLE, SUM, USER_FILE, Op, Program, _mutate
@@ -132,9 +133,12 @@ def write_run(directory: str, prog: Program, faults=(), done: bool = True, trail
                 w.write(rec)
             w.queue({"k": lf.THREAD, "h": 0, "n": "MainThread", "id": 1})
             seqs: dict[int, int] = {}
+            hashes: dict[int, int] = {}
             for n, e in enumerate(per_rank[rank]):
                 key = lf.seq_key(gids[e.group], e.op, e.peer)
                 seqs[key] = j = seqs.get(key, -1) + 1
+                tensors = tuple(e.tensors) if e.tensors is not None and e.op != "barrier" else None
+                hashes[key] = roll(hashes.get(key, 0), signature(e.op, tensors, e.reduce_op, e.peer, e.tag, e.role))
                 rec = {"k": lf.COLL, "o": w.string_id(e.op), "g": gids[e.group], "ts": e.ts, "j": j}
                 if e.tensors is not None and e.op != "barrier":
                     rec["t"] = w.tspec_id(tuple(e.tensors))
@@ -156,7 +160,11 @@ def write_run(directory: str, prog: Program, faults=(), done: bool = True, trail
                 w.write(rec, n)
                 if done:
                     w.queue({"k": lf.DONE, "i": n, "r": e.ts + 5, "c": e.ts + 40})
-            if trailer:
+            if trailer:  # (a rank that ends with a trailer wrote its checkpoint just before it)
+                issued = len(per_rank[rank])
+                sequences = [(k, j + 1, hashes[k]) for k, j in seqs.items()]
+                w.write(checkpoint_record(issued, sequences, "end", () if done else range(issued),
+                                          interned=w.vocabulary()))
                 last = per_rank[rank][-1].ts if per_rank[rank] else 0
                 w.write({"k": lf.TRAILER, "ts": last + 1000, "wall_ns": wall_ns + (last + 1000) * 1000})
         w.close()

@@ -12,6 +12,8 @@ import os
 import pytest
 
 from support.cli import diff_json
+from collcheck.logfile.tail import read_tail
+from collcheck.model import load_run
 from support.corpus import params, scenario_names
 from support.framework_labels import assert_labels_speak_their_framework
 from support.jobs import SCENARIOS
@@ -74,3 +76,27 @@ def _key(summary: dict) -> tuple:
 def test_every_scenario_has_expectations():
     missing = [n for n in scenario_names() if n not in NAMES]
     assert not missing, f"scenarios without expected.json: {missing}"
+
+
+@pytest.mark.parametrize("name", params(NAMES, lambda n: f"scenario:{n}", slow=SLOW))
+def test_each_log_ends_with_a_checkpoint_of_what_it_issued(name, corpus):
+    """The recorder's checkpoint (logfile/checkpoint.py) counts every collective the log holds;
+    the ranks of a clean run agree on every group's count and hash, those of a buggy one do not."""
+    with open(SCENARIOS / name / "expected.json") as f:
+        expected = json.load(f)
+    rec = corpus(f"scenario:{name}")
+    run = load_run(rec.run_dir)
+    tails = {r: read_tail(log.path) for r, log in run.ranks.items()}
+    for r, tail in tails.items():
+        if tail is None:
+            assert run.ranks[r].state in ("crashed", "killed", "killed-in-collective"), r  # killed before it
+            continue
+        cp = tail.checkpoint
+        assert cp["n"] == len(run.ranks[r]) == sum(count for _, count, _ in cp["c"]), (r, cp)
+    # (a group's collectives: P2P channels, keyed by peer, differ from rank to rank by design)
+    summaries = {tuple(tuple(c) for c in t.checkpoint["c"] if not c[0] & (3 << 32)) for t in tails.values() if t}
+    all_members = all(len(g.ranks or ()) == run.world for log in run.ranks.values() for g in log.groups)
+    if expected["verdict"] == "clean":
+        assert len(summaries) == 1 or not all_members, summaries
+    elif all_members and len(tails) == run.world and None not in tails.values():
+        assert len({tuple(map(tuple, t.checkpoint["c"])) for t in tails.values()}) > 1
