@@ -1,11 +1,15 @@
 """Benchmark of `collcheck diff` on synthetic clean runs: load time, analysis time, peak memory.
 
     python benchmarks/bench_diff.py --ranks 64,1024 --events 10000
+    python benchmarks/bench_diff.py --ranks 4096,32768 --cli --diverge missing --seed 1
 
 Each size runs in a child process (so peak RSS is per size): it writes a clean run with
 `collcheck.synth.write_clean_run` into a temporary directory (timed separately), then
 times `load_run` and `analyse` in that same child. `--profile N` prints the top N
-functions of a cProfile of load_run + analyse.
+functions of a cProfile of load_run + analyse. `--cli` times the command itself instead
+(`collcheck diff DIR --format json` in a process of its own: wall time and peak RSS), and
+`--diverge KIND` puts one rank, drawn with `--seed`, out of step at a drawn slot: `found` says
+whether the report's first finding is exactly that (kind, slot, culprit).
 
 Side by side with another source tree (a worktree of the previous release, say):
 
@@ -34,17 +38,32 @@ THIS_TREE = os.path.dirname(os.path.dirname(SCRIPT))  # the source tree this scr
 COMPARED = (("load_s", "load s", ".3f"), ("analyse_s", "analyse s", ".3f"), ("peak_rss_mb", "peak RSS MB", ",.0f"))
 
 
-def _child(ranks: int, events: int, groups: int, directory: str | None, profile: int) -> dict:
+def _child(ranks: int, events: int, groups: int, directory: str | None, profile: int, diverge: str | None = None,
+           seed: int = 0, cli: bool = False) -> dict:
+    import random
+
     import collcheck
     from collcheck.synth import write_clean_run
+    from collcheck.synth.bulk import BARRIER, Divergence, world_body_op
 
     tmp = directory or tempfile.mkdtemp(prefix=f"collcheck-bench-{ranks}x{events}-")
     try:
         subgroups = [list(range(k, ranks, groups)) for k in range(groups)] if groups > 1 else []
+        rng = random.Random(seed)
+        world_slots = events - events // 4 if subgroups else events  # (every 4th goes to a subgroup)
+        odd = None
+        if diverge:
+            slot = rng.randrange(world_slots // 2)
+            while diverge == "shape" and world_body_op(slot, bool(subgroups)) == BARRIER:
+                slot += 1
+            odd = Divergence(rng.randrange(ranks), slot, diverge)
         t0 = time.perf_counter()
-        write_clean_run(tmp, ranks, events, groups=subgroups)
+        write_clean_run(tmp, ranks, events, groups=subgroups, diverge=odd)
         t_write = time.perf_counter() - t0
         size = sum(os.path.getsize(os.path.join(tmp, f)) for f in os.listdir(tmp))
+        if cli:
+            return {"ranks": ranks, "events": events, "bytes": size, "write_s": t_write, **_cli(tmp, odd),
+                    "source": os.path.dirname(os.path.dirname(os.path.abspath(collcheck.__file__)))}
         rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
         from collcheck.analysis.diff import analyse
@@ -71,7 +90,8 @@ def _child(ranks: int, events: int, groups: int, directory: str | None, profile:
             pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(profile)
             print(out.getvalue(), file=sys.stderr)
         n = sum(len(log) for log in run.ranks.values())
-        return {
+        first = report.findings[0] if report.findings else None
+        return {"found": _found(odd, None if first is None else (first.kind, first.group, first.position, first.ranks)),
             "ranks": ranks, "events": events, "total_events": n, "bytes": size, "write_s": t_write,
             "load_s": t_load, "analyse_s": t_analyse, "verdict": report.verdict, "findings": len(report.findings),
             "events_per_s": n / (t_load + t_analyse) if t_load + t_analyse else 0.0,
@@ -85,11 +105,43 @@ def _child(ranks: int, events: int, groups: int, directory: str | None, profile:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+EXPECTED_KIND = {"missing": "missing", "shape": "shape_mismatch", "extra": "extra"}
+
+
+def _found(odd, first: tuple | None) -> str:
+    """'exact' when the first finding is the injected divergence (kind, group, slot, culprit)."""
+    if odd is None:
+        return "clean" if first is None else f"wrong: {first}"
+    want = (EXPECTED_KIND[odd.kind], "0", odd.slot, [odd.rank])
+    return "exact" if first is not None and tuple(first) == want else f"wrong: {first} (injected {want})"
+
+
+def _cli(directory: str, odd) -> dict:
+    """`collcheck diff DIR --format json` in its own process: wall time, peak RSS (the largest of
+    the command and the worker processes it waited for: wait4's rusage), the first finding."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "collcheck", "diff", directory, "--format", "json"],
+                            stdout=subprocess.PIPE)
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - t0
+    report = json.loads(out)
+    f = report["findings"][0] if report["findings"] else None
+    first = None if f is None else (f["kind"], f["group"], f["position"], f["ranks"])
+    return {"cli_s": wall, "cli_peak_rss_mb": usage.ru_maxrss / 1024, "exit": proc.returncode,
+            "verdict": report["verdict"], "findings": len(report["findings"]), "found": _found(odd, first)}
+
+
 def _run_child(args, ranks: int, directory: str | None, tree: str | None = None) -> dict | None:
     """One size in a child process (its own peak RSS); with tree, that tree's collcheck first on
     PYTHONPATH. None when the child failed (said on stderr)."""
     cmd = [sys.executable, SCRIPT, "--child", "--ranks", str(ranks), "--events",
-           str(args.events), "--groups", str(args.groups), "--profile", str(args.profile)]
+           str(args.events), "--groups", str(args.groups), "--profile", str(args.profile), "--seed", str(args.seed)]
+    if args.diverge:
+        cmd += ["--diverge", args.diverge]
+    if args.cli:
+        cmd += ["--cli"]
     if directory:
         cmd += ["--dir", directory]
     env = None
@@ -117,13 +169,21 @@ def _single(args, sizes: list[int]) -> int:
         rows.append(row)
         if args.json:
             print(json.dumps(row), flush=True)
+        elif args.cli:
+            if len(rows) == 1:
+                print(f"{'ranks':>6} {'ev/rank':>8} {'MB':>9} {'write s':>8} {'diff s':>8} {'peak RSS MB':>11} "
+                      f"{'exit':>4}  verdict    found", flush=True)
+            print(f"{row['ranks']:>6} {row['events']:>8} {row['bytes'] / 2**20:>9,.1f} {row['write_s']:>8.2f} "
+                  f"{row['cli_s']:>8.2f} {row['cli_peak_rss_mb']:>11,.0f} {row['exit']:>4}  {row['verdict']:<10} "
+                  f"{row['found']}", flush=True)
         else:
             if len(rows) == 1:
                 print(f"{'ranks':>6} {'ev/rank':>8} {'events':>11} {'MB':>8} {'write s':>8} {'load s':>8} "
                       f"{'analyse s':>9} {'events/s':>11} {'peak RSS MB':>11} {'worker MB':>9}  verdict", flush=True)
             print(f"{row['ranks']:>6} {row['events']:>8} {row['total_events']:>11} {row['bytes'] / 2**20:>8.1f} "
                   f"{row['write_s']:>8.2f} {row['load_s']:>8.2f} {row['analyse_s']:>9.2f} "
-                  f"{row['events_per_s']:>11,.0f} {row['peak_rss_mb']:>11,.0f} {row['worker_peak_rss_mb']:>9,.0f}  {row['verdict']}", flush=True)
+                  f"{row['events_per_s']:>11,.0f} {row['peak_rss_mb']:>11,.0f} {row['worker_peak_rss_mb']:>9,.0f}  {row['verdict']} "
+                  f"({row['found']})", flush=True)
     return 0 if len(rows) == len(sizes) else 1
 
 
@@ -182,11 +242,19 @@ def main(argv=None) -> int:
                         "it and with this tree, alternating, and print both medians and their ratio")
     p.add_argument("--repeat", type=int, default=2, metavar="N",
                    help="with --against: rounds of both trees per size (default 2)")
+    p.add_argument("--diverge", choices=sorted(EXPECTED_KIND),
+                   help="put one rank out of step at one slot of the world group (both drawn with --seed); "
+                        "'found' says whether the first finding is exactly that")
+    p.add_argument("--seed", type=int, default=0, help="with --diverge: the seed of the rank and slot (default 0)")
+    p.add_argument("--cli", action="store_true",
+                   help="time the command itself (`collcheck diff DIR --format json` in its own process: wall "
+                        "time and peak RSS) instead of load_run and analyse in-process")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     sizes = [int(x) for x in args.ranks.split(",") if x.strip()]
     if args.child:
-        print(json.dumps(_child(sizes[0], args.events, args.groups, args.dir, args.profile)))
+        print(json.dumps(_child(sizes[0], args.events, args.groups, args.dir, args.profile, args.diverge, args.seed,
+                                args.cli)))
         return 0
     if args.against is None:
         return _single(args, sizes)

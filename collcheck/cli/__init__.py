@@ -42,7 +42,19 @@ def _run(args) -> int:
         from ..capture.native import build as autobuild
 
         autobuild.start(foreground=args.cmd in ("record", "demo"))  # these launch jobs at once
-    return args.handler(args)
+    if args.cmd not in SHOW_PROGRESS:
+        return args.handler(args)
+    from ..base import progress
+    from ..report.progress import StderrProgress
+
+    previous = progress.use(StderrProgress())
+    try:
+        return args.handler(args)
+    finally:
+        progress.use(previous)
+
+
+SHOW_PROGRESS = ("diff", "stats", "export", "replay", "show")  # (the TUI shows its own)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from array import array
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
+from ..base import progress
 from .reader import LogStream, parse_header, read_bytes, read_prefix
 from .scanner import Scanner
 
@@ -138,12 +139,19 @@ def scan_bytes(data: bytes, path: str, limit: int | None = None, keep_seq: bool 
 
 def scan_many(paths: list[str], workers: int, limit: int | None = None) -> list[Scan]:
     """Scan files, in `workers` processes when it pays off (not for short previews)."""
-    if workers <= 1 or len(paths) < 8 or (limit is not None and limit * len(paths) < 2_000_000):
-        return [scan_file(p, limit) for p in paths]
+    return in_workers(functools.partial(scan_file, limit=limit), paths, workers, "reading logs",
+                      alone=len(paths) < 8 or (limit is not None and limit * len(paths) < 2_000_000))
+
+
+def in_workers(work, items: list, workers: int, what: str, alone: bool = False) -> list:
+    """[work(item) for item in items], in `workers` forked processes unless `alone` (or one
+    worker), in order; base/progress tells how far it is."""
+    if workers <= 1 or alone:
+        return list(progress.tracked(what, map(work, items), len(items)))
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        return list(pool.map(functools.partial(scan_file, limit=limit), paths,
-                             chunksize=max(1, len(paths) // (workers * 8))))
+        done = pool.map(work, items, chunksize=max(1, len(items) // (workers * 8)))
+        return list(progress.tracked(what, done, len(items)))

@@ -19,7 +19,7 @@ from ..base.untrusted import one_line
 from ..inputs.discover import Source, discover
 from ..logfile import format as lf
 from ..logfile.reader import LogError, read_header, segment_paths
-from ..logfile.scan import Scan, scan_many
+from ..logfile.scan import Scan, in_workers, scan_many
 from ..logfile.tail import Tail, read_tail
 from .liveness import process_alive
 from .ranks import rank_ranges
@@ -92,14 +92,8 @@ def _summary(path: str, fold: bool) -> tuple[dict, Tail | None]:
 
 def _summaries(paths: list[str], workers: int, fold: bool) -> list[tuple[dict, Tail | None]]:
     """`_summary` of every log, in `workers` processes for thousands of them."""
-    if workers <= 1 or len(paths) < 2048:
-        return [_summary(p, fold) for p in paths]
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        return list(pool.map(functools.partial(_summary, fold=fold), paths, chunksize=max(1, len(paths) // (workers * 4))))
+    return in_workers(functools.partial(_summary, fold=fold), paths, workers, "reading checkpoints",
+                      alone=len(paths) < 2048)
 
 
 def _kinds(paths: list[str], summaries: list) -> list[list[tuple]]:

@@ -120,6 +120,16 @@ def _bulk_body(pack, n_events, names, members, mine, body_ops, odd: Divergence |
     return b"".join(chunks)
 
 
+BODY_OPS = 8  # call sites of the loop body
+BARRIER = 6  # the body's barrier: no tensor whose shape a "shape" divergence could change
+
+
+def world_body_op(slot: int, subgrouped: bool) -> int:
+    """The body op (call site) of the world group's collective `slot` (with subgroups every 4th
+    collective goes to one of them)."""
+    return (slot + slot // 3 if subgrouped else slot) % BODY_OPS
+
+
 def _issued(n_events: int, subgroups: list, gids: dict, body_ops: list, odd: Divergence | None):
     """(group, body op, tensor spec) of each collective the rank issues, in order."""
     world_slot = 0
@@ -136,7 +146,9 @@ def _issued(n_events: int, subgroups: list, gids: dict, body_ops: list, odd: Div
                     continue
                 if odd.kind == "extra":
                     yield g, 0, len(body_ops)
-                elif odd.kind == "shape" and body_ops[b][1] is not None:
+                elif odd.kind == "shape":
+                    if body_ops[b][1] is None:
+                        raise ValueError(f"collective {odd.slot} of the world group is a barrier: no shape to change")
                     spec = len(body_ops)
             world_slot += 1
         yield g, b, spec

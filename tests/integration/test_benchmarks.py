@@ -44,6 +44,15 @@ def test_bench_diff_reports_throughput():
     assert results and results[-1]["ranks"] == 8
 
 
+def test_bench_diff_times_the_command_and_finds_the_injected_divergence():
+    """--cli --diverge: the command's own wall time and peak RSS, and the drawn rank and slot
+    found exactly (the size the docs quote, scaled down)."""
+    (row,) = run_json("bench_diff", "--ranks", "16", "--events", "600", "--groups", "2", "--cli", "--diverge", "shape",
+                      "--seed", "5")
+    assert (row["exit"], row["verdict"], row["found"]) == (1, "mismatch", "exact")
+    assert row["cli_s"] > 0 and row["cli_peak_rss_mb"] > 10
+
+
 @pytest.mark.timeout(300)
 def test_bench_diff_runs_two_trees_alternating_side_by_side(tmp_path):
     """--against: each child imports collcheck from the tree it was given, the trees take turns

@@ -8,7 +8,8 @@ import os
 import random
 import time
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from support import examples
 
 from collcheck import synth
@@ -56,7 +57,7 @@ def test_every_cut_of_the_end_reads_as_no_checkpoint_or_the_last_whole_one(tmp_p
     the trailer after it only once the file is."""
     path = _one_log(tmp_path)
     data = open(path, "rb").read()
-    (p_start, p_end), (z_start, _) = _frames(data)[-2:]  # the checkpoint's frame, the trailer's
+    (p_start, p_end), _ = _frames(data)[-2:]  # the checkpoint's frame, the trailer's
     cut = str(tmp_path / "cut.msgpack")
     for end in range(p_start - 40, len(data) + 1):
         with open(cut, "wb") as f:

@@ -8,7 +8,8 @@ import random
 import tempfile
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from support import examples
 
 from collcheck import synth
