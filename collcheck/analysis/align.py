@@ -38,10 +38,8 @@ def align_group(run: Run, seqs: GroupSequences, waiting: set[int], cut_short: fr
     members = group_members(run, seqs)
     if len(members) < 2:
         return []
-    by_bytes = {}
-    for r in members:
-        by_bytes.setdefault(seqs.seq.get(r, array("I")).tobytes(), []).append(r)
-    if len(by_bytes) == 1:
+    distinct = {id(seqs.seq.get(r)): seqs.seq.get(r, array("I")) for r in members}  # (ranks of a kind share one)
+    if len({seq.tobytes() for seq in distinct.values()}) == 1:
         return []
     return _Aligner(run, seqs, members, waiting, cut_short | frozenset(seqs.open)).align()
 

@@ -33,14 +33,21 @@ def chain_findings(run: Run, seqs: GroupSequences, members: list[int], upto: int
     if upto is not None:
         end = min(end, upto)
     end = min(end, _common_prefix(seqs, members, end))
-    logs = [run.ranks[r] for r in members]
+    # ranks read by kinds share their chain columns and indices: each distinct pair is compared once
+    kinds: dict[tuple, list[int]] = {}
+    for r in members:
+        log = run.ranks[r]
+        kinds.setdefault((id(log.chain), id(log.chain_sites), id(seqs.index[r])), []).append(r)
+    logs = [run.ranks[rs[0]] for rs in kinds.values()]
     if all(log.chain_sites == logs[0].chain_sites for log in logs[1:]) and len(
             {log.local_chains(seqs.index[log.rank], end).tobytes() for log in logs}) == 1:
         return []  # the same chains, interned alike: nothing to compare (the common case, C speed)
     columns: dict[bytes, list[int]] = {}  # distinct chain columns -> the ranks that have it
-    for r in members:
-        col = run.ranks[r].chains_of(seqs.index[r], end)
-        columns.setdefault(col.tobytes(), []).append(r)
+    for ranks in kinds.values():
+        col = run.ranks[ranks[0]].chains_of(seqs.index[ranks[0]], end)
+        columns.setdefault(col.tobytes(), []).extend(ranks)
+    for ranks in columns.values():
+        ranks.sort()
     if len(columns) < 2:
         return []
     holders = list(columns.values())

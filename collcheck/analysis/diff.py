@@ -133,12 +133,18 @@ def _blame_divergence(hang_finding: Finding, first: Finding, hang: HangAnalysis)
 
 def group_creation_findings(run: Run) -> list[Finding]:
     """The i-th new_group/split_group must name the same ranks on every rank."""
-    seqs = {r: [c for c in log.creations if c.op in ("new", "split")] for r, log in run.ranks.items()}
+    made: dict[int, list] = {}  # id of a creations list -> its new/split ones (ranks of one kind share one)
+    seqs = {}
+    for r, log in run.ranks.items():
+        key_ = id(log.creations)
+        if key_ not in made:
+            made[key_] = [c for c in log.creations if c.op in ("new", "split")]
+        seqs[r] = made[key_]
 
     def key(c):  # members, and the user's name for the group when given (group_desc)
         return (c.ranks, c.desc)
 
-    if len({tuple(key(c) for c in s) for s in seqs.values()}) <= 1:
+    if len({tuple(key(c) for c in s) for s in {id(s): s for s in seqs.values()}.values()}) <= 1:
         return []
     n = max(len(s) for s in seqs.values())
     for i in range(n):

@@ -73,6 +73,15 @@ def load_run(target: str | list[str] | Source, workers: int | None = None, previ
     return run
 
 
+def reads_by_kinds(paths: list[str], sample: int = 8) -> bool:
+    """Whether a run's logs look like they will be read by kinds (`load_run`): enough of them, and
+    the first `sample` end with a checkpoint that stands for the whole log. A guess for a view
+    deciding whether a preview is worth it; load_run decides log by log."""
+    if len(paths) < max(FOLD_FROM, 64):
+        return False
+    return all(_summary(p, True)[1] is not None for p in paths[:sample])
+
+
 def _add(run: Run, log: RankLog, running) -> RankLog:
     if not log.trailer and run.source == "collcheck":
         log.running = log.rank in running if running is not None else process_alive(log.header)

@@ -177,8 +177,11 @@ class RankLog:
             self.sig = scan.sig
         self.gid = scan.gid
         self.off = scan.off
-        self.groups = [Group(name, ranks, desc) for name, ranks, desc in scan.groups]
-        self.creations = [GroupCreation(*c) for c in scan.creations]
+        if like is not None:
+            self.groups, self.creations = like.groups, like.creations
+        else:
+            self.groups = [Group(name, ranks, desc) for name, ranks, desc in scan.groups]
+            self.creations = [GroupCreation(*c) for c in scan.creations]
         self.pending: set[int] = scan.pending
         # never completed as far as the log shows, but issued before damage that may have held
         # their completion: neither pending nor completed

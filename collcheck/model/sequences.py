@@ -33,21 +33,33 @@ class GroupSequences:
         for rank, cut in cuts.items():
             if cut.unlocated and name not in run.ranks[rank].by_group:
                 self.open.add(rank)  # it may have issued some on the group: they were lost
+        shared: dict[tuple, tuple] = {}  # (signature column, index) -> (index, sequence): ranks of one kind
         for rank, log in run.ranks.items():
             idx = log.by_group.get(name)
             if idx is None:
                 continue
-            sig = log.sig
-            if p2p_ids and not p2p_ids.isdisjoint(sig):
-                idx = array("I", (i for i in idx if sig[i] not in p2p_ids))
             k = cuts[rank].groups.get(name) if rank in cuts else None
             if k is not None:
+                idx, seq = self._sequence(log.sig, idx, p2p_ids)
                 idx = idx[:k]
                 self.open.add(rank)
-            self.index[rank] = idx
-            # one group and no P2P: the rank's whole signature column is the sequence
-            self.seq[rank] = sig if isinstance(idx, range) and len(idx) == len(sig) else array("I", (sig[i] for i in idx))
+                seq = array("I", (log.sig[i] for i in idx))
+            else:
+                key = (id(log.sig), id(idx))
+                if key not in shared:
+                    shared[key] = self._sequence(log.sig, idx, p2p_ids)
+                idx, seq = shared[key]
+            self.index[rank], self.seq[rank] = idx, seq
         self.start = self._align_starts(run, name)
+
+    @staticmethod
+    def _sequence(sig: array, idx, p2p_ids: frozenset) -> tuple:
+        """(event indices, signature ids) of a rank's collectives in the group, P2P left out."""
+        if p2p_ids and not p2p_ids.isdisjoint(sig):
+            idx = array("I", (i for i in idx if sig[i] not in p2p_ids))
+        # one group and no P2P: the rank's whole signature column is the sequence
+        seq = sig if isinstance(idx, range) and len(idx) == len(sig) else array("I", (sig[i] for i in idx))
+        return idx, seq
 
     def _align_starts(self, run: Run, name: str) -> int:
         """Capped logs whose oldest segments were deleted start in the middle of a group: slot 0

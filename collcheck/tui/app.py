@@ -17,7 +17,7 @@ from textual.widgets import ContentSwitcher, Footer, Label, LoadingIndicator, St
 
 from ..base.untrusted import one_line, visible
 from ..inputs.discover import Source, discover
-from ..model import group_label, rank_ranges
+from ..model import group_label, rank_ranges, reads_by_kinds
 from ..report import MESSAGE_CHARS
 from . import navigation
 from .grid import Grid
@@ -152,8 +152,8 @@ class CollcheckApp(App):
         from ..model import load_run
 
         paths = self.source.logs  # (Flight Recorder dumps: converted now, once)
-        if sum(os.path.getsize(p) for p in paths) <= self.preview_bytes:
-            return None
+        if sum(os.path.getsize(p) for p in paths) <= self.preview_bytes or reads_by_kinds(paths):
+            return None  # (ranks of a few kinds: the whole run reads about as fast as a preview)
         per_rank = max(self.PREVIEW_MIN, self.PREVIEW_EVENTS // len(paths))
         self.post_message(LoadProgress(f"reading the first {per_rank} collectives of {len(paths)} ranks ..."))
         run = load_run(self.source, preview=per_rank)

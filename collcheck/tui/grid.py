@@ -50,8 +50,15 @@ class Column:
         return f"ranks {rank_ranges(self.ranks)}"
 
 
-def _ids(values) -> np.ndarray:
-    """A model index or signature column (array('I') or range) as int64 numpy."""
+def _ids(values, shared: dict | None = None) -> np.ndarray:
+    """A model index or signature column (array('I') or range) as int64 numpy; `shared`: the
+    arrays made so far, by column (ranks read by kinds share one column: made once)."""
+    if shared is not None:
+        key = (values.start, values.stop) if isinstance(values, range) else id(values)
+        made = shared.get(key)
+        if made is None:
+            made = shared[key] = (_ids(values), values)  # (kept: its id stays its own)
+        return made[0]
     if isinstance(values, range):
         return np.arange(values.start, values.stop, dtype=np.int64)
     return np.frombuffer(values, dtype=np.uint32).astype(np.int64) if len(values) else np.zeros(0, np.int64)
@@ -60,13 +67,13 @@ def _ids(values) -> np.ndarray:
 class RankSeq:
     """One rank's rows per group (or channel) of the view: event indices and signature ids."""
 
-    def __init__(self, rank: int, log, groups: list[str], sequences: Sequences):
+    def __init__(self, rank: int, log, groups: list[str], sequences: Sequences, shared: dict | None = None):
         self.idx: dict[str, np.ndarray] = {}
         self.sig: dict[str, np.ndarray] = {}
         for g in groups:
             seqs = sequences.group(g)
             if rank in seqs.index:
-                self.idx[g], self.sig[g] = _ids(seqs.index[rank]), _ids(seqs.seq[rank])
+                self.idx[g], self.sig[g] = _ids(seqs.index[rank], shared), _ids(seqs.seq[rank], shared)
         self.unfinished = sorted(set(log.pending) | set(log.errors))
 
     def add_channel(self, name: str, ix: list[int], sig) -> None:
@@ -74,13 +81,18 @@ class RankSeq:
         self.idx[name] = np.array(ix, dtype=np.int64)
         self.sig[name] = _ids(sig)
 
-    def key(self, state: str) -> tuple:
+    def key(self, state: str, contents: dict[int, int], numbers: dict[bytes, int]) -> tuple:
+        """What ranks folded into one column share. `contents`: id of a signature array -> the
+        number of its content in `numbers` (ranks read by kinds share arrays: each hashed once)."""
         parts = [state]
         for g, s in self.sig.items():
             ix = self.idx[g]
             pos = np.searchsorted(ix, self.unfinished) if self.unfinished else []
             bad = tuple(int(p) for p, i in zip(pos, self.unfinished) if p < len(ix) and ix[p] == i)
-            parts.append((g, s.tobytes(), bad))
+            content = contents.get(id(s))
+            if content is None:
+                content = contents[id(s)] = numbers.setdefault(s.tobytes(), len(numbers))
+            parts.append((g, content, bad))
         return tuple(parts)
 
 
@@ -97,13 +109,16 @@ class Grid:
         members = set(run.group_members(group)) if group is not None else set(run.ranks)
         self.ranks = sorted(r for r in run.ranks if r in members) or sorted(run.ranks)
         self.states = {r: s.state for r, s in report.hang.states.items()}
-        self.seqs = {r: RankSeq(r, run.ranks[r], self.groups, self.sequences) for r in self.ranks}
+        shared: dict = {}
+        self.seqs = {r: RankSeq(r, run.ranks[r], self.groups, self.sequences, shared) for r in self.ranks}
         self.channels: dict[str, tuple] = {}  # pseudo-group name -> (group, src, dst)
         self._cmp = self._compare_keys(self.sequences.p2p_ids)
         self._add_channels()
         folds: dict[tuple, list[int]] = {}
+        contents: dict[int, int] = {}
+        numbers: dict[bytes, int] = {}
         for r in self.ranks:
-            folds.setdefault(self.seqs[r].key(self.states.get(r, "?")), []).append(r)
+            folds.setdefault(self.seqs[r].key(self.states.get(r, "?"), contents, numbers), []).append(r)
         self.folds = sorted(folds.values(), key=lambda rs: rs[0])
         self.fold_of = {r: k for k, rs in enumerate(self.folds) for r in rs}
         self.expanded: set[int] = set()
