@@ -1,14 +1,15 @@
-"""`collcheck export RUN -o OUT`: a Perfetto trace, or Flight Recorder dumps."""
+"""`collcheck export RUN -o OUT`: a Perfetto trace, or Flight Recorder dumps, of one launch (of a folder
+of several: --launch ID, else the newest, said on stderr)."""
 
 from __future__ import annotations
 
 from ..base.errors import OK
-from .common import add_run_argument
+from .common import add_launch_arguments, one_launch
 
 
 def add_parser(commands) -> None:
     p = commands.add_parser("export", help=execute.__doc__)
-    add_run_argument(p)
+    add_launch_arguments(p)
     p.add_argument("--format", choices=["perfetto", "fr"], default="perfetto",
                    help="perfetto: a trace JSON file; fr: a directory of Flight Recorder dumps (rank_<rank>)")
     p.add_argument("--output", "-o", required=True, help="the trace file (perfetto) or directory (fr)")
@@ -17,10 +18,9 @@ def add_parser(commands) -> None:
 
 def execute(args) -> int:
     """Write a run (or Flight Recorder dumps) as a Perfetto trace or as Flight Recorder dumps."""
-    from ..inputs.discover import discover
     from ..model import load_run
 
-    run = load_run(discover(args.logs, newest=True))
+    run = load_run(one_launch(args, "export"))
     if args.format == "fr":
         from ..report import fr_export
 

@@ -1,18 +1,19 @@
-"""`collcheck tui RUN`: the terminal UI."""
+"""`collcheck tui RUN`: the terminal UI, on one launch (of a folder of several: --launch ID, else
+the newest, said on stderr)."""
 
 from __future__ import annotations
 
-from .common import add_run_argument
+from .common import add_launch_arguments, one_launch
 
 
 def add_parser(commands) -> None:
     p = commands.add_parser("tui", help=execute.__doc__)
-    add_run_argument(p)
+    add_launch_arguments(p)
     p.set_defaults(handler=execute)
 
 
 def execute(args) -> int:
     """Explore a run in a terminal UI: overview, side-by-side timelines, wait-for graph, step mode."""
-    from ..tui.app import run_tui
+    from ..tui import app
 
-    return run_tui(args.logs)
+    return app.run_tui(one_launch(args, "tui"))

@@ -1,6 +1,7 @@
 """What a path given to collcheck points to: a run directory of collcheck logs, one log file, a
-list of files, PyTorch Flight Recorder dumps, or a logs root holding several launches (the newest
-is read). Found in one walk of the directory (each folder listed once); the dumps are converted
+list of files, PyTorch Flight Recorder dumps, or a logs root holding several launches (all their
+logs, which launches.py tells apart; or, with `newest`, the newest run directory, for `replay`).
+Found in one walk of the directory (each folder listed once); the dumps are converted
 to logs once, when their logs are first asked for (flight_recorder/convert.py).
 
 Only regular files are opened: a FIFO or a device named like a log is refused (reading it would
@@ -36,6 +37,9 @@ class Source:
     path: str | None
     found: list[str]
     _logs: list[str] | None = field(default=None, init=False, repr=False)
+    # the checked headers of `logs`, in their order, where launches.py read them all and found one
+    # launch: load_run takes them from here rather than reading every header again
+    headers: list[dict] | None = field(default=None, init=False, repr=False)
 
     @property
     def logs(self) -> list[str]:

@@ -43,7 +43,7 @@ def load_run(target: str | list[str] | Source, workers: int | None = None, previ
     if workers is None:
         workers = Settings.from_env().check("COLLCHECK_WORKERS").workers or (os.cpu_count() or 1)
     fold = preview is None and len(paths) >= FOLD_FROM
-    summaries = _summaries(paths, workers, fold)
+    summaries = _summaries(paths, workers, fold, source.headers)
     headers = [h for h, _ in summaries]
     kept = _same_run(paths, headers)
     if len(kept) < len(paths):
@@ -90,19 +90,28 @@ def _add(run: Run, log: RankLog, running) -> RankLog:
     return log
 
 
-def _summary(path: str, fold: bool) -> tuple[dict, Tail | None]:
-    """A log's header, and its last checkpoint when it can stand for the whole log."""
-    header = read_header(path)
+def _summary(path: str, fold: bool, header: dict | None = None) -> tuple[dict, Tail | None]:
+    """A log's header (read unless given), and its last checkpoint when it can stand for the
+    whole log."""
+    header = header if header is not None else read_header(path)
     if not fold or header.get("v", 1) < 2 or segment_paths(path):
         return header, None
     tail = read_tail(path)
     return header, tail if tail is not None and tail.complete else None
 
 
-def _summaries(paths: list[str], workers: int, fold: bool) -> list[tuple[dict, Tail | None]]:
-    """`_summary` of every log, in `workers` processes for thousands of them."""
-    return in_workers(functools.partial(_summary, fold=fold), paths, workers, "reading checkpoints",
+def _summaries(paths: list[str], workers: int, fold: bool, headers: list | None) -> list[tuple[dict, Tail | None]]:
+    """`_summary` of every log (`headers`: theirs, when inputs/launches.py read them already), in
+    `workers` processes for thousands of them."""
+    if headers is not None and not fold:
+        return [(h, None) for h in headers]
+    items = list(zip(paths, headers or [None] * len(paths)))
+    return in_workers(functools.partial(_summary_of, fold=fold), items, workers, "reading checkpoints",
                       alone=len(paths) < 2048)
+
+
+def _summary_of(item: tuple, fold: bool) -> tuple[dict, Tail | None]:
+    return _summary(item[0], fold, item[1])
 
 
 def _kinds(paths: list[str], summaries: list) -> list[list[tuple]]:

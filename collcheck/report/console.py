@@ -41,6 +41,12 @@ def make_console(out, default_width: int = DEFAULT_WIDTH) -> Console:
                    emoji=False, force_terminal=False, color_system=None)
 
 
+def progress_console(err) -> Console:
+    """The console of a progress bar on a terminal's stderr (report/progress.py): the terminal's
+    own features, no markup; what it shows is collcheck's words and counts, never a log's strings."""
+    return Console(file=err, markup=False, emoji=False, highlight=False)
+
+
 def _isatty(out) -> bool:
     try:
         return bool(out.isatty())

@@ -44,7 +44,9 @@ def _site_params(site) -> list[str]:
     return params
 
 
-def render(report, out) -> None:
+def render(report, out, launch: str | None = None) -> None:
+    """`launch`: the id of the launch the report is of (a folder of several), named in each title;
+    no notice is then written for a launch without findings (report/launches.py writes one)."""
     for f in report.findings:
         e = next((f.events.get(r) for r in f.ranks if f.events.get(r) is not None and f.events[r].site), None)
         expected = f.expected if f.expected is not None and f.expected.site else None
@@ -54,8 +56,9 @@ def render(report, out) -> None:
             e = next((x for x in f.events.values() if x is not None and x.site), None)
         site = e.site if e is not None else f.details.get("site")  # non_member_call: no event
         params = _site_params(site)
-        title = one_line(f"collcheck {f.kind} ({group_label(report.run, f.group)}, #{f.number})")
+        title = one_line(f"collcheck {f.kind} ({group_label(report.run, f.group)}, #{f.number})"
+                         + (f" in launch {launch}" if launch is not None else ""))
         params.append(f"title={escape_property(title)}")
         out.write(f"::error {','.join(params)}::{escape_data(visible(f.message, MESSAGE_CHARS))}\n")
-    if not report.findings:
+    if not report.findings and launch is None:
         out.write("::notice title=collcheck::no divergence found\n")

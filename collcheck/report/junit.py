@@ -15,7 +15,17 @@ from .guard import guard_lines
 
 
 def render(report, out) -> None:
-    suite = ET.Element("testsuite", name="collcheck", tests="0", failures="0")
+    write(suite(report), out)
+
+
+def write(element, out) -> None:
+    out.write(guard_lines(ET.tostring(element, encoding="unicode")))  # failure texts keep their line breaks
+    out.write("\n")
+
+
+def suite(report, suite_name: str = "collcheck") -> ET.Element:
+    """The report as one <testsuite> (report/launches.py gathers one per launch)."""
+    testsuite = ET.Element("testsuite", name=suite_name, tests="0", failures="0")
     cases = 0
     failures = 0
     # findings about groups no collective used (group creation, calls torch skipped: group "?")
@@ -24,14 +34,13 @@ def render(report, out) -> None:
     names = list(report.counts) + unseen + ["hang"]
     for name in names:
         label = one_line(group_label(report.run, name)) if name != "hang" else "hang"
-        case = ET.SubElement(suite, "testcase", classname="collcheck.diff", name=label)
+        case = ET.SubElement(testsuite, "testcase", classname="collcheck.diff", name=label)
         cases += 1
         mine = [f for f in report.findings if (f.kind in ("hang", "deadlock")) == (name == "hang") and (name == "hang" or f.group == name)]
         for f in mine:
             failures += 1
             el = ET.SubElement(case, "failure", type=one_line(f.kind), message=one_line(f"{f.title}: ranks {f.ranks}"))
             el.text = visible(f.message, MESSAGE_CHARS)
-    suite.set("tests", str(cases))
-    suite.set("failures", str(failures))
-    out.write(guard_lines(ET.tostring(suite, encoding="unicode")))  # failure texts keep their line breaks
-    out.write("\n")
+    testsuite.set("tests", str(cases))
+    testsuite.set("failures", str(failures))
+    return testsuite

@@ -9,7 +9,7 @@ import sys
 import time
 
 from ..base.progress import Progress
-from .console import _isatty
+from .console import _isatty, progress_console
 
 DELAY_S = 2.0  # work shorter than this shows nothing
 EVERY_S = 5.0  # a plain line at most this often
@@ -22,7 +22,7 @@ class StderrProgress(Progress):
         self.tty = _isatty(self.err)
         self.what, self.total, self.done = "", 0, 0
         self.started = self.said = 0.0
-        self.bar = None
+        self.bar = self.task = None
 
     def start(self, what: str, total: int) -> None:
         self.what, self.total, self.done = what, total, 0
@@ -42,22 +42,15 @@ class StderrProgress(Progress):
     def finish(self) -> None:
         if self.bar is not None:
             self.bar.stop()
-            self.bar = None
+            self.bar = self.task = None
 
     def _bar_to(self, done: int) -> None:
         if self.bar is None:
-            from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                TextColumn,
-                TimeElapsedColumn,
-            )
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
             from rich.progress import Progress as Bar
 
-            console = Console(file=self.err, markup=False, emoji=False, highlight=False)
             self.bar = Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                           console=console, transient=True)
+                           console=progress_console(self.err), transient=True)
             self.task = self.bar.add_task(self.what, total=self.total)
             self.bar.start()
         self.bar.update(self.task, completed=done)

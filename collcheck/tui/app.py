@@ -405,13 +405,15 @@ class CollcheckApp(App):
         return col.title, g, k, self.grid.status(col.rep, tl.cursor_row)
 
 
-def run_tui(target: str) -> int:
-    """Run the TUI on a run directory (or a logs root: the newest run); 0. A run that cannot be read
+def run_tui(target: str | Source) -> int:
+    """Run the TUI on a run directory (or a logs root: the newest run), or on what discover found
+    (`collcheck tui`: one launch); 0. A run that cannot be read
     raises LogError, before the app starts or once it has (its message), for the one error path
     (`collcheck tui` runs through base/errors.run_command)."""
     from ..logfile.reader import LogError
 
-    app = CollcheckApp(discover(target, newest=True))  # (Flight Recorder dumps: converted once the app shows)
+    source = target if isinstance(target, Source) else discover(target, newest=True)
+    app = CollcheckApp(source)  # (Flight Recorder dumps: converted once the app shows)
     app.run()
     if app.error is not None:
         raise LogError(app.error)

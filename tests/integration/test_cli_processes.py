@@ -17,7 +17,7 @@ def cli(*args, module="collcheck"):
     return subprocess.run([sys.executable, "-m", module, *map(str, args)], capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.parametrize("case", ["missing-dir", "corrupt", "two-runs"])
+@pytest.mark.parametrize("case", ["missing-dir", "corrupt", "unknown-version"])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, case):
     proc = cli("diff", bad_input(tmp_path, case))
     assert proc.returncode == 2, (proc.stdout, proc.stderr)

@@ -87,11 +87,14 @@ def format1(data: bytes) -> bytes:
     return b"".join(msgpack.packb(r) for r in recs)
 
 
-BAD_INPUTS = ["empty-dir", "missing-dir", "zero-bytes", "corrupt", "two-runs", "unknown-version", "same-rank-twice"]
+BAD_INPUTS = ["empty-dir", "missing-dir", "zero-bytes", "corrupt", "unknown-version"]
+# two launches in one folder: a launch each for diff, stats, tui and export (docs/diff.md), not one run
+SEVERAL_LAUNCHES = ["two-runs", "same-rank-twice"]
 
 
 def bad_input(tmp_path, case: str):
-    """A run directory that is wrong in one way (BAD_INPUTS): the CLI must say so in one line, exit 2."""
+    """A run directory that is wrong in one way (BAD_INPUTS): the CLI must say so in one line, exit 2;
+    or a folder of two launches (SEVERAL_LAUNCHES)."""
     import random
 
     from collcheck.logfile import format as lf

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 import collcheck.cli as cli
+from collcheck import synth
 from support.cli import run_cli
+from support.logbytes import small_program
 
 PACKAGE = Path(cli.__file__).resolve().parents[1]
 NAMES = ["record", "show", "diff", "stats", "export", "tui", "replay", "demo", "build-fastpath"]
@@ -48,6 +50,7 @@ def test_the_tui_reports_a_run_it_cannot_read_through_the_error_path(monkeypatch
         raise LogError("x\x1b[2J: not a collcheck log")
 
     monkeypatch.setattr(app, "run_tui", unreadable)
+    synth.write_run(str(tmp_path), small_program(2))  # a run: its launch is found before the TUI starts
     res = run_cli("tui", tmp_path)
     assert (res.code, res.err) == (2, "collcheck: error: x\\x1b[2J: not a collcheck log\n")
 

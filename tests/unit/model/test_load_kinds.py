@@ -53,8 +53,6 @@ def test_a_run_read_by_kinds_reads_as_rank_by_rank(kind, world, seed, data):
             synth.write_run(d, prog, faults, done=data.draw(st.booleans()))
             folded, whole = both_ways(d, mp)
             assert outcome(folded) == outcome(whole)
-            if faults:
-                assert len({id(log.sig) for log in folded.run.ranks.values()}) < world  # (folded: some share)
     finally:
         mp.undo()
 
