@@ -46,7 +46,12 @@ class StderrProgress(Progress):
 
     def _bar_to(self, done: int) -> None:
         if self.bar is None:
-            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                TextColumn,
+                TimeElapsedColumn,
+            )
             from rich.progress import Progress as Bar
 
             self.bar = Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
