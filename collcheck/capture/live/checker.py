@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-import select
+import selectors
 import subprocess
 import sys
 import threading
@@ -27,6 +27,7 @@ from .publisher import ABORT_KEY, CHECKER_KEY, KEY_PREFIX, OFF, turn_off
 ANALYSIS_TIMEOUT_S = 120.0
 EXIT_WAIT_S = 1.0  # rank 0 exits: how long it waits for the other ranks' final summaries
 LAST_LOOK_S = 30.0  # and at most for an analysis of what they show: the exit is the job's
+KEYS_PER_REQUEST = 512  # one multi_get of more keys takes TCPStore's (libuv) server disproportionately long
 
 
 class Checker(threading.Thread):
@@ -77,13 +78,17 @@ class Checker(threading.Thread):
             self.close()
 
     def read(self) -> dict[int, dict]:
-        """Every rank's latest summary (ranks that have not published yet are left out)."""
-        for r in range(self.world):
-            if r not in self.present and self.store.check([self.keys[r]]):
-                self.present.add(r)
+        """Every rank's latest summary (ranks that have not published yet are left out), read
+        KEYS_PER_REQUEST keys a request (benchmarks/bench_live_scale.py)."""
+        for batch in _batches([r for r in range(self.world) if r not in self.present]):
+            if self.store.check([self.keys[r] for r in batch]):  # (all of them published: one request)
+                self.present.update(batch)
+            elif len(batch) > 1:
+                self.present.update(r for r in batch if self.store.check([self.keys[r]]))
         ranks = sorted(self.present)
+        raws = [raw for batch in _batches(ranks) for raw in self.store.multi_get([self.keys[r] for r in batch])]
         out = {}
-        for r, raw in zip(ranks, self.store.multi_get([self.keys[r] for r in ranks]) if ranks else []):
+        for r, raw in zip(ranks, raws):
             try:
                 s = msgpack.unpackb(raw, raw=False, strict_map_key=False)
             except Exception:
@@ -99,7 +104,10 @@ class Checker(threading.Thread):
                    "ranks": suspicion.ranks, "running": suspicion.running, "wall": time.time()}
         self.analysis.stdin.write((json.dumps(request) + "\n").encode())
         self.analysis.stdin.flush()
-        ready, _, _ = select.select([self.analysis.stdout], [], [], ANALYSIS_TIMEOUT_S)
+        # (not select.select, which fails past fd 1024: rank 0 may hold more, serving a big job's store)
+        with selectors.DefaultSelector() as waiting:
+            waiting.register(self.analysis.stdout, selectors.EVENT_READ)
+            ready = waiting.select(ANALYSIS_TIMEOUT_S)
         line = self.analysis.stdout.readline() if ready else b""
         answer = json.loads(line) if line.strip() else {}
         return answer.get("finding")
@@ -132,3 +140,7 @@ class Checker(threading.Thread):
                 p.wait(timeout=5)
             except Exception:
                 p.kill()
+
+
+def _batches(ranks: list[int]) -> list[list[int]]:
+    return [ranks[i:i + KEYS_PER_REQUEST] for i in range(0, len(ranks), KEYS_PER_REQUEST)]
