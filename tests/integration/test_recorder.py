@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from collcheck.logfile import format as lf
+from collcheck.logfile.reader import read_log
 from collcheck.model import load_run
 from support.cli import run_cli
 from support.jobs import launch, log_files, marker_lines, program
@@ -409,6 +411,9 @@ def test_watchdog_stacks_and_sigterm_dump(tmp_path, name, corpus):
     assert len(dumps) == 1, log.watchdog
     dump = dumps[0]
     assert dump["op"] == "allreduce_" and dump["waited_s"] >= 1
+    # the watchdog wrote a checkpoint first: what a post-mortem of thousands of ranks compares
+    points = [r for r in read_log(log.path).records if r["k"] == lf.CHECKPOINT and r.get("w") == "stuck"]
+    assert points and stuck[0].index in points[0].get("o", ()) and points[0]["n"] == stuck[0].index + 1
     main = [t for t in dump["threads"] if t["n"] == "MainThread"]
     assert main and [script, marks["stuck"], "stuck_in_all_reduce"] in main[0]["f"]
     # SIGTERM while blocked in the second all_reduce: faulthandler wrote the stacks beside the log
