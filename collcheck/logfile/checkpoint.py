@@ -44,17 +44,25 @@ def roll(h: int, sig: int) -> int:
     return (h * MULT + sig) & MASK
 
 
-def vocabulary(strings, sites, chains) -> int:
-    """A 64-bit hash of what a log interned: its strings (op and API names, roles, labels, files,
-    functions), call sites (file, line, function) and call chains (tuples of sites). Ranks that
-    issued the same signatures from different lines, through different chains or with other roles
-    or labels differ here: the rolling hashes leave those out (live mode compares them across
-    ranks, which legitimately run different lines)."""
-    h = hashlib.blake2b(digest_size=8)
+def vocabulary(strings, sites, chains, groups: bytes = b"") -> int:
+    """A 64-bit hash of what a log interned: its strings (op and API names, labels, files,
+    functions), call sites (file, line, function) and call chains (tuples of sites), and `groups`,
+    a digest of its group records in order (names, members, creations). Ranks that issued the same
+    signatures from other lines, through other chains, with other labels or on other groups (the
+    rolling hashes are keyed by the log's own group ids) differ here."""
+    h = hashlib.blake2b(groups, digest_size=8)
     for part in (strings, sites, chains):
         h.update(repr(sorted(repr(x) for x in part)).encode())
         h.update(b"\0")
     return int.from_bytes(h.digest(), "little")
+
+
+GROUP_NOISE = ("ts", "us", "s")  # fields of a group record that differ between ranks of one kind
+
+
+def group_entry(record: dict) -> bytes:
+    """What a group record adds to the digest of a log's groups (`vocabulary`): its lasting fields."""
+    return repr(sorted((k, v) for k, v in record.items() if k not in GROUP_NOISE)).encode()
 
 
 def checkpoint_record(colls: int, sequences, why: str, open_eids=(), failed=(), interned: int = 0) -> dict:

@@ -17,13 +17,14 @@ the first file (its header and first group creations).
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import threading
 
 import msgpack
 
 from . import format as lf
-from .checkpoint import vocabulary
+from .checkpoint import group_entry, vocabulary
 from .records import chain_record, site_record, string_record, tspec_record
 
 _pack = msgpack.Packer(use_bin_type=True).pack  # not thread-safe: only used under the lock
@@ -92,6 +93,7 @@ class LogWriter:
         self._sites: dict[tuple, int] = {}
         self._chains: dict[tuple, int] = {}
         self._tspecs: dict[tuple, int] = {}
+        self._groups = hashlib.blake2b(digest_size=8)  # every group record's lasting fields (vocabulary)
         self.closed = False
         self.colls = 0  # C records written so far (the frame field), when the caller passes eids
         # how many C records have been written, for frames without one; the compiled path,
@@ -133,10 +135,14 @@ class LogWriter:
         return i
 
     def vocabulary(self) -> int:
-        """checkpoint.vocabulary of what this log interned (lock held)."""
+        """checkpoint.vocabulary of what this log interned and its groups (lock held)."""
         sites = {i: key for key, i in self._sites.items()}
         chains = [tuple(sites.get(i) for i in chain) for chain in self._chains]
-        return vocabulary(self._strings, self._sites, chains)
+        return vocabulary(self._strings, self._sites, chains, self._groups.digest())
+
+    def _note_group(self, record: dict) -> None:
+        """A group record goes into the groups' hash, in order, without its times and site."""
+        self._groups.update(group_entry(record))
 
     # -- output (call with self.lock held) ----------------------------------------
     @property
@@ -144,10 +150,14 @@ class LogWriter:
         return self.counters.fd
 
     def queue(self, record: dict) -> None:
+        if record.get("k") == lf.GROUP:
+            self._note_group(record)
         self._pending.append(_pack(record))
 
     def keep(self, record: dict) -> None:
         """Queue a record that every later segment repeats (threads, groups, interned tables)."""
+        if record.get("k") == lf.GROUP:
+            self._note_group(record)
         b = _pack(record)
         self._pending.append(b)
         if self.counters.segment_bytes:
@@ -165,6 +175,8 @@ class LogWriter:
         kind = record.get("k") if record is not None else None
         if kind == lf.HEADER:
             self.header = record
+        elif kind == lf.GROUP:
+            self._note_group(record)
         if eid is None and kind == lf.COLL:
             eid = self.colls_written()
         if self._done:

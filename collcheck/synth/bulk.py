@@ -4,13 +4,14 @@ slot (`Divergence`), the way a real job's bug puts it."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 
 import msgpack
 
 from ..logfile import format as lf
-from ..logfile.checkpoint import checkpoint_record, roll, signature, vocabulary
+from ..logfile.checkpoint import checkpoint_record, group_entry, roll, signature, vocabulary
 from ..logfile.records import site_record, string_record, tspec_record
 from ..logfile.writer import open_exclusive
 from .logs import _header
@@ -80,14 +81,18 @@ def _bulk_body(pack, n_events, names, members, mine, body_ops, odd: Divergence |
         if t is not None:
             chunks.append(pack(tspec_record(i, [[sid(t[0]), list(t[1])]])))
     gids = {}
+    groups = hashlib.blake2b(digest_size=8)  # (the checkpoint's vocabulary, as LogWriter keeps it)
     for n in names:
         if n in mine:
             gids[n] = len(gids)
-            chunks.append(pack({"k": lf.GROUP, "op": "seen", "gid": gids[n], "g": n, "d": "", "r": list(members[n])}))
+            rec = {"k": lf.GROUP, "op": "seen", "gid": gids[n], "g": n, "d": "", "r": list(members[n])}
+            groups.update(group_entry(rec))
+            chunks.append(pack(rec))
         if n != "0":
             rec = {"k": lf.GROUP, "op": "new", "ts": 1, "r": list(members[n]), "s": len(body_ops), "m": n in mine}
             if n in mine:
                 rec.update(gid=gids[n], g=n)
+            groups.update(group_entry(rec))
             chunks.append(pack(rec))
     chunks.append(pack({"k": lf.THREAD, "h": 0, "n": "MainThread", "id": 1}))
     ops = [sid(o) for o, _, _, _ in body_ops]
@@ -115,7 +120,7 @@ def _bulk_body(pack, n_events, names, members, mine, body_ops, odd: Divergence |
     tail = pack({"k": lf.DONE, "i": n - 1, "r": 100 * n - 95, "c": 100 * n - 60}) if n else b""
     sequences = [(lf.seq_key(gid, "allreduce_", None), counts[gid], hashes[gid]) for gid in gids.values() if counts[gid]]
     sites = [(USER_FILE, 100 + i, "train_step") for i in range(len(body_ops) + 1)]
-    tail += pack(checkpoint_record(n, sequences, "end", interned=vocabulary(strings, sites, ())))
+    tail += pack(checkpoint_record(n, sequences, "end", interned=vocabulary(strings, sites, (), groups.digest())))
     chunks.append(lf.frame(tail + pack({"k": lf.TRAILER, "ts": 100 * n + 1000, "wall_ns": 0}), n))
     return b"".join(chunks)
 
