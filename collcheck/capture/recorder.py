@@ -28,7 +28,7 @@ import torch
 
 from ..base.settings import Settings
 from ..logfile import format as lf
-from ..logfile.checkpoint import checkpoint_record
+from ..logfile.checkpoint import checkpoint_record, roll, sizes_hash
 from ..logfile.ops import ALWAYS_ASYNC, WIRE_OPS
 from ..logfile.records import header_record
 from ..logfile.writer import LogWriter, open_exclusive
@@ -122,6 +122,7 @@ class Recorder:
         self._in_call: tuple | None = None  # (API, t_ns) of a group creation it waits in (waiting_in)
         self._optimizers: dict[int, int] = {}  # id(optimizer) -> its index in O records, by first step
         self._checkpointed = -1  # collectives issued at the last checkpoint (P record)
+        self._sizes = 0  # rolling hash of the all_to_all_single sizes issued (checkpoint.sizes_hash)
         self.rank = None
 
     def watch_active(self, callback: Callable[[bool], None]) -> None:
@@ -226,6 +227,7 @@ class Recorder:
         self._api_sigs = {}
         self._seqs = {}
         self._checkpointed = -1
+        self._sizes = 0
         self.live.reset()
 
     def now_us(self) -> int:
@@ -440,6 +442,8 @@ class Recorder:
             rec["j"] = j = self._seqs.get(t.seq, -1) + 1
             self._seqs[t.seq] = j
         self.live.mix(t.seq, j, sig, t.g, t.balance)
+        if "sp" in t.fields:  # (its sizes are not in the signature: ranks of one kind agree on them too)
+            self._sizes = roll(self._sizes, sizes_hash(t.g, t.signed[1], t.fields["sp"]))
         self._label(w, rec, t.role, t.label, eid)
         self.completions.drain_queued(w)
         w.write(rec, eid)
@@ -529,7 +533,8 @@ class Recorder:
             hashes = self.live.hashes()
             sequences = [(k, j + 1, hashes.get(k, 0)) for k, j in seqs.items()]
             open_eids = [eid for eid, _ in self.completions.items()]
-            w.write(checkpoint_record(issued, sequences, why, open_eids, self.completions.failed, w.vocabulary()))
+            w.write(checkpoint_record(issued, sequences, why, open_eids, self.completions.failed, w.vocabulary(),
+                                      self._sizes))
 
     def live_state(self) -> dict:
         """What live/publisher.py publishes (writer lock held): LiveTables.state."""

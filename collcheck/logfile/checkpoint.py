@@ -65,12 +65,21 @@ def group_entry(record: dict) -> bytes:
     return repr(sorted((k, v) for k, v in record.items() if k not in GROUP_NOISE)).encode()
 
 
-def checkpoint_record(colls: int, sequences, why: str, open_eids=(), failed=(), interned: int = 0) -> dict:
+def sizes_hash(gid: int, tensors, splits) -> int:
+    """The sizes of an all_to_all_single (its tensors and split sizes), which its signature leaves
+    out (they may differ per rank): rolled into a log's `sizes` in issue order."""
+    return int.from_bytes(hashlib.blake2b(repr((gid, tensors, splits)).encode(), digest_size=8).digest(), "little")
+
+
+def checkpoint_record(colls: int, sequences, why: str, open_eids=(), failed=(), interned: int = 0,
+                      sizes: int = 0) -> dict:
     """A P record: `colls` collectives written before it; `sequences`: (seq_key, count, hash) of
     every group and channel; `why`: "end" (the process ends), "stuck" (the watchdog), "exception".
     `open_eids`: collectives not completed; `failed`: collectives that raised; `interned`: the
-    log's `vocabulary`."""
+    log's `vocabulary`; `sizes`: the rolled `sizes_hash` of its all_to_all_singles."""
     rec = {"k": lf.CHECKPOINT, "n": colls, "c": sorted([k, n, h] for k, n, h in sequences), "w": why, "v": interned}
+    if sizes:
+        rec["a"] = sizes
     open_eids, failed = sorted(open_eids), sorted(failed)
     if open_eids:
         rec["o"] = open_eids[:MAX_LISTED]

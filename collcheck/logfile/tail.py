@@ -47,7 +47,7 @@ class Tail:
                 ending.append((kind, rec.get("t"), rec.get("s")))
             else:
                 ending.append((kind,))
-        return (cp["n"], cp.get("v"), _frozen(cp["c"]), _frozen(cp.get("o", ())), _frozen(cp.get("x", ())), tuple(ending))
+        return (cp["n"], cp.get("v"), cp.get("a"), _frozen(cp["c"]), _frozen(cp.get("o", ())), _frozen(cp.get("x", ())), tuple(ending))
 
 
 def _frozen(items) -> tuple:
