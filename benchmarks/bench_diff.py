@@ -44,21 +44,22 @@ def _child(ranks: int, events: int, groups: int, directory: str | None, profile:
 
     import collcheck
     from collcheck.synth import write_clean_run
-    from collcheck.synth.bulk import BARRIER, Divergence, world_body_op
 
     tmp = directory or tempfile.mkdtemp(prefix=f"collcheck-bench-{ranks}x{events}-")
     try:
         subgroups = [list(range(k, ranks, groups)) for k in range(groups)] if groups > 1 else []
         rng = random.Random(seed)
         world_slots = events - events // 4 if subgroups else events  # (every 4th goes to a subgroup)
-        odd = None
-        if diverge:
+        odd, extra = None, {}
+        if diverge:  # (a tree from before --diverge never gets here)
+            from collcheck.synth.bulk import BARRIER, Divergence, world_body_op
+
             slot = rng.randrange(world_slots // 2)
             while diverge == "shape" and world_body_op(slot, bool(subgroups)) == BARRIER:
                 slot += 1
-            odd = Divergence(rng.randrange(ranks), slot, diverge)
+            odd = extra["diverge"] = Divergence(rng.randrange(ranks), slot, diverge)
         t0 = time.perf_counter()
-        write_clean_run(tmp, ranks, events, groups=subgroups, diverge=odd)
+        write_clean_run(tmp, ranks, events, groups=subgroups, **extra)
         t_write = time.perf_counter() - t0
         size = sum(os.path.getsize(os.path.join(tmp, f)) for f in os.listdir(tmp))
         if cli:
