@@ -5,7 +5,7 @@ nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -35,13 +35,14 @@ def use(progress: Progress | None) -> Progress:
     return previous
 
 
-def tracked(what: str, items: Iterable[T], total: int) -> Iterator[T]:
-    """`items`, telling the current display each time one is done."""
+def tracked(what: str, items: Iterable[T], total: int, size: Callable[[T], int] | None = None) -> Iterator[T]:
+    """`items`, telling the current display each time one is done (`size`: how many of `total`
+    an item stands for, when items are batches)."""
     shown = _current
     shown.start(what, total)
     try:
         for item in items:
             yield item
-            shown.advance()
+            shown.advance(1 if size is None else size(item))
     finally:
         shown.finish()

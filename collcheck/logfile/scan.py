@@ -143,15 +143,17 @@ def scan_many(paths: list[str], workers: int, limit: int | None = None) -> list[
                       alone=len(paths) < 8 or (limit is not None and limit * len(paths) < 2_000_000))
 
 
-def in_workers(work, items: list, workers: int, what: str, alone: bool = False) -> list:
+def in_workers(work, items: list, workers: int, what: str, alone: bool = False, size=None) -> list:
     """[work(item) for item in items], in `workers` forked processes unless `alone` (or one
-    worker), in order; base/progress tells how far it is."""
+    worker), in order; base/progress tells how far it is (`size`: how many things a result
+    stands for, when items are batches of them)."""
+    total = len(items) if size is None else sum(map(size, items))
     if workers <= 1 or alone:
-        return list(progress.tracked(what, map(work, items), len(items)))
+        return list(progress.tracked(what, map(work, items), total, size))
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
         done = pool.map(work, items, chunksize=max(1, len(items) // (workers * 8)))
-        return list(progress.tracked(what, done, len(items)))
+        return list(progress.tracked(what, done, total, size))

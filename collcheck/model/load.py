@@ -10,9 +10,10 @@ checkpoint at its end (killed before one was written, damaged, capped, format 1)
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
-from dataclasses import replace
+from concurrent.futures import ThreadPoolExecutor
 
 from ..base.settings import Settings
 from ..base.untrusted import one_line
@@ -106,12 +107,20 @@ def _summaries(paths: list[str], workers: int, fold: bool, headers: list | None)
     if headers is not None and not fold:
         return [(h, None) for h in headers]
     items = list(zip(paths, headers or [None] * len(paths)))
-    return in_workers(functools.partial(_summary_of, fold=fold), items, workers, "reading checkpoints",
-                      alone=len(paths) < 2048)
+    if len(items) < 2048:
+        return [_summary(path, fold, header) for path, header in items]
+    chunks = [items[k:k + CHUNK] for k in range(0, len(items), CHUNK)]
+    done = in_workers(functools.partial(_chunk_summaries, fold=fold), chunks, workers, "reading checkpoints", size=len)
+    return [summary for chunk in done for summary in chunk]
 
 
-def _summary_of(item: tuple, fold: bool) -> tuple[dict, Tail | None]:
-    return _summary(item[0], fold, item[1])
+CHUNK = 256  # logs whose ends one worker process reads at once, READERS at a time (I/O overlaps)
+READERS = 8
+
+
+def _chunk_summaries(items: list, fold: bool) -> list:
+    with ThreadPoolExecutor(READERS) as pool:
+        return list(pool.map(lambda item: _summary(item[0], fold, item[1]), items))
 
 
 def _kinds(paths: list[str], summaries: list) -> list[list[tuple]]:
@@ -138,7 +147,9 @@ def _scan_like(scan: Scan, path: str, header: dict, tail: Tail) -> Scan:
         elif kind == lf.EXCEPTION and exception is not None:
             message = rec.get("m")
             exception = (exception[0], message if isinstance(message, str) else "", exception[2])
-    return replace(scan, path=path, header=header, errors=errors, exception=exception)
+    own = copy.copy(scan)  # (dataclasses.replace checks every field: thousands of ranks wait on it)
+    own.path, own.header, own.errors, own.exception = path, header, errors, exception
+    return own
 
 
 def _same_run(paths: list[str], headers: list[dict]) -> list[str]:
