@@ -11,9 +11,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
 from support.cli import run_cli
 from support.jobs import marker_lines, program
+
+from collcheck.inputs.flight_recorder import convert as fr_convert
 
 
 def cli(*args, env=None):
@@ -51,6 +52,21 @@ def test_real_dumps_of_a_skipped_collective(tmp_path, fmt, corpus):
     if fmt == "pickle":  # only the pickle holds the frames (the JSON dump has none)
         assert f"fr_dump.py:{marks['helper']}" in text and f"fr_dump.py:{marks['broadcast']}" in text, text
         assert "helper_all_reduce()" in text
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param("fr_dump_skip_pickle", marks=pytest.mark.recordings("fr_dump_skip_pickle")),
+    pytest.param("fr_dump_clean_pickle", marks=[pytest.mark.recordings("fr_dump_clean_pickle"), pytest.mark.slow])])
+def test_real_dumps_read_in_worker_processes_give_the_same_report(tmp_path, corpus, monkeypatch, name):
+    """Read here (a few dumps) and as thousands are read: by the C unpickler in worker processes,
+    ranks of one kind sharing a log (the threshold lowered to these two dumps)."""
+    out = fr_job(corpus, name)
+    reports = []
+    for share_from in (fr_convert.SHARE_FROM, 2):
+        monkeypatch.setattr(fr_convert, "SHARE_FROM", share_from)
+        proc = cli("diff", str(out), "--format", "json", env={"XDG_CACHE_HOME": str(tmp_path / str(share_from))})
+        reports.append((proc.returncode, json.loads(proc.stdout)))
+    assert reports[0] == reports[1]
 
 
 @pytest.mark.slow

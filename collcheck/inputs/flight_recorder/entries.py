@@ -1,7 +1,7 @@
 """What one PyTorch Flight Recorder entry means in collcheck's terms: its op and public API, its
 group, its tensors, its call site and the user's chain, its peer; and which entries form one
 coalesced collective. Tables cite what torch 2.13 writes (profiling_name "<backend>:<op>[ meta]",
-c10::ScalarType names). Entries are those fr_schema.entry_of checked: every field there, of its type."""
+c10::ScalarType names). Entries are those schema.entry_of checked: every field there, of its type."""
 
 from __future__ import annotations
 
@@ -64,22 +64,25 @@ _TORCH_PARTS = (os.sep + "torch" + os.sep, os.sep + "collcheck" + os.sep)
 
 
 def group_of(entry: dict) -> tuple[str, str]:
-    """(name, description) of the entry's group (fr_schema.entry_of filled it in from `pg_id`
+    """(name, description) of the entry's group (schema.entry_of filled it in from `pg_id`
     where the dump had no `process_group`)."""
     return entry["process_group"]
 
 
+def split_name(name: str) -> tuple[str, str, str | None]:
+    """(backend, FR op name, P2P meta such as "0->1") of a `profiling_name`."""
+    backend, op = name.split(":", 1) if ":" in name else ("", name)
+    parts = op.split(" ")
+    return backend, parts[0], (parts[1] if len(parts) > 1 else None)
+
+
 def backend_of(entry: dict) -> str:
-    name = entry["profiling_name"]
-    return name.split(":", 1)[0] if ":" in name else ""
+    return split_name(entry["profiling_name"])[0]
 
 
 def op_of(entry: dict) -> tuple[str, str | None]:
     """(FR op name, P2P meta such as "0->1")."""
-    name = entry["profiling_name"]
-    name = name.split(":", 1)[1] if ":" in name else name
-    parts = name.split(" ")
-    return parts[0], (parts[1] if len(parts) > 1 else None)
+    return split_name(entry["profiling_name"])[1:]
 
 
 def tensors_of(entry: dict, which: str | None) -> tuple | None:
@@ -87,7 +90,12 @@ def tensors_of(entry: dict, which: str | None) -> tuple | None:
     if which is None:
         return None
     side = "input" if which == "in" else "output"
-    sizes, dtypes = entry[f"{side}_sizes"], entry[f"{side}_dtypes"]
+    return tensors_from(entry[f"{side}_sizes"], entry[f"{side}_dtypes"])
+
+
+def tensors_from(sizes: tuple, dtypes: tuple) -> tuple:
+    """((dtype, shape), ...): each shape with its dtype name (the last one for the shapes past the
+    names), as torch names it."""
     out = []
     for i, shape in enumerate(sizes):
         d = dtypes[i] if i < len(dtypes) else (dtypes[-1] if dtypes else "?")
@@ -122,17 +130,23 @@ def peer_of(name: str, meta: str | None) -> int | None:
 def blocks_of(entries: list[dict]) -> list[list[dict]]:
     """Entries in record order, the ops of one coalesced collective (same group and sequence
     number, not P2P) joined into one block; coalescing markers left out."""
-    blocks: list[list[dict]] = []
-    for e in entries:
-        name, _ = op_of(e)
+    rows = [(op_of(e)[0], e["is_p2p"], group_of(e), e["collective_seq_id"]) for e in entries]
+    return [[entries[i] for i in block] for block in block_bounds(rows)]
+
+
+def block_bounds(rows: list[tuple]) -> list[list[int]]:
+    """blocks_of on rows (FR op name, P2P, (group, description), collective_seq_id) in record
+    order: the indices of each block's rows."""
+    blocks: list[list[int]] = []
+    for i, (name, p2p, group, seq) in enumerate(rows):
         if name == "coalesced":
             continue
-        if (blocks and not e["is_p2p"] and not blocks[-1][0]["is_p2p"]
-                and group_of(blocks[-1][0]) == group_of(e)
-                and blocks[-1][0]["collective_seq_id"] == e["collective_seq_id"]):
-            blocks[-1].append(e)
-        else:
-            blocks.append([e])
+        if blocks and not p2p:
+            head = rows[blocks[-1][0]]
+            if not head[1] and head[2] == group and head[3] == seq:
+                blocks[-1].append(i)
+                continue
+        blocks.append([i])
     return blocks
 
 

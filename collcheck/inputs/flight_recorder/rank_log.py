@@ -1,11 +1,14 @@
-"""One rank's Flight Recorder dump written as one collcheck log (fr_convert.py drives it): its
+"""One rank's Flight Recorder dump written as one collcheck log (convert.py drives it): its
 groups, its collectives with their sequence numbers, completions and call chains, and, when its
-ring buffer wrapped, the segment gap and counters that let the model align it with the others."""
+ring buffer wrapped, the segment gap and counters that let the model align it with the others.
+It ends with the checkpoint (P record) convert.py computed from the rank's summary (summary.py),
+and the gloo collectives whose completion is unknown after it: what model/load.py compares to
+tell ranks of one kind."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ...logfile import format as lf
 from ...logfile.records import header_record
@@ -25,6 +28,8 @@ from .entries import (
     usual_api,
 )
 
+LOG_NAME = "rank-{rank:05d}.0"  # a converted log's name in the run directory (before the suffix)
+
 
 @dataclass
 class RunFacts:
@@ -40,20 +45,36 @@ class RunFacts:
     pg_names: dict[str, str]  # pg_id -> group, where every rank holding that pg_id agrees
     last_j: dict[str, int]  # group -> the largest `j` any rank kept
     seq_base: dict[str, int]  # group -> its first sequence number: 1 as torch counts, 0 if one is 0
+    gids: dict[str, int]  # group -> its gid in every rank's log (one numbering for the run: a
+    # checkpoint's sequence keys then tell ranks of different groups apart)
+    member_of: dict[int, set] = field(default_factory=dict)  # rank -> the groups it is a member of
 
 
-def completed_by_counter(dump: dict, entry: dict) -> bool:
-    """The entry's group counters (`pg_status`, keyed by this process's pg_id) say it completed."""
-    status = dump["pg_status"].get(entry["pg_id"])
-    done = status["last_completed_collective"] if status is not None else None
-    return done is not None and seq_of(entry) <= done
+@dataclass
+class RankPlan:
+    """What convert.py decided of a rank's log from its summary: its checkpoint record, the
+    collectives not completed, and those of them whose completion is unknown (gloo: returned)."""
+
+    checkpoint: dict
+    open: frozenset
+    unconfirmed: tuple
+
+
+def rank_header(rank: int, path: str, version: str, backends, facts: RunFacts, unchecked: list,
+                p2p_unnumbered: bool) -> dict:
+    """A converted log's header: `backends` those of the rank's entries."""
+    return header_record(
+        rank, facts.world, "flight-recorder", torch=f"flight recorder {version}", python="?",
+        backend=",".join(sorted(set(backends) - {""})) or "?", launch="", restart=0, host="?", pid=0, argv=[path],
+        wall_ns=facts.base, mono_ns=0, stack="full", hang_s=0.0, source="flight-recorder", notes=list(facts.notes),
+        unchecked=unchecked, p2p_unnumbered=p2p_unnumbered)
 
 
 class RankWriter:
     """One rank's dump as one collcheck log."""
 
-    def __init__(self, rank: int, path: str, dump: dict, facts: RunFacts):
-        self.rank, self.path, self.dump, self.facts = rank, path, dump, facts
+    def __init__(self, rank: int, path: str, dump: dict, facts: RunFacts, plan: RankPlan):
+        self.rank, self.path, self.dump, self.facts, self.plan = rank, path, dump, facts, plan
         self.world, self.members, self.descs, self.base = facts.world, facts.members, facts.descs, facts.base
         # this process's pg_id -> group name (pg_id counts the groups a process joined, in order)
         self.pg_names = dict(facts.pg_names)
@@ -61,14 +82,18 @@ class RankWriter:
         self.gids: dict[str, int] = {}
         self.threads: dict[tuple, int] = {}
         self.p2p: dict[int, int] = {}  # seq_key -> last `j` of that P2P channel
-        self.notes = list(facts.notes)  # the report's warnings, this rank's own added
+        self.unconfirmed = frozenset(plan.unconfirmed)
         self.unchecked = list(facts.unchecked)
         self.p2p_unnumbered = False  # wrapped, with P2P entries: their per-peer numbers are not known
 
-    def write(self, run_dir: str) -> None:
+    def write(self, run_dir: str) -> str:
+        """The log's path (its first file: a wrapped buffer's goes on in `<path>.2`)."""
         entries = sorted(self.dump["entries"], key=lambda e: e["record_id"])
         blocks = blocks_of(entries)
-        fd, path = open_exclusive(run_dir, f"rank-{self.rank:05d}.0")
+        if len(blocks) != self.plan.checkpoint["n"]:
+            raise AssertionError(f"rank {self.rank}: {len(blocks)} collectives, its summary counted "
+                                 f"{self.plan.checkpoint['n']}")
+        fd, path = open_exclusive(run_dir, LOG_NAME.format(rank=self.rank))
         w = LogWriter(fd, path, max_bytes=1 << 40)  # segments, never deleted: a wrapped buffer is one
         wrapped = bool(entries) and entries[0]["record_id"] > 0  # entries before it went
         last = self._counts_before(blocks) if wrapped else None
@@ -79,17 +104,19 @@ class RankWriter:
                 self._group(w, name)
             if last is not None:
                 self._wrapped(w, last)
+            unknown = []  # D records of the collectives whose completion is unknown: after the checkpoint
             for eid, block in enumerate(blocks):
-                self._record(w, eid, block)
+                unknown += self._record(w, eid, block)
+            w.write(self.plan.checkpoint)
+            for rec in unknown:
+                w.queue(rec)
+            w.write()
         w.close()
+        return path
 
     def _header(self) -> dict:
-        backends = sorted({backend_of(e) for e in self.dump["entries"]} - {""})
-        return header_record(
-            self.rank, self.world, "flight-recorder", torch=f"flight recorder {self.dump['version']}", python="?",
-            backend=",".join(backends) or "?", launch="", restart=0, host="?", pid=0, argv=[self.path],
-            wall_ns=self.base, mono_ns=0, stack="full", hang_s=0.0, source="flight-recorder", notes=self.notes,
-            unchecked=self.unchecked, p2p_unnumbered=self.p2p_unnumbered)
+        return rank_header(self.rank, self.path, self.dump["version"], {backend_of(e) for e in self.dump["entries"]},
+                           self.facts, self.unchecked, self.p2p_unnumbered)
 
     def _groups_used(self, entries) -> set[str]:
         names = {group_of(e)[0] for e in entries}
@@ -97,7 +124,7 @@ class RankWriter:
 
     def _group(self, w: LogWriter, name: str) -> None:
         ranks = list(self.members.get(name, ()))
-        gid = self.gids[name] = len(self.gids)
+        gid = self.gids[name] = self.facts.gids[name]
         desc = self.descs.get(name, "")
         # no init/new records: a dump does not say where or in which order groups were created
         w.keep({"k": lf.GROUP, "op": "seen", "gid": gid, "g": name, "d": desc, "r": ranks})
@@ -144,7 +171,7 @@ class RankWriter:
             w.keep({"k": lf.THREAD, "h": h, "n": key[1] or "?", "id": key[0]})
         return h
 
-    def _record(self, w: LogWriter, eid: int, block: list[dict]) -> None:
+    def _record(self, w: LogWriter, eid: int, block: list[dict]) -> list:
         e = block[0]
         name, meta = op_of(e)
         wire, api, _ = FR_OPS.get(name, (name, name, "in"))
@@ -184,22 +211,13 @@ class RankWriter:
         if backend_of(e) != "gloo":
             rec["a"] = 1  # NCCL and the like: every op returns at once, enqueued on a stream
         w.write(rec, eid)
-        if self._completed(e):
-            done = e["time_discovered_completed_ns"]
-            c = ts if done is None or done <= 0 else max(ts, (done - self.base) // 1000)
-            w.done(eid, ts, c)
-        elif backend_of(e) == "gloo":
+        if eid in self.unconfirmed:
             # gloo: its counters lag behind the op's return (a clean run's last collectives often
             # read as not completed): returned, completion unknown, never taken for where it waits
-            w.done(eid, ts, None)
+            return [{"k": lf.DONE, "i": eid, "r": ts}]
+        if eid not in self.plan.open:
+            done = e["time_discovered_completed_ns"]
+            w.done(eid, ts, ts if done is None or done <= 0 else max(ts, (done - self.base) // 1000))
         # NCCL and the like: enqueued and not completed when the dump was taken: pending (the
         # first of its group is where the rank's stream waits; the later ones queue behind it)
-
-    def _completed(self, e: dict) -> bool:
-        if e["state"] == "completed":
-            return True
-        if e["is_p2p"]:
-            return False
-        return completed_by_counter(self.dump, e) or (group_of(e)[0], seq_of(e)) in self.facts.joined
-
-
+        return []

@@ -1,6 +1,6 @@
 """The one typed schema of a Flight Recorder dump: its header, its group table (`pg_config`), its
 group counters (`pg_status`) and every field of every entry, checked and normalized in one place
-as the dump is read (fr_load.py), so that nothing later meets a value of the wrong type.
+as the dump is read (load.py), so that nothing later meets a value of the wrong type.
 
 A dump is data from another machine. A value of the wrong type or out of range makes its entry
 damaged (left out, counted, and said in the report, like a damaged log record), or, in the header
@@ -89,8 +89,8 @@ def _flag(value, _budget: Budget) -> bool:
 
 
 def _duration(value, _budget: Budget) -> float:
-    if value.__class__ not in (int, float) or not (math.isfinite(value) and 0 <= value < 1e18):
-        raise Damaged(f"{_kind(value)}, not a duration")
+    if value.__class__ not in (int, float) or not (0 <= value < 1e18 and math.isfinite(value)):
+        raise Damaged(f"{_kind(value)}, not a duration")  # (range first: isfinite of a huge int overflows)
     return float(value)
 
 
@@ -275,6 +275,13 @@ def dump_of(path: str, raw, size: int) -> dict:
     """A decoded dump, checked: {"version", "comm_lib_version", "pg_config", "pg_status",
     "entries" (the good ones), "damaged" (how many were left out), "damage" (the first one's
     reason)}; LogError when the dump as a whole cannot be read. `size`: the file's, in bytes."""
+    out, entries, budget = dump_head(path, raw, size)
+    check_entries(path, out, entries, budget)
+    return out
+
+
+def dump_head(path: str, raw, size: int) -> tuple[dict, list, Budget]:
+    """dump_of's result without its entries (those still to check), and the budget left for them."""
     if raw.__class__ is not dict:
         raise LogError(f"{path}: not a Flight Recorder dump ({_kind(raw)}, not a map)")
     budget = Budget(path, size)
@@ -290,6 +297,11 @@ def dump_of(path: str, raw, size: int) -> dict:
            "pg_config": groups_of(path, raw.get("pg_config"), budget),
            "pg_status": counters_of(path, raw.get("pg_status"), budget),
            "entries": [], "damaged": 0, "damage": None}
+    return out, entries, budget
+
+
+def check_entries(path: str, out: dict, entries: list, budget: Budget) -> None:
+    """Each entry checked (entry_of) into out["entries"]; the damaged ones counted."""
     for i, e in enumerate(entries):
         try:
             out["entries"].append(entry_of(e, budget))
@@ -300,4 +312,3 @@ def dump_of(path: str, raw, size: int) -> dict:
     if entries and not out["entries"]:
         raise LogError(f"{path}: a damaged Flight Recorder dump (all its {len(entries)} entries are damaged; "
                        f"the first: {out['damage']})")
-    return out

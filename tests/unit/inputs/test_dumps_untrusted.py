@@ -13,6 +13,7 @@ import json
 import math
 import os
 import pickle
+import struct
 import subprocess
 import sys
 import tracemalloc
@@ -27,7 +28,9 @@ from support.cli import run_cli
 from support.deadline import deadline
 from support.fr_dumps import dump, entry, write_dumps
 
-from collcheck.inputs.flight_recorder import convert as fr_convert, load as fr_load
+from collcheck.inputs.flight_recorder import convert as fr_convert
+from collcheck.inputs.flight_recorder import load as fr_load
+from collcheck.inputs.flight_recorder.convert import SHARE_FROM
 from collcheck.inputs.flight_recorder.load import load_dump
 
 ROOT = str(Path(__file__).resolve().parents[3])
@@ -78,17 +81,26 @@ def _tuple_key_pickle(depth: int = 60) -> bytes:
             + item([entry(0, "0", 1, "all_reduce", [4])]) + item("pg_status") + b"}" + key + b"}s" + b"u.")
 
 
+def _memo_bomb(index: int = 1 << 27) -> bytes:
+    """9 bytes: None, put in the unpickler's memo at `index`. The C unpickler grows its memo to
+    twice the index and clears it: 2 GiB reserved and written."""
+    return b"\x80\x02Nr" + struct.pack("<I", index) + b"."
+
+
 _CHILD = r"""
 import contextlib, io, json, os, resource, sys, time
 resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
 from collcheck.cli import main
+from collcheck.inputs.flight_recorder import load
+load.DECODE_SECONDS = 0  # a worker decoding a key that hashes for ever is ended after a second
 for name, argv in json.load(open(sys.argv[1])):
     out, err = io.StringIO(), io.StringIO()
     t0 = time.monotonic()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(argv)
-    print(json.dumps({"name": name, "code": code, "err": err.getvalue()[-2000:], "secs": time.monotonic() - t0}),
-          flush=True)
+    workers_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss >> 10
+    print(json.dumps({"name": name, "code": code, "err": err.getvalue()[-2000:], "secs": time.monotonic() - t0,
+                      "workers_mb": workers_mb}), flush=True)
 """
 
 
@@ -116,6 +128,7 @@ def _bomb_cases(root: Path) -> list:
     r0["pg_config"]["0"]["desc"] = bomb
     add("shared-lists-in-pg_config", {0: r0, 1: _good(1)})
     add("tuple-key", {1: _good(1)}, files={"rank_0": _tuple_key_pickle()})
+    add("memo-index-in-a-worker", _many(), files={"rank_0": _memo_bomb()})
     one = entry(0, "0", 1, "all_reduce", [4])
     add("shared-entries", {0: dump([one] * 200_000, GROUPS), 1: dump([one] * 200_000, GROUPS)})
     add("rank-in-file-name", {0: _good()}, files={"rank_100000000": pickle.dumps(_good(1), protocol=2)})
@@ -128,13 +141,22 @@ def _bomb_cases(root: Path) -> list:
     return cases
 
 
+def _many() -> dict:
+    """Dumps enough to be read in worker processes, by the C unpickler (with rank 0's added)."""
+    return {r: _good(r) for r in range(1, SHARE_FROM + 1)}
+
+
 @pytest.fixture(scope="module")
 def bombs(tmp_path_factory):
-    """name -> {"code", "err", "secs"} of each crafted case, run in a child process under a 3 GiB
-    address-space limit. A child that does not finish in 30 s is killed, the case it was in is
-    left out (hung), and the cases after it run in a new child."""
+    """name -> {"code", "err", "secs", "workers_mb"} of each crafted case, run in a child process
+    under a 3 GiB address-space limit."""
     root = tmp_path_factory.mktemp("bombs")
-    pending = _bomb_cases(root)
+    return _in_children(root, _bomb_cases(root))
+
+
+def _in_children(root: Path, pending: list) -> dict:
+    """Run the cases in a child process; a child that does not finish in 30 s is killed, the case
+    it was in is left out (hung), and the cases after it run in a new child."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "tests")]),
                XDG_CACHE_HOME=str(root / "cache"), COLLCHECK_FASTPATH="0")
     results = {}
@@ -176,6 +198,24 @@ def test_shared_list_bomb_in_any_field_is_bounded(bombs, field):
 
 def test_a_tuple_key_that_hashes_for_ever_is_refused(bombs):
     r = _bounded(bombs, "tuple-key", codes=(2,))
+    assert "refused a map key" in r["err"] and len(r["err"].strip().splitlines()) == 1, r
+
+
+def test_a_memo_index_that_reserves_gigabytes_is_bounded_in_a_worker(bombs):
+    """The C unpickler's memo for an index in a 9-byte file: a MemoryError under the worker's
+    address-space limit (a few hundred MiB above what it had), not 2 GiB written."""
+    r = _bounded(bombs, "memo-index-in-a-worker", codes=(2,), seconds=3.0)
+    assert "too large to read" in r["err"] and len(r["err"].strip().splitlines()) == 1, r
+    assert r["workers_mb"] < 1024, r
+
+
+@pytest.mark.slow  # a second of a worker's CPU time; tests/unit/inputs/test_fr_many_ranks.py kills one at once
+def test_a_tuple_key_that_hashes_for_ever_ends_its_worker_only(tmp_path):
+    """The C unpickler cannot be told to refuse the key: its worker's CPU-time limit ends it, and
+    the dump is read again here by the Python unpickler, which refuses it."""
+    d = write_dumps(tmp_path / "tuple-key", _many())
+    (d / "rank_0").write_bytes(_tuple_key_pickle())
+    r = _bounded(_in_children(tmp_path, [("tuple-key", ["diff", str(d)])]), "tuple-key", codes=(2,))
     assert "refused a map key" in r["err"] and len(r["err"].strip().splitlines()) == 1, r
 
 
@@ -322,6 +362,7 @@ def test_strings_are_escaped_when_the_dump_is_read(tmp_path):
     ("frames", [{"filename": "a.py", "line": 2 * 10**9, "name": "f"}], "frames: line 2000000000 out of range"),
     ("duration_ms", math.nan, "duration_ms: a float, not a duration"),
     ("profiling_name", b"nccl:all_reduce", "profiling_name: a bytes, not a text"),
+    ("duration_ms", 10**400, "duration_ms: an int, not a duration"),
 ])
 def test_a_value_of_the_wrong_type_damages_its_entry_only(tmp_path, field, value, why):
     r0 = _good()

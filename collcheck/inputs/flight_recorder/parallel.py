@@ -1,0 +1,67 @@
+"""Dumps read in worker processes, as many at once as the machine has CPUs, with the C unpickler
+(load.py): a worker that a dump's CPU-time limit ends takes only itself down.
+
+At most two dumps per worker are in flight, so that a worker's death leaves few whose fate is
+unknown: those are read again in this process with the Python unpickler (`fallback`), which
+refuses what the C one could only be stopped in, or reads what a worker died of otherwise (the
+kernel's out-of-memory killer); the rest go on in a new pool. What a worker raises (LogError: one
+line) is raised here.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+from collections.abc import Callable, Iterator
+
+from .load import fast_decoding, limit_core_dumps
+
+IN_FLIGHT = 2  # dumps handed to each worker at a time
+
+
+def pool_size(items: int, workers: int, least: int) -> int:
+    """Worker processes for `items` dumps: none below `least` of them, or where the C unpickler
+    cannot run under its limits or processes cannot be forked; else `workers` (at least one: the
+    C unpickler runs only in a process that may die)."""
+    if items < least or not fast_decoding() or not hasattr(os, "fork"):
+        return 0
+    return max(1, min(workers, items))
+
+
+def run_all(fn: Callable, items: list, workers: int, fallback: Callable) -> Iterator[tuple[int, object]]:
+    """(index, fn(item)) for every item, in the order they complete, in `workers` forked processes
+    (none: `fallback(item)` here, in order)."""
+    if workers <= 0:
+        for i, item in enumerate(items):
+            yield i, fallback(item)
+        return
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
+
+    todo = list(enumerate(items))[::-1]
+    while todo:
+        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"), initializer=_worker)
+        running: dict = {}
+        try:
+            while todo or running:
+                while todo and len(running) < IN_FLIGHT * workers:
+                    i, item = todo.pop()
+                    running[pool.submit(fn, item)] = (i, item)
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                if any(isinstance(f.exception(), BrokenProcessPool) for f in done):
+                    break
+                for f in done:
+                    yield running.pop(f)[0], f.result()
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+        for i, item in sorted(running.values(), key=lambda r: r[0]):  # the pool broke: these, here
+            yield i, fallback(item)
+
+
+def _worker() -> None:
+    """A worker's setup: no core file when a limit ends it, and no garbage collection (a dump
+    decodes into a million containers without a cycle among them: collecting finds nothing, and
+    took as long as the rest of the work)."""
+    limit_core_dumps()
+    gc.disable()

@@ -1,0 +1,318 @@
+"""Flight Recorder dumps of many ranks (collcheck/inputs/flight_recorder/: columns.py, summary.py,
+parallel.py, convert.py): the columns of a usual dump are those entry_of checks, a converted log
+ends with the checkpoint of the collectives it holds, ranks of one kind share a log and fold when
+loaded, dumps are read in worker processes with the C unpickler (a worker that dies takes only
+itself down), and the conversion says what it is doing."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support import examples
+from support.cli import run_cli
+from support.fr_dumps import dump, entry, fr_event, write_dumps
+
+from collcheck.analysis.diff import analyse
+from collcheck.base import progress
+from collcheck.inputs.discover import discover
+from collcheck.inputs.flight_recorder import load as fr_load
+from collcheck.inputs.flight_recorder import parallel
+from collcheck.inputs.flight_recorder.columns import Columns, usual_columns
+from collcheck.inputs.flight_recorder.convert import SHARE_FROM, convert
+from collcheck.inputs.flight_recorder.schema import check_entries, dump_head
+from collcheck.inputs.flight_recorder.summary import summarize
+from collcheck.logfile import format as lf
+from collcheck.logfile.checkpoint import roll, signature
+from collcheck.logfile.decode import Decoder, Tables
+from collcheck.logfile.reader import LogError, LogStream
+from collcheck.logfile.scan import scan_file
+from collcheck.model import load_run
+
+WORLD = {"0": list(range(SHARE_FROM + 4))}
+
+
+def _entries(rank: int, skew: int = 0) -> list:
+    """A rank's entries of every kind a signature tells apart: tensors in or out, coalesced,
+    barrier, sizes that may differ (all-to-all), P2P both ways, one not completed."""
+    peer = rank ^ 1
+    rows = [("all_reduce", [4], 1, {}), ("all_reduce", [8], 2, {}), ("all_reduce", [2, 3], 2, {}),
+            ("barrier", [1], 3, {}), ("all_to_all_single", [6 + rank], 4, {}), ("reduce_scatter", [5], 5, {}),
+            (f"send {rank}->{peer}", [3], 5, {"is_p2p": True, "p2p_seq": 1}),
+            (f"recv {rank}<-{peer}", [3], 5, {"is_p2p": True, "p2p_seq": 2}),
+            ("all_reduce", [4], 6, {"state": "scheduled"})]
+    out = []
+    for i, (op, sizes, seq, extra) in enumerate(rows):
+        e = entry(i, "0", seq, op, sizes, **extra)
+        e["time_created_ns"] += skew
+        out.append(e)
+    return out
+
+
+def _records(path: str):
+    """(collectives, {seq_key: (count, rolling hash)} computed from the log's own C records, its
+    last checkpoint)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    tables, sequences, n, checkpoint = Tables(), {}, 0, None
+    for _at, rec, _eid in Decoder(LogStream(data, path), tables):
+        if rec["k"] == lf.COLL:
+            op = tables.strings[rec["o"]]
+            key = tables.tspecs[rec["t"]] if "t" in rec else None
+            k = lf.seq_key(rec["g"], op, rec.get("p"))
+            count, h = sequences.get(k, (0, 0))
+            sequences[k] = (count + 1, roll(h, signature(op, key, rec.get("r"), rec.get("p"), rec.get("tag", 0))))
+            n += 1
+        elif rec["k"] == lf.CHECKPOINT:
+            checkpoint = rec
+    return n, sequences, checkpoint
+
+
+def _plain(rank: int) -> list:
+    """One entry per collective, no P2P: the conversion's shortest way."""
+    return [entry(i, "0", i + 1, op, [4 + i % 3]) for i, op in enumerate(["all_reduce", "broadcast", "barrier",
+                                                                           "all_gather", "all_reduce"])]
+
+
+def _gloo(rank: int) -> list:
+    """gloo marks nothing completed: its counters (pg_status, below) count the first four, a
+    member counted none of the last two: completion unknown."""
+    return [entry(i, "0", i + 1, op, [4], state="scheduled", backend="gloo")
+            for i, op in enumerate(["all_reduce", "broadcast", "all_reduce", "barrier", "all_reduce", "broadcast"])]
+
+
+def _two_groups(rank: int) -> list:
+    """Collectives of two groups interleaved, one coalesced; group 1 has no counters."""
+    return [entry(0, "0", 1, "all_reduce", [4]), entry(1, "1", 1, "broadcast", [2]), entry(2, "1", 2, "all_reduce", [3]),
+            entry(3, "1", 2, "all_reduce", [3]), entry(4, "0", 2, "barrier", [1]),
+            entry(5, "1", 3, "all_gather", [5], state="scheduled")]
+
+
+CASES = {"mixed": (_entries, 8, [7], []), "plain": (_plain, 5, [], []), "gloo": (_gloo, 6, [4, 5], [4, 5]),
+         "two groups": (_two_groups, 5, [4], [])}
+
+
+@pytest.mark.parametrize("ranks", [2, SHARE_FROM])  # read here, and in worker processes
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_converted_log_ends_with_the_checkpoint_of_its_collectives(tmp_path, ranks, case):
+    """Per group and P2P channel, the count and rolling hash its records give (what the recorder
+    writes for the same collectives); the collectives not completed listed, those whose
+    completion is unknown (gloo) after the checkpoint."""
+    make, collectives, open_eids, unknown = CASES[case]
+    dumps = {r: dump(make(r), {"0": list(range(ranks)), "1": list(range(ranks))}) for r in range(ranks)}
+    for d in dumps.values():
+        d["pg_status"] = {"0": {"last_enqueued_collective": 6, "last_started_collective": 4,
+                                "last_completed_collective": 4 if case == "gloo" else 5}}
+    d = write_dumps(tmp_path / "dumps", dumps)
+    out = convert(discover(str(d)).found, cache=str(tmp_path / "cache"))
+    for name in sorted(os.listdir(out)):
+        path = os.path.join(out, name)
+        n, sequences, cp = _records(path)
+        assert cp is not None and cp["n"] == n == collectives, (name, cp)
+        assert {k: (c, h) for k, c, h in cp["c"] if c} == sequences, name
+        groups = {k >> 34 for k in sequences}  # a group of the log without a collective: counted 0
+        assert {k for k, c, h in cp["c"] if not c and not h and not k & ((1 << 34) - 1)} == (
+            set() if case == "two groups" else {1 << 34 if 0 in groups else 0}), cp["c"]
+        scan = scan_file(path)
+        assert list(cp.get("o", ())) == sorted(scan.pending | set(scan.unconfirmed)) == open_eids
+        assert sorted(scan.unconfirmed) == unknown
+
+
+def test_identical_ranks_share_one_log_and_fold(tmp_path):
+    """Ranks whose dumps differ only in their times: one log converted in full, the others its
+    bytes behind their own header; loaded, they share one set of columns, each under its rank."""
+    ranks = len(WORLD["0"])
+    collectives = [e for e in _entries(0) if not e["is_p2p"]]
+    dumps = {}
+    for r in range(ranks):
+        mine = [dict(e, time_created_ns=e["time_created_ns"] + 7 * r, thread_id=str(100 + r)) for e in collectives]
+        dumps[r] = dump(mine[:-2] if r == 5 else mine, WORLD)  # rank 5 stopped two early: a kind of its own
+    d = write_dumps(tmp_path / "dumps", dumps)
+    out = convert(discover(str(d)).found, cache=str(tmp_path / "cache"), workers=2)
+    sizes = {os.path.getsize(os.path.join(out, f)) for f in os.listdir(out)}
+    run = load_run(out)
+    assert sorted(run.ranks) == list(range(ranks)) and all(log.header["rank"] == r for r, log in run.ranks.items())
+    assert len({id(log.sig) for log in run.ranks.values()}) == 2 and len(sizes) <= 3  # (header lengths: 1 or 2 digits)
+    assert [len(run.ranks[r]) for r in (0, 5)] == [6, 4]
+    report = analyse(run)
+    assert [(f.kind, f.position, f.ranks) for f in report.findings][:1] == [("missing", 4, [5])]
+
+
+def test_ranks_of_different_groups_are_not_one_kind(tmp_path):
+    """Two halves of the world, each with a group of its own issuing the same collectives: equal
+    signatures, different groups. Each rank keeps its own group (one gid per group for the run)."""
+    world = 2 * SHARE_FROM
+    halves = {"1": list(range(SHARE_FROM)), "2": list(range(SHARE_FROM, world))}
+    dumps = {}
+    for r in range(world):
+        mine = "1" if r < SHARE_FROM else "2"
+        entries = [entry(0, "0", 1, "all_reduce", [4]), entry(1, mine, 1, "all_reduce", [4]),
+                   entry(2, mine, 2, "broadcast", [2])]
+        dumps[r] = dump(entries, {"0": list(range(world)), **halves})
+    d = write_dumps(tmp_path / "dumps", dumps)
+    run = load_run(convert(discover(str(d)).found, cache=str(tmp_path / "cache"), workers=2))
+    assert len({id(log.sig) for log in run.ranks.values()}) == 2
+    for r, log in run.ranks.items():
+        assert sorted(g.name for g in log.groups) == ["0", "1" if r < SHARE_FROM else "2"], r
+    assert analyse(run).findings == []
+
+
+def test_a_hostile_dump_among_many_is_one_line_and_exit_2(tmp_path):
+    """Read by the C unpickler in a worker: a dump that names a callable is refused there, and
+    nothing of it runs."""
+    class Boom:
+        def __reduce__(self):
+            return (os.system, (f"touch {tmp_path / 'PWNED'}",))
+
+    d = write_dumps(tmp_path / "dumps", {r: dump(_entries(r), WORLD) for r in range(SHARE_FROM)})
+    (d / f"comm_lib_trace_rank_{SHARE_FROM}").write_bytes(pickle.dumps({"version": "2.10", "entries": [Boom()]}))
+    res = run_cli("diff", str(d), env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert res.code == 2 and "refused to load posix.system" in res.err, res.err
+    assert len(res.err.strip().splitlines()) == 1 and "Traceback" not in res.err
+    assert not (tmp_path / "PWNED").exists()
+
+
+def _dies_on_3(item):
+    if item == 3:
+        os.kill(os.getpid(), signal.SIGKILL)  # as the CPU-time limit ends a worker
+    time.sleep(0.01)
+    return ("worker", item, os.getpid())
+
+
+def _here(item):
+    return ("here", item, os.getpid())
+
+
+def test_a_worker_that_dies_takes_only_itself_down():
+    """The dumps in flight when a worker died (at most two per worker) are read again here; the
+    others in a new pool."""
+    got = dict(parallel.run_all(_dies_on_3, list(range(30)), 2, _here))
+    assert [got[i][1] for i in range(30)] == list(range(30))
+    here = {i for i, v in got.items() if v[0] == "here"}
+    assert 3 in here and len(here) <= parallel.IN_FLIGHT * 2 and got[29][0] == "worker", here
+    assert all(v[2] == os.getpid() for i, v in got.items() if i in here)
+    assert not any(v[2] == os.getpid() for i, v in got.items() if i not in here)
+
+
+def _dumps_of_every_shape() -> list:
+    long = "x" * 200
+    escaped = dump([entry(0, "0", 1, "all_reduce", [4]), entry(1, "0", 2, "broadcast", [2, 2], state="started")],
+                   WORLD)
+    escaped["entries"][0]["thread_name"] = "t\x1b[2J"
+    escaped["entries"][1]["frames"] = [{"name": long, "filename": f"/home/{long}.py", "line": None}]
+    no_counters = dump(_entries(1), WORLD)
+    for e in no_counters["entries"]:
+        e["duration_ms"], e["retired"], e["pg_id"] = 1.5, None, "0"
+    return [dump(_entries(0), WORLD), escaped, no_counters,
+            {"version": "2.8", "entries": [fr_event(0, "all_reduce", [[4]], [[4]], seq=1)]},  # not usual: text numbers
+            dump([entry(0, "0", 1, "all_reduce", [4]), {"profiling_name": 3}], WORLD)]  # a damaged entry
+
+
+@pytest.mark.parametrize("case", range(5))
+def test_columns_of_a_usual_dump_are_what_entry_of_gives(case):
+    """The same values, the same budget taken, the same summary; an unusual dump takes nothing
+    from the budget (it goes entry by entry)."""
+    raw = pickle.loads(pickle.dumps(_dumps_of_every_shape()[case], protocol=2))
+    head, entries, budget = dump_head("rank_0", raw, 100_000)
+    slow_head, _, slow_budget = dump_head("rank_0", raw, 100_000)
+    check_entries("rank_0", slow_head, entries, slow_budget)
+    slow = Columns.of_entries(slow_head["entries"])
+    left = budget.left
+    fast = usual_columns(entries, budget)
+    if case >= 3:
+        assert fast is None and budget.left == left
+        return
+    assert budget.left == slow_budget.left
+    for name in Columns.__dataclass_fields__:
+        a, b = getattr(fast, name), getattr(slow, name)
+        assert [_tuples(x) for x in a] == [_tuples(x) for x in b], name
+    assert summarize(0, "rank_0", head, fast) == summarize(0, "rank_0", slow_head, slow)
+
+
+_ODD = st.one_of(st.none(), st.booleans(), st.integers(-2, 2), st.sampled_from([2**63, 2**64, 10**400]),
+                 st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=70), st.binary(max_size=4),
+                 st.lists(st.integers(-1, 3), max_size=3), st.tuples(st.text(max_size=3), st.text(max_size=3)),
+                 st.dictionaries(st.sampled_from(["line", "name", "filename"]), st.integers(0, 3), max_size=3),
+                 st.lists(st.lists(st.integers(0, 3), max_size=2), max_size=2),
+                 st.lists(st.dictionaries(st.sampled_from(["line", "name", "filename"]),
+                                          st.one_of(st.integers(-1, 3), st.text(max_size=3), st.none())), max_size=2))
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(changes=st.lists(st.tuples(st.integers(0, 8), st.sampled_from(sorted(entry(0, "0", 1, "all_reduce", [4]))),
+                                  _ODD), min_size=1, max_size=3))
+def test_columns_are_taken_only_when_entry_of_takes_every_entry_alike(changes):
+    """Fields replaced by values of any type: the columns are either refused (nothing taken from
+    the budget) or exactly what entry_of gives, with no entry damaged and the same budget left."""
+    raw = dump(_entries(0), WORLD)
+    for i, field, value in changes:
+        raw["entries"][i][field] = value
+    _, entries, budget = dump_head("rank_0", raw, 100_000)
+    slow_head, _, slow_budget = dump_head("rank_0", raw, 100_000)
+    try:
+        check_entries("rank_0", slow_head, entries, slow_budget)
+    except LogError:
+        slow_head = None  # every entry damaged
+    left = budget.left
+    fast = usual_columns(entries, budget)
+    if fast is None:
+        assert budget.left == left
+        return
+    assert slow_head is not None and slow_head["damaged"] == 0 and budget.left == slow_budget.left
+    slow = Columns.of_entries(slow_head["entries"])
+    for name in Columns.__dataclass_fields__:
+        assert [_tuples(x) for x in getattr(fast, name)] == [_tuples(x) for x in getattr(slow, name)], name
+
+
+def _tuples(x):
+    return tuple(_tuples(v) for v in x) if isinstance(x, (list, tuple)) else x
+
+
+def test_the_c_unpickler_builds_what_the_python_one_builds():
+    for d in _dumps_of_every_shape()[:3]:
+        for protocol in (2, 4, 5):
+            data = pickle.dumps(d, protocol=protocol)
+            assert fr_load._unpickle(data, fast=True) == fr_load._unpickle(data, fast=False)
+
+
+def test_the_conversion_says_what_it_does(tmp_path):
+    """A display sees each step with its total, and one step forward per dump."""
+    class Seen(progress.Progress):
+        def __init__(self):
+            self.steps = []
+
+        def start(self, what, total):
+            self.steps.append([what, total, 0])
+
+        def advance(self, n=1):
+            self.steps[-1][2] += n
+
+    d = write_dumps(tmp_path / "dumps", {r: dump(_entries(r), WORLD) for r in range(SHARE_FROM)})
+    seen = Seen()
+    previous = progress.use(seen)
+    try:
+        convert(discover(str(d)).found, cache=str(tmp_path / "cache"))
+    finally:
+        progress.use(previous)
+    assert seen.steps == [["converting Flight Recorder dumps", SHARE_FROM, SHARE_FROM],
+                          ["writing converted logs", SHARE_FROM, SHARE_FROM]]
+
+
+def test_a_dump_changed_while_it_is_converted_is_one_line(tmp_path, monkeypatch):
+    d = write_dumps(tmp_path / "dumps", {r: dump(_entries(r), WORLD) for r in range(2)})
+    real = fr_load.read_dump_bytes
+    calls = []
+
+    def changing(path, *args):
+        calls.append(path)
+        data = real(path, *args)
+        return data + b" " if len(calls) > 2 else data  # after the conversion's hash
+
+    monkeypatch.setattr(fr_load, "read_dump_bytes", changing)  # (not the hash's: convert.py's own name)
+    res = run_cli("diff", str(d), env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert res.code == 2 and "changed while the Flight Recorder dumps were converted" in res.err, res.err
