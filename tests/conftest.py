@@ -42,11 +42,16 @@ def _needed(items) -> list[str]:
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """Unit tests first (recordings run meanwhile), then integration tests, solo ones last."""
+    """Unit tests first (recordings run meanwhile), then the integration tests that wait for no
+    shared recording (their own jobs and commands run while the recordings are made), then the
+    others, solo ones last."""
     def layer(item) -> int:
         if item.get_closest_marker("solo"):
-            return 2
-        return 0 if "/tests/unit/" in str(item.path) else 1
+            return 3
+        if "/tests/unit/" in str(item.path):
+            return 0
+        waits = any(item.iter_markers("recordings")) or {"corpus", "fastpath_env"} & set(item.fixturenames)
+        return 2 if waits else 1
 
     items.sort(key=layer)  # stable: file order within each layer
     for item in items:

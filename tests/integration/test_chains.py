@@ -37,6 +37,24 @@ def test_an_extra_forward_on_one_rank_is_found_where_the_chains_part(corpus):
                      "1": [marks["main"], marks["train_call"], marks["train_forward"], marks["stats_gather"]]}, outer
     # (what follows is its consequence: the slot where the ops part, whoever the loops blame there)
     assert any(f["position"] == 14 and f["kind"] in ("op_mismatch", "extra") for f in report["findings"][1:]), report["findings"]
+    assert_recorded_chains(rec.run_dir, marks)
+
+
+def assert_recorded_chains(run_dir: str, marks: dict) -> None:
+    """Every collective carries the chain from the program's outermost frame to the call site, with
+    torch's frames (nn.Module's call machinery) left out; one interned chain per way the program
+    reaches the call (the recorder's part; test_recorder.py reads the clean run, -m slow)."""
+    from collcheck.model import load_run
+
+    run = load_run(run_dir)
+    gather = ((NAME, marks["main"], "<module>"), (NAME, marks["train_call"], "main"),
+              (NAME, marks["train_forward"], "train_step"), (NAME, marks["stats_gather"], "forward"))
+    for log in run.ranks.values():
+        chains = {tuple((os.path.basename(f), line, fn) for f, line, fn in e.chain)
+                  for e in map(log.event, range(len(log))) if e.sig.op in ("allgather_", "allreduce_")}
+        assert gather in chains, chains
+        assert all(c[0] == (NAME, marks["main"], "<module>") for c in chains), chains
+        assert len(log.chain_sites) == len(set(log.chain)), log.chain_sites  # every key used resolves
 
 
 @pytest.mark.slow

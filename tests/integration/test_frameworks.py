@@ -71,6 +71,7 @@ def test_rank_only_full_tensor_on_a_2d_mesh_blames_that_rank_at_its_slot(corpus)
     assert first["events"]["0"]["label"] == "DTensor.full_tensor(): Shard(1) -> Replicate() over tp", first["events"]["0"]
 
 
+@pytest.mark.slow  # (tensor parallel's labels in the default run: test_a_correct_fsdp2_and_tensor_parallel_program_is_clean)
 @pytest.mark.recordings("tp_branch")
 def test_tensor_parallel_rank_only_full_tensor_names_the_placement_change(corpus):
     """parallelize_module (ColwiseParallel up, RowwiseParallel down) on a 1-D tp mesh; at step 1 rank
@@ -114,6 +115,11 @@ def test_a_correct_fsdp2_and_tensor_parallel_program_is_clean(corpus):
     assert {"FSDP2 forward: FSDP unshard all-gather of blocks.0", "FSDP2 backward: FSDP gradient reduce of blocks.1",
             "DTensor.full_tensor(): Shard(0) -> Replicate() over tp",
             "tensor parallel (a module's output): Partial(sum) -> Replicate() over tp"} <= labels, labels
+    # each parameter parallelize_module placed, by its name in the block: Colwise shards up's weight
+    # and bias, Rowwise shards down's weight and replicates its bias (a broadcast)
+    assert {"parallelize_module(): up.weight, scatter over tp", "parallelize_module(): up.bias, scatter over tp",
+            "parallelize_module(): down.weight, scatter over tp",
+            "parallelize_module(): down.bias, broadcast over tp"} <= labels, labels
     assert assert_labels_speak_their_framework(run) > 100
 
 
@@ -140,9 +146,11 @@ def test_fsdp2_and_tensor_parallel_rank_only_full_tensor_blames_that_rank(corpus
     assert assert_labels_speak_their_framework(run) > 100
 
 
+# -m slow: the default run reads the same labels in test_a_pipeline_stage_with_another_microbatch_count_is_the_culprit
+# (Schedule1F1B, whose steps before the ragged one are this program's)
+@pytest.mark.slow
 @pytest.mark.parametrize("schedule", [pytest.param("1f1b", marks=pytest.mark.recordings("pipeline_ok_1f1b")),
-                                      pytest.param("gpipe", marks=[pytest.mark.recordings("pipeline_ok_gpipe"),
-                                                                   pytest.mark.slow])])
+                                      pytest.param("gpipe", marks=pytest.mark.recordings("pipeline_ok_gpipe"))])
 def test_a_correct_pipeline_is_clean_and_speaks_in_stages(corpus, schedule):
     """A 2-stage pipeline (Schedule1F1B or ScheduleGPipe), 4 microbatches, 3 steps: clean; every
     send and recv is labelled with its stage, the step's microbatch count, which way it goes (the
@@ -186,7 +194,24 @@ def test_a_pipeline_stage_with_another_microbatch_count_is_the_culprit(corpus):
     assert report["verdict"] == "aborted" and report["aborted"].startswith("rank 1 failed at once"), report["aborted"]
     # rank 1 waits in the recv of its last batch; the send beside it was received by rank 0
     assert [e["op"] for e in report["ranks"]["1"]["blocked_in"]] == ["recv_"], report["ranks"]["1"]
-    assert assert_labels_speak_their_framework(load_run(run_dir)) > 50
+    run = load_run(run_dir)
+    assert assert_labels_speak_their_framework(run) > 50
+    # the steps before: each send and recv labelled with its stage, the step's microbatch count, its
+    # way and its microbatch: each way runs microbatches 0-3 in order in each of the 3 steps, however
+    # 1F1B interleaves them; stage 0's last step, 3 microbatches
+    ways = {0: ("forward send (activation)", "backward recv (gradient)"),
+            1: ("forward recv (activation)", "backward send (gradient)")}
+    for r, log in run.ranks.items():
+        labels = [log.event(i).label for i in range(len(log))]
+        assert all(label.startswith(f"pipeline stage {r} of 2, ") for label in labels), labels
+        assert f"pipeline stage {r} of 2, 4 microbatches: set-up: shape metadata" in labels, labels
+        for way in ways[r]:
+            numbers = [label.rpartition(" of microbatch ")[2] for label in labels
+                       if label.startswith(f"pipeline stage {r} of 2, 4 microbatches: {way}")]
+            assert numbers[:12] == ["0", "1", "2", "3"] * 3, (way, labels)
+    last = [e.label for e in map(run.ranks[0].event, range(len(run.ranks[0])))
+            if e.label.startswith("pipeline stage 0 of 2, 3 microbatches: forward send")]
+    assert [label.rpartition(" ")[2] for label in last] == ["0", "1", "2"], last
 
 
 @pytest.mark.recordings("dcp_rank0")

@@ -609,6 +609,7 @@ def test_framework_collectives_are_labelled_by_their_framework(corpus, name):
         assert len(every) > 10
 
 
+@pytest.mark.slow  # (the default run checks the chains of chains.py's extra_forward run: test_chains.py)
 @pytest.mark.parametrize("name", paths("chains"))
 def test_every_collective_carries_the_users_call_chain(corpus, name):
     """The chain from the program's outermost frame to the call site, with torch's frames (nn.Module's

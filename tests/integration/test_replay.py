@@ -77,10 +77,11 @@ def check_replay(name, run_dir, tmp_path):
     return out
 
 
-# The default run replays one program of each mechanism: a hang a rank left (missing_barrier), a
-# silent mismatch (dtype_mismatch), a valid program with P2P stages, and gloo's abort on a size
-# mismatch (shape_mismatch, in the --emit-script test); the rest of the scenarios replay with -m slow.
-DEFAULT_REPLAYS = frozenset(("missing_barrier", "dtype_mismatch", "p2p_pipeline"))
+# The default run replays a hang a rank left (missing_barrier), a valid program with P2P stages,
+# a mismatch (gloo's abort on a size mismatch: shape_mismatch, in the --emit-script test) and a fix
+# (seed004_case4's what-if); the rest of the scenarios, a silent mismatch (dtype_mismatch) among
+# them, replay with -m slow.
+DEFAULT_REPLAYS = frozenset(("missing_barrier", "p2p_pipeline"))
 
 
 @pytest.mark.timeout(240)

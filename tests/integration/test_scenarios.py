@@ -21,13 +21,17 @@ from support.race_helpers import swap_cut_by_abort
 
 NAMES = [n for n in scenario_names() if (SCENARIOS / n / "expected.json").exists()]
 # -m slow: second cases of a pattern the default run already records (a skipped barrier, a
-# rooted op, DDP without join(), a P2P mismatch, subgroups), and kinds whose recording the default
-# run covers with its test programs (every op, DDP's labels): the matcher's logic behind each kind
-# is tested in-process (tests/unit/analysis/test_matcher_properties.py, test_align.py). The default run
-# keeps the scenarios the other tests read, bucket_order_threads (seed 003) and group_mismatch.
-SLOW = {"seed004_case2", "seed004_case3", "seed004_case5", "rank0_only_barrier", "p2p_tag_mismatch",
-        "gather_scatter_root", "root_mismatch", "subgroup_members_only", "alltoall_split_mismatch",
-        "extra_allreduce", "order_mismatch", "reduce_op_mismatch", "semantic_mismatch", "train_then_eval_gather"}
+# rooted op, DDP without join(), a P2P mismatch, subgroups, a correct DDP + join() program: case 1 and
+# case 6 are join_uneven_inputs' pattern, a correct program of many small collectives: per_param_allreduce's,
+# one of subgroups: every_op's), and kinds whose recording the default run covers with its test
+# programs (every op, DDP's labels) or elsewhere (dtype_mismatch: test_live.py diffs its recording on
+# simnccl): the matcher's logic behind each kind is tested in-process
+# (tests/unit/analysis/test_matcher_properties.py, test_align.py). The default run keeps the
+# scenarios the other tests read, bucket_order_threads (seed 003) and group_mismatch.
+SLOW = {"seed004_case1", "seed004_case2", "seed004_case3", "seed004_case5", "seed004_case6", "rank0_only_barrier",
+        "p2p_tag_mismatch", "gather_scatter_root", "root_mismatch", "subgroup_members_only", "alltoall_split_mismatch",
+        "extra_allreduce", "order_mismatch", "reduce_op_mismatch", "semantic_mismatch", "train_then_eval_gather",
+        "many_small_broadcasts", "pairwise_groups", "dtype_mismatch"}
 
 
 def summarize(finding: dict) -> dict:

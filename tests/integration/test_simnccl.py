@@ -52,8 +52,11 @@ def outcome(corpus, name: str):
     return finished, stuck, rec.rc, rec.run_dir
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, marks=[pytest.mark.recordings(f"scenario:seed004_case{c}@simnccl")]
-                                                 + ([] if c == 5 else [pytest.mark.slow])) for c in (1, 2, 3, 5, 6)])
+# -m slow, as the two case 4 tests below: the default run runs case 2 (the demo, test below) and
+# checks a barrier's zeros paired silently with an all-reduce (test_nccl_pairs_by_position_and_checks_nothing)
+@pytest.mark.slow
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.recordings(f"scenario:seed004_case{c}@simnccl"))
+                                  for c in (1, 2, 3, 5, 6)])
 def test_seed004_cases_end_as_they_did_under_nccl(case, corpus):
     finished, stuck, rc, run_dir = outcome(corpus, f"scenario:seed004_case{case}@simnccl")
     assert (finished, stuck) == SEED_OUTCOMES[case], (finished, stuck)
@@ -75,6 +78,7 @@ def test_seed004_case4_with_torch_1_9s_barrier_ends_as_the_seed_reports(corpus):
     assert (finished, stuck) == SEED_OUTCOMES[4], (finished, stuck)
 
 
+@pytest.mark.slow
 @pytest.mark.recordings("scenario:seed004_case4@simnccl")
 def test_seed004_case4_depends_on_what_a_barrier_contributes(corpus):
     """Case 4 pairs rank 1's barrier with rank 0's join() all-reduce of its not-joined count. The
@@ -152,6 +156,8 @@ def test_demo_runs_a_scenario_on_the_simulated_backend():
                           capture_output=True, text=True, timeout=110, check=False)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "torchrun on simnccl" in proc.stdout and "collcheck diff:" in proc.stdout, proc.stdout[-2000:]
+    # both ranks finished, as case 2 did under NCCL (SEED_OUTCOMES: no rank stuck)
+    assert "torchrun exited with 0;" in proc.stdout, proc.stdout[-3000:]
     assert "while it ran, live mode said: collcheck live: missing collective in group 0 at #10, culprit rank 0" \
         in proc.stdout, proc.stdout[-3000:]
 
@@ -167,8 +173,9 @@ def test_point_to_point_does_not_shift_the_groups_collectives(corpus):
     assert sorted(re.findall(r"rank \d sum ([\d.]+)", out)) == ["9.0"] * 3, out  # 0 + 7 + 2
 
 
-# recorded on every run; the rest with -m slow (each scenario is a torchrun of 3-10 s)
-QUICK = ("cross_group_deadlock",)
+# every scenario with -m slow (each is a torchrun of 3-10 s); the default run checks a scenario's first
+# finding on simnccl in test_live.py (dtype_mismatch, with live mode's report) and the seed cases above
+QUICK = ()
 MATRIX = [n for n in scenario_names() if os.path.exists(os.path.join(SCENARIOS, n, "expected.json"))
           and "simnccl" in scenario_meta(n).get("backends", ())
           and not n.startswith("seed004_case")]  # (the seed cases: above)

@@ -38,13 +38,19 @@ def test_per_parameter_all_reduce_loop_is_one_site_with_every_call(corpus):
     assert 0 < site["median_us"] <= site["p99_us"] and site["total_s"] > 0
     assert site["busbw_mbs"] == site["algbw_mbs"]  # 2 ranks: an all-reduce's bus factor 2(n-1)/n is 1
     assert doc["groups"]["0"]["calls"] == 12 and doc["groups"]["0"]["bytes"] == 3 * sum(sizes)
+    # the host's table (pairwise_groups' test, -m slow, has several groups at once): one group at a
+    # time, timed on the all-reduce of the weight's gradient, once per step on each rank
+    (host,) = doc["hosts"]
+    assert host["ranks"] == [0, 1] and host["groups"] == ["0"] and host["cpus"] >= 1, host
+    assert host["sample"] == {"api": "all_reduce", "bytes": 16 * 32 * 4}, host
+    assert list(host["at_once"]) == ["1"] and host["at_once"]["1"]["collectives"] == 2 * 3, host
 
 
-@pytest.mark.recordings("scenario:seed004_case1")
+@pytest.mark.recordings("scenario:join_uneven_inputs")
 def test_sites_are_ordered_by_the_time_spent_in_them(corpus):
-    """DDP (seed 004, case 1): its gradient buckets, forward and set-up collectives are separate rows,
+    """DDP with join(): its gradient buckets, forward and set-up collectives are separate rows,
     each with what it is for; most time first."""
-    run_dir = recorded(corpus, "scenario:seed004_case1")
+    run_dir = recorded(corpus, "scenario:join_uneven_inputs")
     doc = stats_json(run_dir)
     totals = [s["total_s"] for s in doc["sites"]]
     assert totals == sorted(totals, reverse=True) and len(doc["sites"]) >= 3, doc["sites"]
@@ -53,20 +59,24 @@ def test_sites_are_ordered_by_the_time_spent_in_them(corpus):
     assert "time inside collectives, per call site" in text and "(gradient bucket)" in text
 
 
-@pytest.mark.recordings("scenario:per_param_allreduce", "scenario:many_small_broadcasts")
-def test_the_first_hint_names_the_loop_to_fuse(corpus):
+@pytest.mark.parametrize("name, text, per_loop", [
+    pytest.param("per_param_allreduce", "dist.all_reduce(param.grad, op=", 4,
+                 marks=pytest.mark.recordings("scenario:per_param_allreduce"), id="per_param_allreduce"),
+    pytest.param("many_small_broadcasts", "dist.broadcast(", None,
+                 marks=[pytest.mark.recordings("scenario:many_small_broadcasts"), pytest.mark.slow],
+                 id="many_small_broadcasts")])
+def test_the_first_hint_names_the_loop_to_fuse(corpus, name, text, per_loop):
     """Seed 000's pattern (an all_reduce per gradient) and seed 002's (a broadcast per tensor of
-    the module state): the first hint is to fuse that loop, at its call site, with the numbers."""
-    for name, text, per_loop in (("per_param_allreduce", "dist.all_reduce(param.grad, op=", 4),
-                                 ("many_small_broadcasts", "dist.broadcast(", None)):
-        hint = stats_json(recorded(corpus, f"scenario:{name}"))["hints"][0]
-        assert hint["kind"] == "fuse" and hint["site"]["line"] == line_of(name, text), hint
-        ev = hint["evidence"]
-        assert 0 < ev["fused_s"] < ev["total_s"] and hint["gain_s"] > 0, hint
-        if per_loop is not None:
-            assert ev["per_loop"] == per_loop and ev["calls_per_rank"] == 3 * per_loop, hint
+    the module state, -m slow): the first hint is to fuse that loop, at its call site, with the numbers."""
+    hint = stats_json(recorded(corpus, f"scenario:{name}"))["hints"][0]
+    assert hint["kind"] == "fuse" and hint["site"]["line"] == line_of(name, text), hint
+    ev = hint["evidence"]
+    assert 0 < ev["fused_s"] < ev["total_s"] and hint["gain_s"] > 0, hint
+    if per_loop is not None:
+        assert ev["per_loop"] == per_loop and ev["calls_per_rank"] == 3 * per_loop, hint
 
 
+@pytest.mark.slow  # (the straggler rule in-process: tests/unit/stats/test_stats_hints.py)
 @pytest.mark.recordings("straggler")
 def test_the_straggler_table_names_the_rank_that_sleeps(corpus):
     """4 ranks, rank 2 sleeps 20-50 ms before each all-reduce, the others 0-5 ms: rank 2 caused the
@@ -136,6 +146,7 @@ def test_steps_end_at_each_optimizer_step(corpus):
     assert all(0 < c <= w for c, w in zip(steps["comm_s"], steps["wall_s"])), steps
 
 
+@pytest.mark.slow  # (the overlap rule in-process: tests/unit/stats/test_stats_hints.py)
 @pytest.mark.recordings("sync_then_work")
 def test_a_synchronous_collective_followed_by_work_is_hinted_to_overlap(corpus):
     """Each step all-reduces synchronously then works 10 ms on something else: an `overlap` hint at
@@ -165,6 +176,7 @@ def test_groups_created_but_barely_used_are_hinted(corpus):
     assert busy not in used, (busy, used)
 
 
+@pytest.mark.slow  # (the batch and contention rules in-process: tests/unit/stats/test_stats_hints.py)
 @pytest.mark.recordings("scenario:pairwise_groups")
 def test_pairwise_groups_show_the_cost_per_collective_and_what_drives_it(corpus):
     """Seed 001's program (a group per pair of ranks, 200 small all-reduces in each; 2 pairs): the
@@ -189,7 +201,7 @@ def test_pairwise_groups_show_the_cost_per_collective_and_what_drives_it(corpus)
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("pairs", [1, 3, 4])
 def test_one_to_four_pairs_each_show_their_groups_and_the_fixed_cost(pairs, tmp_path):
-    """Seed 001 at 1, 3 and 4 pairs (2 is in the default run): every pair's group has its 200
+    """Seed 001 at 1, 3 and 4 pairs (2: the shared recording, test above): every pair's group has its 200
     all-reduces, the host's table counts them against the groups communicating at once, and the
     `batch` hint names the all-reduce's line."""
     rec = launch(job(os.path.join(SCENARIOS_DIR, "pairwise_groups", "main.py"), 2 * pairs,

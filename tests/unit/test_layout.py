@@ -4,6 +4,7 @@ the wheel. Checked from the source (ast), so a lazy import inside a function cou
 from __future__ import annotations
 
 import ast
+import functools
 import shutil
 import sys
 from pathlib import Path
@@ -47,6 +48,23 @@ def modules(root: Path) -> dict[str, Path]:
     return found
 
 
+@functools.lru_cache(maxsize=None)
+def imported(module: str, pkg: str, source: str) -> tuple[str, ...]:
+    """Every name `module`'s source imports, made absolute (parsed once per source text: the
+    trees the tests below build differ from this one in a single file)."""
+    targets: list[str] = []
+    for node in ast.walk(ast.parse(source, module)):
+        if isinstance(node, ast.Import):
+            targets += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            targets += [base] + [f"{base}.{a.name}" for a in node.names]
+    return tuple(targets)
+
+
 def imports(root: Path) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
     """(module -> project modules it imports, module -> top-level names of other imports)."""
     mods = modules(root)
@@ -54,25 +72,14 @@ def imports(root: Path) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
     outside: dict[str, set[str]] = {m: set() for m in mods}
     for m, f in mods.items():
         pkg = m if f.name == "__init__.py" else m.rpartition(".")[0]
-        for node in ast.walk(ast.parse(f.read_text(), str(f))):
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    parts = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
-                    base = ".".join(parts + ([base] if base else []))
-                targets = [base] + [f"{base}.{a.name}" for a in node.names]
-            else:
+        for t in imported(m, pkg, f.read_text()):
+            if t.split(".")[0] not in TOPS:
+                outside[m].add(t.split(".")[0])
                 continue
-            for t in targets:
-                if t.split(".")[0] not in TOPS:
-                    outside[m].add(t.split(".")[0])
-                    continue
-                while t and t not in mods:
-                    t = t.rpartition(".")[0]
-                if t and t != m and not m.startswith(t + "."):  # a package's own __init__ runs first anyway
-                    edges[m].add(t)
+            while t and t not in mods:
+                t = t.rpartition(".")[0]
+            if t and t != m and not m.startswith(t + "."):  # a package's own __init__ runs first anyway
+                edges[m].add(t)
     return edges, outside
 
 

@@ -88,3 +88,32 @@ def test_groups_created_and_barely_used_are_hinted(tmp_path):
     (hint,) = hinted(pairs, [Call(group="1", line=10), Call(group="2", line=20), *steps])
     assert hint["evidence"]["barely_used"] == {"1": 1, "2": 1} and hint["evidence"]["created"] == 3
     assert not hinted({"0": (0, 1), "1": (0, 1), "3": (0, 1)}, [Call(group="1", line=10), *steps])
+
+
+def test_an_overlap_hint_needs_a_synchronous_call_followed_by_work():
+    """Each step's synchronous all-reduce (2 ms) is followed by 10 ms of work before the next
+    collective: an overlap hint at its line, the smaller of the two per call; the same steps
+    issuing it with async_op, or back to back with the next collective, give none."""
+    from types import SimpleNamespace
+
+    from collcheck.stats.hints import overlap_hints
+    from collcheck.stats.sites import SiteStats
+
+    sync, async_, busy = ("t.py", 10, "step"), ("t.py", 20, "step"), ("t.py", 30, "step")
+
+    def call(site, t, took, async_op=False):
+        return SimpleNamespace(site=site, sig=SimpleNamespace(api="all_reduce", op="allreduce_", role=None),
+                               group="0", async_op=async_op, native=False, error=None, t_issue=t, t_done=t + took)
+
+    events, t = {0: [], 1: []}, 1_000_000
+    for site, gap, async_op in ((sync, 10_000, False), (async_, 10_000, True), (busy, 0, False)):
+        for _ in range(20):
+            for r in events:
+                events[r].append(call(site, t, 2_000, async_op))
+            t += 2_000 + gap + 1
+    sites = [SiteStats(s, "all_reduce", "allreduce_", "0", None, ranks=[0, 1], calls=20, durations_us=[2000.0] * 40,
+                       per_rank_us={0: 4e4, 1: 4e4}) for s in (sync, async_, busy)]
+    (hint,) = overlap_hints(sites, events)
+    assert hint.kind == "overlap" and hint.site == sync, hint
+    assert hint.gain_s == 20 * 2_000 / 1e6 and hint.evidence["median_gap_us"] == 10_001, hint.evidence
+    assert "issue it with async_op=True" in hint.text and "t.py:10" in hint.text, hint.text
