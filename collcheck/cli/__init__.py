@@ -1,4 +1,4 @@
-"""`collcheck` command line: record, show, diff, stats, export, tui, replay, demo, build-fastpath.
+"""`collcheck` command line: record, show, diff, stats, export, tui, replay, lint, demo, build-fastpath.
 
 One module per command, each with `add_parser` (its arguments) and `run(args)` (its exit code);
 here only the parser that gathers them and `main`, which runs every command through the one error
@@ -16,9 +16,9 @@ import sys
 
 from ..base import __version__
 from ..base.errors import parse_args, run_command
-from . import build_fastpath, demo, diff, export, record, replay, show, stats, tui
+from . import build_fastpath, demo, diff, export, lint, record, replay, show, stats, tui
 
-COMMANDS = (record, show, diff, stats, export, tui, replay, demo, build_fastpath)  # in `collcheck --help`'s order
+COMMANDS = (record, show, diff, stats, export, tui, replay, lint, demo, build_fastpath)  # in `collcheck --help`'s order
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,7 +38,7 @@ def main(argv=None) -> int:
 
 
 def _run(args) -> int:
-    if args.cmd != "build-fastpath":  # the compiled recording path, built once without an extra step
+    if args.cmd not in ("build-fastpath", "lint"):  # the compiled recording path, built once without an extra step
         from ..capture.native import build as autobuild
 
         autobuild.start(foreground=args.cmd in ("record", "demo"))  # these launch jobs at once

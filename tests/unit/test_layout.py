@@ -27,6 +27,7 @@ LAYERS = [
     ("inputs", ["collcheck.inputs"]),
     ("model", ["collcheck.model"]),
     ("analysis", ["collcheck.analysis"]),
+    ("lint", ["collcheck.lint"]),
     ("stats", ["collcheck.stats"]),
     ("report", ["collcheck.report"]),
     ("views", ["collcheck.tui", "collcheck.replay"]),

@@ -1,0 +1,40 @@
+"""`collcheck lint PATH...`: calls that issue collectives under a per-rank condition, found in the
+training script's source before the job runs (docs/lint.md)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from ..base.errors import FINDINGS, OK, UsageError
+
+
+def add_parser(commands) -> None:
+    p = commands.add_parser("lint", help=execute.__doc__)
+    p.add_argument("paths", nargs="+", metavar="PATH", help="Python files or folders (read, never run)")
+    p.add_argument("--logs", metavar="RUN", help="a recorded run: the calls its call chains show issuing "
+                   "collectives count too (for frameworks collcheck has no table of)")
+    p.add_argument("--format", choices=["text", "json", "github", "sarif"], default="text")
+    p.add_argument("--output", "-o", help="write the report to this file")
+    p.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
+    p.set_defaults(handler=execute)
+
+
+def execute(args) -> int:
+    """Find collectives under rank-dependent branches in Python sources, before the job runs."""
+    from ..lint import lint_paths
+    from ..report.lint import render
+
+    missing = [p for p in args.paths if not os.path.exists(p)]
+    if missing:
+        raise UsageError(f"no such file or folder: {missing[0]}")
+    if args.logs is not None and not os.path.exists(args.logs):
+        raise UsageError(f"no such run: {args.logs}")
+    result = lint_paths(args.paths, logs=args.logs)
+    out = open(args.output, "w") if args.output else sys.stdout
+    try:
+        render(result, args.format, out)
+    finally:
+        if args.output:
+            out.close()
+    return FINDINGS if result.findings and not args.exit_zero else OK

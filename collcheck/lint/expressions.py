@@ -1,0 +1,360 @@
+"""The value of an expression (values.Val) and what a call is: a collective, a framework call
+that issues collectives, a call of the user's own function that does, or nothing of note.
+
+An expression differs per rank when any part of it does; a few calls make their result the same
+on every rank again (device placement, `isinstance`, a collective's result), and `is None`
+tests and comparisons with -1 (`local_rank != -1`: "is this job distributed") are the same on
+every rank whatever they test.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from . import vocabulary as V
+from .values import CLEAN, LOCAL, RANK, Origin, Val, combine, join
+
+FORWARD_COLLECTIVES = frozenset({"FSDP", "FSDP2", "DeepSpeed"})  # their forward all-gathers the parameters
+PACKAGES = {"lightning": ("lightning", "pytorch_lightning", "lightning_fabric"), "accelerate": ("accelerate",),
+            "transformers": ("transformers",), "deepspeed": ("deepspeed",), "torchmetrics": ("torchmetrics",)}
+
+
+def dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def members_key(node: ast.AST) -> str:
+    """A rank list's source in a form two spellings of one literal list share."""
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        consts = [e.value for e in node.elts if isinstance(e, ast.Constant)]
+        if len(consts) == len(node.elts):
+            return repr(sorted(consts, key=repr))
+    if isinstance(node, ast.Call) and dotted(node.func) in ("list", "tuple", "set") and node.args:
+        return members_key(node.args[0])
+    return ast.dump(node)
+
+
+class Issued:
+    """A call that issues collectives: the API and the chain from this call down to the collective."""
+
+    __slots__ = ("api", "chain", "p2p", "wrapped")
+
+    def __init__(self, api: V.Api, chain: tuple = (), wrapped: bool = False, p2p: bool = False):
+        self.api, self.chain, self.wrapped, self.p2p = api, chain, wrapped, p2p
+
+
+class Evaluator:
+    """Expression values in one function's environment (the walker in flow.py owns the state)."""
+
+    # set by the walker
+    env: dict
+    fn: object
+    mod: object
+    lint: object
+
+    # -- names ---------------------------------------------------------------------------------
+    def resolve(self, name: str | None) -> str | None:
+        if not name:
+            return None
+        head, _, rest = name.partition(".")
+        full = self.mod.imports.get(head)
+        return (full + ("." + rest if rest else "")) if full else name
+
+    def origin(self, kind: str, node: ast.AST, text: str | None = None) -> Origin:
+        return Origin(kind, self.mod.path, node.lineno, text or self.mod.text(node))
+
+    def lookup(self, name: str) -> Val:
+        if name in self.env:
+            return self.env[name]
+        if self.fn.parent is not None and "." not in name:  # a closure's variable of the enclosing function
+            outer = self.lint.closure_env(self.fn.parent)
+            if name in outer:
+                return outer[name]
+        if name.startswith("self.") and self.fn.cls:
+            attr = name[5:]
+            if "." not in attr:
+                return self.lint.class_attr(self.fn.cls, attr)
+        return self.lint.globals_of(self.mod).get(name, CLEAN)
+
+    # -- expressions ---------------------------------------------------------------------------
+    def value(self, node: ast.AST | None) -> Val:
+        if node is None:
+            return CLEAN
+        method = getattr(self, "v_" + node.__class__.__name__, None)
+        if method is not None:
+            return method(node)
+        return combine(*(self.value(c) for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr)))
+
+    def v_Constant(self, node) -> Val:
+        return CLEAN
+
+    def v_Name(self, node) -> Val:
+        return self.lookup(node.id)
+
+    def v_Attribute(self, node) -> Val:
+        if node.attr in V.RANK_ATTRS or node.attr in self.lint.rank_attrs:
+            self.value(node.value)
+            return Val(rank=self.origin(RANK, node) if node.attr in V.RANK_ATTRS else self.lint.rank_attrs[node.attr])
+        name = dotted(node)
+        if name is not None and (name in self.env or name.startswith("self.")):
+            got = self.lookup(name)
+            if got is not CLEAN or name in self.env:
+                return got
+        base = self.value(node.value)
+        if base.wrapped and node.attr == "module":
+            return CLEAN  # DDP's `model.module`: the plain module
+        return Val(base.rank, base.local, base.params, output_of=base.output_of) if base.varies or base.params or \
+            base.output_of else CLEAN
+
+    def v_Subscript(self, node) -> Val:
+        env_name = self._environ(node)
+        if env_name is not None:
+            return env_name
+        return combine(self.value(node.value), self.value(node.slice))
+
+    def _environ(self, node) -> Val | None:
+        """`os.environ["RANK"]`, `os.environ.get("RANK")`, `os.getenv("RANK")`: a rank."""
+        if isinstance(node, ast.Subscript):
+            target, key = node.value, node.slice
+        elif isinstance(node, ast.Call) and node.args:
+            target, key = node.func, node.args[0]
+        else:
+            return None
+        name = self.resolve(dotted(target))
+        if name not in ("os.environ", "os.environ.get", "os.getenv"):
+            return None
+        if isinstance(key, ast.Constant) and key.value in V.RANK_ENV:
+            return Val(rank=self.origin(RANK, node))
+        return CLEAN
+
+    def v_Compare(self, node) -> Val:
+        parts = [self.value(node.left)] + [self.value(c) for c in node.comparators]
+        if all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
+            rank = next((p.rank for p in parts if p.rank), None)  # `x is None`: structure, unless x was set per rank
+            return Val(rank=rank) if rank else CLEAN
+        if any(_is_minus_one(c) for c in [node.left] + node.comparators) and not any(p.local for p in parts):
+            return CLEAN  # `local_rank != -1`: whether the job is distributed
+        return combine(*parts)
+
+    def v_NamedExpr(self, node) -> Val:
+        v = self.value(node.value)
+        self.env[node.target.id] = v
+        return v
+
+    def v_Lambda(self, node) -> Val:
+        return CLEAN
+
+    def v_ListComp(self, node) -> Val:
+        return self._comprehension(node, [node.elt])
+
+    v_SetComp = v_GeneratorExp = v_ListComp
+
+    def v_DictComp(self, node) -> Val:
+        return self._comprehension(node, [node.key, node.value])
+
+    def _comprehension(self, node, elts) -> Val:
+        saved = dict(self.env)
+        parts = []
+        for gen in node.generators:
+            it = self.value(gen.iter)
+            parts.append(it.data_only())
+            self.bind(gen.target, it.data_only())
+            parts += [self.value(c).data_only() for c in gen.ifs]
+        parts += [self.value(e) for e in elts]
+        self.env = saved
+        return combine(*parts)
+
+    # -- calls ---------------------------------------------------------------------------------
+    def v_Call(self, node) -> Val:
+        func = node.func
+        recv = self.value(func.value) if isinstance(func, ast.Attribute) else None
+        fval = self.value(func) if not isinstance(func, ast.Attribute) else CLEAN
+        args = [self.value(a) for a in node.args]
+        kwargs = {k.arg: self.value(k.value) for k in node.keywords}
+        name = self.resolve(dotted(func))
+        if name in V.SPAWNERS:
+            self.lint.spawned(node, self)
+        issued = self.classify(node, name, recv, fval, (args, kwargs))
+        if issued is not None:
+            self.collective(node, issued)
+        return self.result(node, name, recv, fval, args, kwargs, issued)
+
+    def result(self, node, name, recv, fval, args, kwargs, issued) -> Val:
+        """The call's value: a rank or data source, a uniform result, a wrapped module, a program
+        function's return, or else a value computed from the receiver and arguments."""
+        func = node.func
+        meth = func.attr if isinstance(func, ast.Attribute) else (name or "").rpartition(".")[2]
+        env = self._environ(node)
+        if env is not None:
+            return env
+        if name in V.RANK_CALLS or (isinstance(func, ast.Attribute) and meth in V.RANK_METHODS):
+            return Val(rank=self.origin(RANK, node))
+        if meth in V.LOCAL_CALLS:
+            return Val(local=self.origin(LOCAL, node))
+        if name in V.WRAPPERS:
+            kind = V.WRAPPERS[name]
+            if kind in V.IN_PLACE_WRAPPERS and node.args:
+                self.bind(node.args[0], Val(wrapped=kind))
+            return Val(wrapped=kind)
+        if name in V.FRAMEWORK_TYPES:
+            return Val(typ=V.FRAMEWORK_TYPES[name])
+        if name in ("deepspeed.initialize",):
+            return Val(wrapped="DeepSpeed", typ="engine")
+        if isinstance(func, ast.Attribute) and meth == "prepare" and (recv.typ == "accelerator" or "accelerator" in (
+                dotted(func.value) or "").lower()):
+            return Val(wrapped="accelerate")
+        if name in ("torch.distributed.new_group", "torch.distributed.distributed_c10d.new_group"):
+            ranks = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "ranks"), None)
+            return Val(members=members_key(ranks) if ranks is not None else None, typ="group")
+        if issued is not None and not issued.p2p and issued.api.framework != "program":
+            self._uniform_in_place(node, meth)
+            return CLEAN  # a collective's result is the same on every rank
+        if (name or "").endswith("DistributedSampler"):
+            return Val(typ="sampler")
+        if name in V.UNIFORM_RESULT:
+            return CLEAN
+        if isinstance(func, ast.Attribute) and meth in V.UNIFORM_METHODS:
+            return recv.data_only()  # `x.to(local_rank)`: x moved, as per-rank as it was
+        if meth in V.PASS_THROUGH and node.args:
+            return args[0].data_only()  # `tqdm(loader, disable=rank != 0)`: the loader's batches
+        if (name or "").endswith("DataLoader") and any(v.typ == "sampler" for v in kwargs.values()):
+            return CLEAN  # a DistributedSampler gives every rank as many batches
+        key = self.program_function(node, name)
+        if key is not None:
+            return self.lint.call_result(self, key, node, args, kwargs, _bound(func))
+        if fval.wrapped or (recv is not None and recv.wrapped and meth in ("forward", "__call__")):
+            return Val(output_of=fval.wrapped or recv.wrapped)
+        kept = [v for k, v in kwargs.items() if k not in V.DEVICE_KEYWORDS]
+        return combine(recv or CLEAN, fval, *args, *kept)
+
+    def _uniform_in_place(self, node, meth: str) -> None:
+        if meth in V.IN_PLACE_UNIFORM and node.args:
+            target = node.args[0]
+            name = dotted(target)
+            if name is not None:
+                self.env[name] = CLEAN
+
+    def program_function(self, node, name: str | None) -> str | None:
+        """The key of the user's function this call runs, when it can be told statically."""
+        func = node.func
+        if isinstance(func, ast.Name):
+            nested = f"{self.fn.key}.{func.id}" if not self.fn.key.endswith(":<module>") else None
+            if nested in self.lint.program.functions:
+                return nested
+            key = self.lint.program.resolve(self.mod, func.id)
+            if key and key in self.lint.program.functions:
+                return key
+            if key:  # a class: its __init__
+                return self.lint.program.method(key, "__init__")
+            return None
+        if not isinstance(func, ast.Attribute):
+            return None
+        base = func.value
+        if isinstance(base, ast.Name) and base.id in ("self", "cls") and self.fn.cls:
+            return self.lint.program.method(self.fn.cls, func.attr)
+        if isinstance(base, ast.Call) and isinstance(base.func, ast.Name) and base.func.id == "super" and self.fn.cls:
+            bases = self.lint.program.classes.get(self.fn.cls, [])
+            for b in bases:
+                for ckey in self.lint.program.class_names.get(b.rpartition(".")[2], ()):
+                    found = self.lint.program.method(ckey, func.attr)
+                    if found:
+                        return found
+            return None
+        typ = self.value(base).typ
+        if typ and ":" in typ:
+            return self.lint.program.method(typ, func.attr)
+        key = self.lint.program.resolve(self.mod, dotted(func) or "")
+        return key if key in self.lint.program.functions else None
+
+    def classify(self, node, name, recv, fval, passed) -> Issued | None:
+        """What this call issues, if it issues collectives (P2P marked so: never a finding)."""
+        if name in V.P2P:
+            return Issued(V.Api(name.rpartition(".")[2], ""), p2p=True)
+        if name in V.COLLECTIVES:
+            return Issued(V.Api(V.COLLECTIVES[name], V.collective_fix(V.COLLECTIVES[name])))
+        if name in V.WRAPPERS and V.WRAPPERS[name] == "DDP":
+            return Issued(V.Api("DistributedDataParallel(...)", "wrap the model in DDP on every rank "
+                                "(its constructor broadcasts the parameters)"))
+        func = node.func
+        if isinstance(func, ast.Attribute):
+            found = self._method(node, func, name, recv)
+            if found is not None:
+                return found
+        elif fval.wrapped in FORWARD_COLLECTIVES:
+            return _forward(fval.wrapped)
+        elif fval.params and not fval.wrapped and isinstance(func, ast.Name):
+            self.param_calls.setdefault(min(fval.params), node)  # `model(x)` of a parameter: the caller's model
+        framework = self._framework_function(node, name)
+        if framework is not None:
+            return framework
+        key = self.program_function(node, name)
+        if key is not None:
+            return self.lint.issued_by(self, key, node, passed)
+        return self.lint.learned_call(self.mod, node, name)
+
+    def _method(self, node, func, name, recv) -> Issued | None:
+        meth = func.attr
+        if meth in V.COLLECTIVE_METHODS:
+            return Issued(V.Api(V.COLLECTIVE_METHODS[meth], V.collective_fix(V.COLLECTIVE_METHODS[meth]), "DTensor"))
+        if meth == "backward" and recv.output_of:
+            return _backward(recv.output_of)
+        if recv.wrapped in FORWARD_COLLECTIVES and meth == "forward":
+            return _forward(recv.wrapped)
+        if recv.wrapped == "FSDP" and meth in V.FSDP_METHODS:
+            return Issued(V.Api(f"FSDP `{meth}()` (gathers the sharded state)", f"call `model.{meth}()` on every "
+                                "rank (write the file from rank 0 only, after it)", "FSDP"))
+        receiver = dotted(func.value) or ""
+        fits = [(named, api) for hint, api, named in V.framework_apis().get(meth, ())
+                if V.receiver_matches(hint, receiver, recv.typ) and _keyword_set(node, api.needs_keyword)]
+        best = next((api for named, api in fits if named and V.receiver_matches(named, receiver, recv.typ)), None)
+        return Issued(best or fits[0][1]) if fits else None
+
+    def _framework_function(self, node, name) -> Issued | None:
+        if not name or "." not in name:
+            return None
+        package, func = name.split(".")[0], name.rpartition(".")[2]
+        for hint, api, _ in V.framework_apis().get(func, ()):
+            if hint in (None, V.BARE) and package in PACKAGES.get(api.framework, ()) and \
+                    _keyword_set(node, api.needs_keyword):
+                return Issued(api)
+        return None
+
+
+def _keyword_set(node: ast.Call, keyword: str | None) -> bool:
+    if keyword is None:
+        return True
+    for k in node.keywords:
+        if k.arg == keyword:
+            return not (isinstance(k.value, ast.Constant) and not k.value.value)
+    return False
+
+
+def _forward(kind: str) -> Issued:
+    return Issued(V.Api(f"the forward of the {kind}-wrapped model", f"run the {kind} model's forward on every rank "
+                        "(for one rank's own evaluation use the unwrapped module, `model.module`)", kind), wrapped=True)
+
+
+def _backward(kind: str) -> Issued:
+    return Issued(V.Api(f"`.backward()` of the {kind}-wrapped model's output (its gradient collectives)",
+                        "run the backward on every rank as many times (the same number of batches everywhere, or "
+                        "`with model.join():` for DDP)", kind), wrapped=True)
+
+
+def _bound(func: ast.AST) -> bool:
+    """Whether the call passes a receiver as the first parameter (a method through an object)."""
+    return isinstance(func, ast.Attribute)
+
+
+def _is_minus_one(node: ast.AST) -> bool:
+    return isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and \
+        isinstance(node.operand, ast.Constant) and node.operand.value == 1
+
+
+__all__ = ["Evaluator", "Issued", "dotted", "join"]

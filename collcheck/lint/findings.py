@@ -1,0 +1,67 @@
+"""A lint finding: a call that issues collectives, run only on the ranks a per-rank condition
+lets through, with the chain that makes it so and the fix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .values import LOCAL, Origin
+
+RULE = "rank-branch"
+
+HOW = {"branch": "inside `{text}` (line {line})",
+       "else": "in the else of `{text}` (line {line})",
+       "exit": "after `{text}` (line {line}) may leave early on some ranks",
+       "loop": "in `{text}` (line {line}), whose iterations (their number or order) differ per rank",
+       "while": "in `{text}` (line {line}), whose condition differs per rank",
+       "decorator": "in a function decorated `{text}` (line {line}): it runs on some ranks only"}
+
+
+@dataclass(frozen=True)
+class Guard:
+    """A condition some ranks pass and others do not, and how the calls under it depend on it."""
+
+    kind: str  # values.RANK or values.LOCAL
+    path: str
+    line: int
+    text: str  # the header's source: "if rank == 0:", "@rank_zero_only"
+    how: str  # a key of HOW
+    origin: Origin
+    members: str | None = None  # the ranks the condition lets through, as source (`rank in ranks`)
+
+
+@dataclass
+class Finding:
+    path: str
+    line: int  # the call under the condition
+    col: int
+    call: str  # its source
+    api: str  # what it issues, named the way its framework does
+    branch_path: str
+    branch_line: int
+    branch: str  # the condition's source
+    how: str
+    kind: str  # "rank" or "local"
+    why: str  # where the per-rank value comes from
+    fix: str
+    chain: list = field(default_factory=list)  # [(path, line, text)] from the call down to the collective
+    framework: str = "torch.distributed"
+    rule: str = RULE
+
+    @property
+    def message(self) -> str:
+        where = HOW[self.how].format(text=self.branch, line=self.branch_line)
+        what = "rank" if self.kind != LOCAL else "this rank's data"
+        return (f"`{self.call}` issues {self.api} {where}: the condition depends on {what} ({self.why}), "
+                "so the other ranks never issue it and the job hangs or mismatches")
+
+    def key(self) -> tuple:
+        return (self.path, self.line, self.branch_path, self.branch_line)
+
+
+def local_fix(guard: Guard, api_fix: str) -> str:
+    if guard.how == "loop":
+        return ("give every rank the same number of iterations (pad or drop the data evenly, a DistributedSampler, "
+                "or `with model.join():` for DDP); " + api_fix)
+    return ("decide on every rank alike: reduce the condition first (`flag = torch.tensor(float(cond)); "
+            "dist.all_reduce(flag, op=dist.ReduceOp.MAX)`) and branch on `flag`; or " + api_fix)

@@ -1,0 +1,413 @@
+"""One function's statements in order: the environment of values, the per-rank conditions the
+current statement is under, and a finding for each call that issues collectives under one.
+
+Control dependence, the way PARCOACH puts it for MPI: a call is under a condition when it is in
+the branch of an `if`/`while`/`match` on a per-rank value, in a loop whose iterable differs per
+rank, after an early exit (`return`, `break`, `continue`, `raise`) some ranks take, or in a
+function decorated to run on some ranks only. Intended one-rank code stays quiet: point-to-point
+calls, both branches issuing the same collectives, a collective on a group made of exactly the
+ranks the condition lets through, and lines marked `# collcheck: ignore[rank-branch]`.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from . import vocabulary as V
+from .expressions import Evaluator, Issued, dotted, members_key
+from .findings import Finding, Guard, local_fix
+from .values import CLEAN, LOCAL, RANK, Origin, Val, combine, join
+
+EXIT_CALLS = frozenset({"sys.exit", "exit", "quit", "os._exit"})
+
+
+class Walker(Evaluator):
+    def __init__(self, lint, fn, report: bool):
+        self.lint, self.fn, self.mod, self.report = lint, fn, fn.module, report
+        self.env: dict[str, Val] = {}
+        self.guards: list[Guard] = []
+        self.joined = 0  # inside `with model.join():`
+        self.findings: list[Finding] = []
+        self.issued: list[str] = []  # the names of what this block issued, in order (both-branches check)
+        self.returns = CLEAN
+        self.first: tuple | None = None  # (Issued, node): the first collective this function issues
+        self.param_calls: dict[int, ast.Call] = {}  # parameters called as modules (`model(x)`): the first call
+
+    # -- entry ---------------------------------------------------------------------------------
+    def run(self, params: dict[int, Val]) -> None:
+        node = self.fn.node
+        for i, p in enumerate(self.fn.params):
+            v = params.get(i, CLEAN)
+            if p in V.RANK_PARAMS:
+                v = join(v, Val(rank=Origin(RANK, self.mod.path, node.lineno, f"parameter `{p}`")))
+            elif self.fn.name in V.STEP_FUNCTIONS and p not in V.STEP_COUNTERS and (i > 0 or not self.fn.cls):
+                v = join(v, Val(local=Origin(LOCAL, self.mod.path, node.lineno, f"`{p}` of `{self.fn.name}`")))
+            self.env[p] = v
+        if isinstance(node, ast.Module):
+            self.block(node.body)
+            return
+        deco = self._rank_only(node)
+        if deco is not None:
+            self.guards.append(deco)
+        self.block(node.body)
+
+    def _rank_only(self, node) -> Guard | None:
+        for d in node.decorator_list:
+            target = d.func if isinstance(d, ast.Call) else d
+            name = (dotted(target) or "").rpartition(".")[2]
+            if name in V.RANK_ONLY_DECORATORS:
+                text = "@" + self.mod.text(d)
+                return Guard(RANK, self.mod.path, d.lineno, text, "decorator", Origin(RANK, self.mod.path, d.lineno, text))
+        return None
+
+    # -- collectives ---------------------------------------------------------------------------
+    def collective(self, node: ast.Call, issued: Issued) -> None:
+        if issued.p2p:
+            return
+        self.issued.append(issued.api.name)
+        if self.first is None:
+            self.first = (issued, node)
+        if not self.report or not self.guards:
+            return
+        if issued.wrapped and self.joined:
+            return  # join() shadows the forward/backward collectives of ranks that ran out of data
+        guard = next((g for g in reversed(self.guards) if g.kind in (RANK, LOCAL)), None)
+        if guard is None or node.lineno in self.mod.ignored or guard.line in self.mod.ignored:
+            return
+        group, group_node = self._group(node)
+        if guard.members is not None and guard.members in (group.members, _indexed_by(group_node)):
+            return  # a collective of the very group the condition selects (`groups[pair]` under `rank in pair`)
+        if group.rank is not None:
+            return  # a group chosen per rank: the condition may select exactly its members
+        api = issued.api
+        fix = api.fix if guard.kind == RANK else local_fix(guard, api.fix)
+        here = (self.mod.path, node.lineno, self.mod.text(node))
+        self.findings.append(Finding(
+            self.mod.path, node.lineno, node.col_offset, self.mod.text(node), api.name, guard.path, guard.line,
+            guard.text, guard.how, guard.kind, _why(guard.origin), fix, [here, *issued.chain], api.framework))
+
+    def _group(self, node: ast.Call) -> tuple:
+        for k in node.keywords:
+            if k.arg in ("group", "process_group", "pg"):
+                return self.value(k.value), k.value
+        for a in node.args[1:]:
+            v = self.value(a)
+            if v.typ == "group":
+                return v, a
+        return CLEAN, None
+
+    def v_IfExp(self, node) -> Val:
+        cond = self.value(node.test)
+        same = _unwrapped(node.body)
+        if same is not None and same == _unwrapped(node.orelse):  # `tqdm(loader) if rank == 0 else loader`
+            return join(self.value(node.body), self.value(node.orelse))
+        guard = self._guard(node, cond, "branch", node.test)
+        if guard is not None:
+            self.guards.append(guard)
+        try:
+            return join(combine(cond), self.value(node.body), self.value(node.orelse))
+        finally:
+            if guard is not None:
+                self.guards.pop()
+
+    # -- statements ----------------------------------------------------------------------------
+    def block(self, stmts: list) -> list:
+        """Walk statements; returns the early-exit guards that escape the block ((guard, exit kind))."""
+        pushed, escaping = 0, []
+        for s in stmts:
+            for guard, kinds in self.stmt(s):
+                self.guards.append(guard)
+                pushed += 1
+                escaping.append((guard, kinds))
+        if pushed:
+            del self.guards[-pushed:]
+        return escaping
+
+    def stmt(self, s) -> list:
+        method = getattr(self, "s_" + s.__class__.__name__, None)
+        if method is not None:
+            return method(s) or []
+        for child in ast.iter_child_nodes(s):
+            if isinstance(child, ast.expr):
+                self.value(child)
+        return []
+
+    def s_FunctionDef(self, s):
+        for d in s.decorator_list:
+            self.value(d)
+        self.env[s.name] = CLEAN
+
+    s_AsyncFunctionDef = s_FunctionDef
+
+    def s_ClassDef(self, s):
+        self.env[s.name] = CLEAN
+
+    def s_Assign(self, s):
+        v = self.value(s.value)
+        for t in s.targets:
+            self.assign(t, v, s.value)
+
+    def s_AnnAssign(self, s):
+        if s.value is not None:
+            self.assign(s.target, self.value(s.value), s.value)
+
+    def s_AugAssign(self, s):
+        v = self.value(s.value)
+        self.assign(s.target, combine(self.value(s.target), v), s.value)
+
+    def s_Return(self, s):
+        self.returns = join(self.returns, self.value(s.value))
+
+    def s_If(self, s):
+        cond = self.value(s.test)
+        guard = self._guard(s, cond, "branch", s.test)
+        return self._branches(guard, s.body, s.orelse)
+
+    def s_While(self, s):
+        cond = self.value(s.test)
+        guard = self._guard(s, cond, "while", s.test)
+        escaping = []
+        for _ in range(2):  # twice: values carried around the loop
+            escaping = self._under(guard, s.body)
+        escaping += self.block(s.orelse)
+        return [(g, k) for g, k in escaping if "return" in k]
+
+    def s_For(self, s):
+        it = self.value(s.iter)
+        elem = it.data_only()
+        if _data_like(s.iter):
+            elem = join(elem, Val(local=Origin(LOCAL, self.mod.path, s.lineno, f"a batch of `{self.mod.text(s.iter, 40)}`")))
+        counted = it if it.rank else _local_count(s.iter, it)
+        guard = self._guard(s, counted, "loop", None)
+        escaping = []
+        counter = _enumerate_index(s)
+        for _ in range(2):
+            self.assign(s.target, elem, None)
+            if counter is not None:
+                self.bind(counter, CLEAN)  # `for i, batch in enumerate(loader)`: i counts alike everywhere
+            escaping = self._under(guard, s.body)
+        escaping += self.block(s.orelse)
+        return [(g, k) for g, k in escaping if "return" in k]
+
+    s_AsyncFor = s_For
+
+    def s_With(self, s):
+        joins = 0
+        for item in s.items:
+            v = self.value(item.context_expr)
+            if _is_join(item.context_expr, self):
+                joins += 1
+            if item.optional_vars is not None:
+                self.assign(item.optional_vars, v, None)
+        self.joined += joins
+        try:
+            return self.block(s.body)
+        finally:
+            self.joined -= joins
+
+    s_AsyncWith = s_With
+
+    def s_Try(self, s):
+        escaping = self.block(s.body)
+        before = dict(self.env)
+        envs = [dict(self.env)]
+        for h in s.handlers:
+            self.env = dict(before)
+            if h.name:
+                self.env[h.name] = CLEAN
+            escaping += self.block(h.body)
+            envs.append(self.env)
+        self.env = _joined(envs)
+        escaping += self.block(s.orelse)
+        escaping += self.block(s.finalbody)
+        return escaping
+
+    s_TryStar = s_Try
+
+    def s_Match(self, s):
+        subject = self.value(s.subject)
+        guard = self._guard(s, subject, "branch", s.subject)
+        before, envs, escaping = dict(self.env), [], []
+        for case in s.cases:
+            self.env = dict(before)
+            escaping += self._under(guard, case.body)
+            envs.append(self.env)
+        self.env = _joined(envs + [before])
+        return escaping
+
+    # -- conditions ----------------------------------------------------------------------------
+    def _guard(self, s, cond: Val, how: str, test) -> Guard | None:
+        if not cond.varies:
+            return None
+        kind = RANK if cond.rank else LOCAL
+        header = self.mod.lines[s.lineno - 1].strip()
+        text = header if len(header) <= 80 else header[:77] + "..."
+        return Guard(kind, self.mod.path, s.lineno, text, how, cond.origin, _members(test, self))
+
+    def _under(self, guard: Guard | None, body: list) -> list:
+        if guard is not None:
+            self.guards.append(guard)
+        try:
+            return self.block(body)
+        finally:
+            if guard is not None:
+                self.guards.pop()
+
+    def _branches(self, guard: Guard | None, body: list, orelse: list) -> list:
+        before, findings, issued = dict(self.env), self.findings, self.issued
+        self.findings, self.issued = [], []
+        escaping = self._under(guard, body)
+        body_env, body_findings, body_issued = self.env, self.findings, self.issued
+        self.env, self.findings, self.issued = dict(before), [], []
+        else_guard = guard and Guard(guard.kind, guard.path, guard.line, guard.text, "else", guard.origin)
+        escaping += self._under(else_guard, orelse)
+        else_findings, else_issued = self.findings, self.issued
+        self.env = _joined([body_env, self.env])
+        same = guard is not None and body_issued == else_issued
+        self.findings = findings + [f for f in body_findings + else_findings
+                                    if not (same and f.branch_line == guard.line)]
+        self.issued = issued + body_issued
+        if guard is not None:
+            kinds = _exits(body) | _exits(orelse)
+            if kinds:
+                escaping.append((Guard(guard.kind, guard.path, guard.line, guard.text, "exit", guard.origin), kinds))
+        return escaping
+
+    # -- assignment ----------------------------------------------------------------------------
+    def assign(self, target, v: Val, value_node) -> None:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            elts = value_node.elts if isinstance(value_node, (ast.Tuple, ast.List)) and \
+                len(value_node.elts) == len(target.elts) else None
+            for i, t in enumerate(target.elts):
+                part = self.value(elts[i]) if elts is not None else (v if i == 0 or not v.wrapped or v.typ != "engine"
+                                                                     else v.data_only())
+                self.assign(t.value if isinstance(t, ast.Starred) else t, part, elts[i] if elts else None)
+            return
+        self.bind(target, v)
+
+    def bind(self, target, v: Val) -> None:
+        name = dotted(target)
+        implicit = next((g for g in reversed(self.guards) if g.kind == RANK and g.how != "decorator"), None)
+        if implicit is not None and not v.rank:
+            v = join(v, Val(rank=implicit.origin))  # set on some ranks only: its value differs per rank
+        if isinstance(target, ast.Attribute) and v.rank and not (isinstance(target.value, ast.Name)
+                                                                 and target.value.id == "self"):
+            self.lint.set_rank_attr(target.attr, v.rank)  # `args.is_master = rank == 0`: `.is_master` anywhere
+        if isinstance(target, ast.Subscript):
+            base = dotted(target.value)
+            if base is not None:
+                self.env[base] = join(self.lookup(base), v.data_only())
+            return
+        if name is None:
+            return
+        self.env[name] = v
+        if name.startswith("self.") and name.count(".") == 1 and self.fn.cls:
+            self.lint.set_class_attr(self.fn.cls, name[5:], v)
+        if isinstance(self.fn.node, ast.Module):
+            self.lint.set_global(self.mod, name, v)
+
+
+def _why(origin: Origin) -> str:
+    return f"{origin.text}, line {origin.line}"
+
+
+def _joined(envs: list[dict]) -> dict:
+    out: dict = {}
+    for env in envs:
+        for k, v in env.items():
+            out[k] = join(out[k], v) if k in out else v
+    return out
+
+
+def _exits(body: list) -> frozenset:
+    """The ways this block may leave early: "return" (return, raise, sys.exit) or "loop" (break/continue)."""
+    found = set()
+    for s in body:
+        for node in _walk_no_defs(s):
+            if isinstance(node, (ast.Return, ast.Raise)):
+                found.add("return")
+            elif isinstance(node, (ast.Break, ast.Continue)):
+                found.add("loop")
+            elif isinstance(node, ast.Call) and dotted(node.func) in EXIT_CALLS:
+                found.add("return")
+    return frozenset(found)
+
+
+def _walk_no_defs(node):
+    """ast.walk, not into nested functions or classes, nor (for break/continue) into nested loops."""
+    if isinstance(node, (ast.For, ast.While, ast.AsyncFor)):
+        yield from _loop_children(node)
+        return
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        for c in ast.iter_child_nodes(n):
+            if isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                continue
+            if isinstance(c, (ast.For, ast.While, ast.AsyncFor)):
+                stack.extend(x for x in _loop_children(c))
+                continue
+            stack.append(c)
+
+
+def _loop_children(loop):
+    """A nested loop's statements, for returns only (its break/continue stay inside it)."""
+    for s in loop.body + loop.orelse:
+        for n in ast.walk(s):
+            if isinstance(n, (ast.Return, ast.Raise)):
+                yield n
+
+
+def _data_like(node: ast.AST) -> bool:
+    if isinstance(node, ast.Call):
+        name = (dotted(node.func) or "").rpartition(".")[2]
+        if name in ("enumerate", "tqdm", "zip", "iter") and node.args:
+            return any(_data_like(a) for a in node.args)
+        return False
+    name = (dotted(node) or "").rpartition(".")[2]
+    return bool(name) and bool(V.DATA_NAME.search(name))
+
+
+def _local_count(node: ast.AST, it: Val) -> Val:
+    """A loop over `range(n)` with n from this rank's data runs a per-rank number of times."""
+    if it.local and isinstance(node, ast.Call) and (dotted(node.func) or "") in ("range", "enumerate"):
+        return it
+    return CLEAN
+
+
+def _is_join(expr: ast.AST, walker: Walker) -> bool:
+    target = expr.func if isinstance(expr, ast.Call) else expr
+    if isinstance(target, ast.Attribute) and target.attr in V.JOIN_CONTEXTS:
+        return not isinstance(target.value, ast.Constant)
+    return walker.resolve(dotted(target)) in V.JOIN_CONTEXTS or (dotted(target) or "") == "Join"
+
+
+def _enumerate_index(loop):
+    it, target = loop.iter, loop.target
+    if isinstance(it, ast.Call) and dotted(it.func) == "enumerate" and isinstance(target, ast.Tuple) and target.elts:
+        return target.elts[0]
+    return None
+
+
+def _unwrapped(node) -> str | None:
+    """An expression's source without progress-bar and enumerate wrappers around it."""
+    while isinstance(node, ast.Call) and (dotted(node.func) or "").rpartition(".")[2] in V.PASS_THROUGH and node.args:
+        node = node.args[0]
+    return ast.dump(node)
+
+
+def _indexed_by(node) -> str | None:
+    return members_key(node.slice) if isinstance(node, ast.Subscript) else None
+
+
+def _members(test, walker: Walker) -> str | None:
+    """The ranks `rank in X` / `rank == k` lets through, as comparable source."""
+    if not isinstance(test, ast.Compare) or len(test.ops) != 1:
+        return None
+    op, right = test.ops[0], test.comparators[0]
+    if isinstance(op, ast.In):
+        return members_key(right)
+    if isinstance(op, ast.Eq) and isinstance(right, ast.Constant):
+        return members_key(ast.List(elts=[right], ctx=ast.Load()))
+    return None

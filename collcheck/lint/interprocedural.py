@@ -1,0 +1,188 @@
+"""The whole program at once: which of the user's functions issue collectives (and through which
+calls), what they return, what their parameters receive at their call sites, what `self.x` and
+module globals hold. Each function is walked twice a round, until nothing changes:
+
+- with its parameters as placeholders, for what it returns in terms of them (a call's result is
+  then its return with the caller's arguments put in: `is_main(rank)` is rank-valued, `loss_of(x)`
+  only when `x` is), and for the first collective it issues;
+- with its parameters as its callers pass them (`def train(rank)` called with `dist.get_rank()`;
+  `mp.spawn(worker)` passes a rank first), for the findings.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import replace
+
+from .expressions import FORWARD_COLLECTIVES, Issued, _forward, dotted
+from .flow import Walker
+from .values import CLEAN, LOCAL, RANK, Origin, Val, combine, join
+
+MAX_ROUNDS = 6
+
+
+class Lint:
+    def __init__(self, program, learned=None):
+        self.program = program
+        self.learned = learned
+        self.returns: dict[str, Val] = {}
+        self.issues: dict[str, tuple] = {}  # function key -> (Issued, node) of its first collective
+        self.params_in: dict[str, dict[int, Val]] = {}
+        self.attrs: dict[tuple, Val] = {}
+        self.globals: dict[str, dict[str, Val]] = {}
+        self.rank_only: set[str] = set()
+        self.param_calls: dict[str, dict[int, ast.Call]] = {}  # parameters each function calls as a module
+        self.rank_attrs: dict[str, Origin] = {}  # attributes the program sets from a rank (`args.is_master`)
+        self.envs: dict[str, dict] = {}  # each function's environment at its end, for its closures
+        self.changed = False
+        self.actual = False  # walking with the callers' arguments (else with placeholders)
+
+    def run(self) -> list:
+        order = sorted(self.program.functions, key=lambda k: (not k.endswith(":<module>"), k))
+        findings = []
+        for _ in range(MAX_ROUNDS):
+            self.changed, findings = False, []
+            for key in order:
+                fn = self.program.functions[key]
+                self.actual = False
+                w = Walker(self, fn, report=False)
+                w.run({i: Val(params=frozenset((i,))) for i in range(len(fn.params))})
+                self._summarise(key, w)
+                self.actual = True
+                w = Walker(self, fn, report=True)
+                w.run(self.params_in.get(key, {}))
+                findings += w.findings
+                if key in self.program.parents:
+                    self.envs[key] = w.env
+            if not self.changed:
+                break
+        unique = {f.key(): f for f in findings}
+        return sorted(unique.values(), key=lambda f: (f.path, f.line, f.branch_line))
+
+    def _summarise(self, key: str, w: Walker) -> None:
+        ret = replace(w.returns, members=None)
+        if self.returns.get(key, CLEAN) != ret:
+            self.returns[key] = ret
+            self.changed = True
+        for i, call in w.param_calls.items():
+            if i not in self.param_calls.setdefault(key, {}):
+                self.param_calls[key][i] = call
+                self.changed = True
+        if w.first is not None and key not in self.issues:
+            self.issues[key] = w.first
+            self.changed = True
+        node = w.fn.node
+        if not isinstance(node, ast.Module) and w._rank_only(node) is not None:
+            self.rank_only.add(key)
+
+    # -- what the walker asks ------------------------------------------------------------------
+    def class_attr(self, cls: str, attr: str) -> Val:
+        seen = set()
+        while cls and cls not in seen:
+            seen.add(cls)
+            v = self.attrs.get((cls, attr))
+            if v is not None:
+                return v
+            bases = [k for b in self.program.classes.get(cls, ()) for k in self.program.class_names.get(b.rpartition(".")[2], ())]
+            cls = bases[0] if bases else None
+        return CLEAN
+
+    def set_class_attr(self, cls: str, attr: str, v: Val) -> None:
+        self._store(self.attrs, (cls, attr), v)
+
+    def set_rank_attr(self, attr: str, origin: Origin) -> None:
+        if attr not in self.rank_attrs:
+            self.rank_attrs[attr] = origin
+            self.changed = True
+
+    def closure_env(self, key: str) -> dict:
+        return self.envs.get(key, {})
+
+    def globals_of(self, mod) -> dict:
+        return self.globals.get(mod.path, {})
+
+    def set_global(self, mod, name: str, v: Val) -> None:
+        self._store(self.globals.setdefault(mod.path, {}), name, v)
+
+    def _store(self, table: dict, key, v: Val) -> None:
+        v = replace(v, params=frozenset())
+        old = table.get(key)
+        new = v if old is None else join(old, v)
+        if new != old:
+            table[key] = new
+            self.changed = True
+
+    def _params(self, key: str, node: ast.Call, args: list, kwargs: dict) -> dict[int, Val]:
+        """The callee's parameters (by index) this call's arguments go to."""
+        fn = self.program.functions[key]
+        bound = isinstance(node.func, ast.Attribute) or fn.name == "__init__"
+        offset = 1 if fn.cls and fn.params[:1] in (["self"], ["cls"]) and bound else 0
+        params = {i + offset: a for i, a in enumerate(args) if i + offset < len(fn.params)
+                  and not isinstance(node.args[i], ast.Starred)}
+        for k, v in kwargs.items():
+            if k in fn.params:
+                params[fn.params.index(k)] = v
+        return params
+
+    def call_result(self, w: Walker, key: str, node: ast.Call, args: list, kwargs: dict, bound: bool) -> Val:
+        fn = self.program.functions[key]
+        params = self._params(key, node, args, kwargs)
+        if self.actual:
+            self._record_args(key, params)
+        if fn.name == "__init__":
+            return Val(typ=fn.cls)
+        ret = self.returns.get(key, CLEAN)
+        inner = [params[i] for i in ret.params if i in params]
+        out = combine(Val(ret.rank, ret.local), *inner)
+        return replace(out, wrapped=ret.wrapped, typ=ret.typ) if ret.wrapped or ret.typ else out
+
+    def _record_args(self, key: str, params: dict) -> None:
+        got = self.params_in.setdefault(key, {})
+        for i, v in params.items():
+            v = Val(v.rank, v.local)
+            if v.varies:
+                new = join(got.get(i, CLEAN), v)
+                if new != got.get(i):
+                    got[i] = new
+                    self.changed = True
+
+    def spawned(self, node: ast.Call, w: Walker) -> None:
+        """`mp.spawn(worker, ...)`: worker's first parameter is the process's rank."""
+        if not node.args:
+            return
+        key = w.program_function(ast.Call(func=node.args[0], args=[], keywords=[]), dotted(node.args[0]))
+        if key is not None:
+            origin = Origin(RANK, w.mod.path, node.lineno, w.mod.text(node))
+            self._record_args(key, {0: Val(rank=origin)})
+
+    def issued_by(self, w: Walker, key: str, node: ast.Call, passed) -> Issued | None:
+        """What calling the program's function `key` issues: its first collective, or the forward
+        of a wrapped model this call passes to a parameter the function calls (`evaluate(model)`)."""
+        if key in self.rank_only:
+            return None
+        fn = self.program.functions[key]
+        if key in self.issues:
+            inner, inner_node = self.issues[key]
+            site = (fn.module.path, inner_node.lineno, fn.module.text(inner_node))
+            return Issued(replace(inner.api), (site, *inner.chain), wrapped=inner.wrapped)
+        calls = self.param_calls.get(key)
+        if not calls:
+            return None
+        for i, arg in self._params(key, node, *passed).items():
+            if i not in calls:
+                continue
+            if arg.wrapped in FORWARD_COLLECTIVES:
+                site = (fn.module.path, calls[i].lineno, fn.module.text(calls[i]))
+                forward = _forward(arg.wrapped)
+                return Issued(forward.api, (site,), wrapped=True)
+            if arg.params and not w.report:
+                w.param_calls.setdefault(min(arg.params), node)  # passed on: the caller's parameter, called
+        return None
+
+    def learned_call(self, mod, node: ast.Call, name: str | None) -> Issued | None:
+        if self.learned is None:
+            return None
+        return self.learned.issued(mod, node, name)
+
+
+__all__ = ["LOCAL", "RANK", "Lint"]

@@ -1,0 +1,208 @@
+"""The program the lint reads: every Python file under the paths given, parsed once, with each
+module's imports resolved to full names and every function and class indexed, so a call can be
+followed into the user's own functions across files.
+
+Files are the user's own sources, read as text and parsed with `ast` (never imported or run);
+each is bounded in size, and one that does not parse is skipped with a note.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MAX_FILE_BYTES = 4 << 20  # a generated or vendored file past this is skipped, with a note
+SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".venv", "venv", "node_modules", ".tox", ".eggs",
+                       "build", "dist", ".mypy_cache", ".pytest_cache"})
+IGNORE_MARK = "collcheck: ignore"
+
+
+@dataclass
+class Module:
+    path: str
+    name: str  # dotted, relative to the folder given ("pkg.utils"), or the file's stem
+    tree: ast.Module
+    lines: list[str]
+    imports: dict[str, str] = field(default_factory=dict)  # local name -> full dotted name
+    ignored: frozenset = frozenset()  # lines marked `# collcheck: ignore[rank-branch]` (or bare)
+
+    def text(self, node: ast.AST, limit: int = 80) -> str:
+        """The source of `node`'s first line, for messages."""
+        seg = ast.get_source_segment("\n".join(self.lines[node.lineno - 1:node.end_lineno]),
+                                     _shifted(node)) if hasattr(node, "end_lineno") else None
+        text = " ".join((seg or self.lines[node.lineno - 1].strip()).split())
+        return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _shifted(node: ast.AST) -> ast.AST:
+    """`node` with its lines counted from its own first line (for get_source_segment on a slice)."""
+    class _At:
+        pass
+    at = _At()
+    at.lineno, at.end_lineno = 1, node.end_lineno - node.lineno + 1
+    at.col_offset, at.end_col_offset = node.col_offset, node.end_col_offset
+    return at
+
+
+@dataclass
+class Function:
+    key: str  # "path:Class.method" or "path:func" or "path:<module>"
+    module: Module
+    node: ast.AST  # FunctionDef, AsyncFunctionDef or the Module (its top-level statements)
+    cls: str | None  # the enclosing class's key ("module:Class"), for `self.x`
+    params: list[str]
+    parent: str | None = None  # the enclosing function's key, for a closure's variables
+
+    @property
+    def name(self) -> str:
+        return self.key.rpartition(":")[2].rpartition(".")[2]
+
+
+@dataclass
+class Program:
+    modules: list[Module] = field(default_factory=list)
+    functions: dict[str, Function] = field(default_factory=dict)
+    by_name: dict[str, list[str]] = field(default_factory=dict)  # function name -> keys
+    classes: dict[str, list[str]] = field(default_factory=dict)  # class key -> its bases' source names
+    parents: set = field(default_factory=set)  # keys of functions with functions nested in them
+    class_names: dict[str, list[str]] = field(default_factory=dict)  # class name -> class keys
+    skipped: list[str] = field(default_factory=list)  # "path: why" for files not read
+    lines: int = 0
+
+    def module_functions(self, module: Module) -> dict[str, str]:
+        return self._top.get(module.path, {})
+
+    def resolve(self, module: Module, dotted: str) -> str | None:
+        """The key of the program function a (resolved) dotted name means, if any."""
+        top = self._top.get(module.path, {})
+        if dotted in top:
+            return top[dotted]
+        full = module.imports.get(dotted.split(".")[0])
+        if full is None:
+            return None
+        full = full + dotted[len(dotted.split(".")[0]):]
+        mod, _, name = full.rpartition(".")
+        here = os.path.dirname(module.path)
+        found = [self._top.get(m.path, {}).get(name) for m in sorted(
+            self.modules, key=lambda m: os.path.dirname(m.path) != here)
+            if m.name == mod or m.name.endswith("." + mod) or mod.endswith("." + m.name)]
+        return next((k for k in found if k), None)
+
+    def method(self, cls: str | None, name: str) -> str | None:
+        """`self.name` in class `cls`: its own method or a base class's (by the base's name)."""
+        seen = set()
+        while cls and cls not in seen:
+            seen.add(cls)
+            key = f"{cls}.{name}"
+            if key in self.functions:
+                return key
+            bases = [b for base in self.classes.get(cls, ()) for b in self.class_names.get(base.rpartition(".")[2], ())]
+            cls = bases[0] if bases else None
+        return None
+
+    _top: dict = field(default_factory=dict)  # module name -> {top-level name or Class: key}
+
+
+def load(paths: list[str]) -> Program:
+    prog = Program()
+    for root, path in _files(paths, prog):
+        mod = _parse(root, path, prog)
+        if mod is not None:
+            prog.modules.append(mod)
+            _index(prog, mod)
+    return prog
+
+
+def _files(paths, prog):
+    for p in paths:
+        if os.path.isdir(p):
+            for dirpath, dirs, files in os.walk(p):
+                dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
+                for f in sorted(files):
+                    if f.endswith(".py"):
+                        yield p, os.path.join(dirpath, f)
+        else:
+            yield os.path.dirname(p) or ".", p
+
+
+def _parse(root: str, path: str, prog: Program) -> Module | None:
+    try:
+        if os.path.getsize(path) > MAX_FILE_BYTES:
+            prog.skipped.append(f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB")
+            return None
+        source = Path(path).read_bytes().decode("utf-8", errors="replace")
+        tree = ast.parse(source, path)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
+        prog.skipped.append(f"{path}: does not parse ({type(e).__name__}: {getattr(e, 'msg', '')})")
+        return None
+    except OSError as e:
+        prog.skipped.append(f"{path}: {e.strerror or e}")
+        return None
+    lines = source.splitlines()
+    prog.lines += len(lines)
+    rel = os.path.relpath(path, root)
+    name = ".".join(Path(rel).with_suffix("").parts).removesuffix(".__init__")
+    ignored = frozenset(i + 1 for i, line in enumerate(lines) if IGNORE_MARK in line and _ignores(line))
+    mod = Module(path, name, tree, lines, ignored=ignored)
+    mod.imports = _imports(tree, name)
+    return mod
+
+
+def _ignores(line: str) -> bool:
+    rest = line.split(IGNORE_MARK, 1)[1]
+    return not rest.startswith("[") or "rank-branch" in rest.split("]")[0]
+
+
+def _imports(tree: ast.Module, module: str) -> dict[str, str]:
+    out = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                out[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = module.split(".")[:-node.level] if node.level <= module.count(".") + 1 else []
+                base = ".".join(parts + ([base] if base else []))
+            for a in node.names:
+                if a.name != "*":
+                    out[a.asname or a.name] = f"{base}.{a.name}" if base else a.name
+    return out
+
+
+def _index(prog: Program, mod: Module) -> None:
+    top = prog._top.setdefault(mod.path, {})
+    _add(prog, mod, f"{mod.path}:<module>", mod.tree, None, [])
+
+    def visit(body, prefix: str, cls: str | None, outermost: bool, parent: str | None = None):
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                key = f"{mod.path}:{prefix}{node.name}"
+                a = node.args
+                params = [p.arg for p in a.posonlyargs + a.args] + ([a.vararg.arg] if a.vararg else []) \
+                    + [p.arg for p in a.kwonlyargs]
+                _add(prog, mod, key, node, cls, params, parent)
+                if parent is not None:
+                    prog.parents.add(parent)
+                if outermost:
+                    top.setdefault(node.name, key)
+                visit(node.body, f"{prefix}{node.name}.", cls, False, key)
+            elif isinstance(node, ast.ClassDef):
+                ckey = f"{mod.path}:{prefix}{node.name}"
+                prog.classes[ckey] = [ast.unparse(b) for b in node.bases]
+                prog.class_names.setdefault(node.name, []).append(ckey)
+                if outermost:
+                    top.setdefault(node.name, ckey)
+                visit(node.body, f"{prefix}{node.name}.", ckey, False, None)
+            elif isinstance(node, (ast.If, ast.Try, ast.With)) and outermost:  # `if TYPE_CHECKING:`, guarded defs
+                for block in (getattr(node, "body", []), getattr(node, "orelse", []), getattr(node, "finalbody", [])):
+                    visit(block, prefix, cls, True)
+
+    visit(mod.tree.body, "", None, True)
+
+
+def _add(prog, mod, key, node, cls, params, parent=None) -> None:
+    prog.functions[key] = Function(key, mod, node, cls, params, parent)
+    prog.by_name.setdefault(key.rpartition(".")[2].rpartition(":")[2], []).append(key)

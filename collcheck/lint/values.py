@@ -1,0 +1,72 @@
+"""The abstract value of a Python expression, as far as the lint cares: does it differ per rank
+(its rank, or this rank's data), which parameters it comes from, and whether it is a wrapped
+module (whose forward and backward issue collectives) or the output of one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+RANK, LOCAL = "rank", "local"
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a per-rank value comes from: shown as the finding's `why`."""
+
+    kind: str  # RANK or LOCAL
+    path: str
+    line: int
+    text: str  # "dist.get_rank()", "parameter `rank`", "torch.isnan(loss)"
+
+
+@dataclass(frozen=True)
+class Val:
+    rank: Origin | None = None
+    local: Origin | None = None
+    params: frozenset = frozenset()  # indices of the enclosing function's parameters it depends on
+    wrapped: str | None = None  # "DDP", "FSDP", ...: a module whose calls issue collectives
+    output_of: str | None = None  # the wrapped module whose forward this value comes from (its backward)
+    typ: str | None = None  # "accelerator", "fabric", "engine", "trainer", "sampler", or a program class key
+    members: str | None = None  # a process group's member list, as source (new_group's argument)
+
+    @property
+    def origin(self) -> Origin | None:
+        return self.rank or self.local
+
+    @property
+    def varies(self) -> bool:
+        return self.rank is not None or self.local is not None
+
+    def uniform(self) -> Val:
+        return replace(self, rank=None, local=None, params=frozenset())
+
+    def data_only(self) -> Val:
+        """The per-rank part alone: what flows into a value computed from this one."""
+        if not (self.varies or self.params or self.output_of):
+            return CLEAN
+        return Val(self.rank, self.local, self.params, output_of=self.output_of)
+
+
+CLEAN = Val()
+
+
+def join(*vals: Val) -> Val:
+    """What a value may be when it is any of these (branches joining, an expression of parts)."""
+    vals = [v for v in vals if v is not None and v is not CLEAN]
+    if not vals:
+        return CLEAN
+    if len(vals) == 1:
+        return vals[0]
+    first = vals[0]
+    return Val(rank=next((v.rank for v in vals if v.rank), None),
+               local=next((v.local for v in vals if v.local), None),
+               params=frozenset().union(*(v.params for v in vals)),
+               wrapped=next((v.wrapped for v in vals if v.wrapped), None),
+               output_of=next((v.output_of for v in vals if v.output_of), None),
+               typ=next((v.typ for v in vals if v.typ), None),
+               members=first.members if all(v.members == first.members for v in vals) else None)
+
+
+def combine(*vals: Val) -> Val:
+    """A value computed from these: their per-rank parts, none of their module or type."""
+    return join(*(v.data_only() for v in vals if v is not None))
