@@ -87,10 +87,10 @@ class Evaluator:
     def value(self, node: ast.AST | None) -> Val:
         if node is None:
             return CLEAN
-        method = getattr(self, "v_" + node.__class__.__name__, None)
-        if method is not None:
-            return method(node)
-        return combine(*(self.value(c) for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr)))
+        method = _DISPATCH.get(node.__class__)
+        if method is None:
+            method = _DISPATCH[node.__class__] = getattr(type(self), "v_" + node.__class__.__name__, _parts)
+        return method(self, node)
 
     def v_Constant(self, node) -> Val:
         return CLEAN
@@ -99,9 +99,13 @@ class Evaluator:
         return self.lookup(node.id)
 
     def v_Attribute(self, node) -> Val:
-        if node.attr in V.RANK_ATTRS or node.attr in self.lint.rank_attrs:
+        if node.attr in V.RANK_ATTRS:
             self.value(node.value)
-            return Val(rank=self.origin(RANK, node) if node.attr in V.RANK_ATTRS else self.lint.rank_attrs[node.attr])
+            return Val(rank=self.origin(RANK, node))
+        learned = self.lint.rank_attr(node.attr)
+        if learned is not None:
+            self.value(node.value)
+            return Val(rank=learned)
         name = dotted(node)
         if name is not None and (name in self.env or name.startswith("self.")):
             got = self.lookup(name)
@@ -181,12 +185,13 @@ class Evaluator:
         name = self.resolve(dotted(func))
         if name in V.SPAWNERS:
             self.lint.spawned(node, self)
-        issued = self.classify(node, name, recv, fval, (args, kwargs))
+        key = self.program_function(node, name, recv)
+        issued = self.classify(node, name, recv, fval, (args, kwargs), key)
         if issued is not None:
-            self.collective(node, issued)
-        return self.result(node, name, recv, fval, args, kwargs, issued)
+            self.collective(node, issued, args, kwargs)
+        return self.result(node, name, recv, fval, args, kwargs, issued, key)
 
-    def result(self, node, name, recv, fval, args, kwargs, issued) -> Val:
+    def result(self, node, name, recv, fval, args, kwargs, issued, key) -> Val:
         """The call's value: a rank or data source, a uniform result, a wrapped module, a program
         function's return, or else a value computed from the receiver and arguments."""
         func = node.func
@@ -226,7 +231,6 @@ class Evaluator:
             return args[0].data_only()  # `tqdm(loader, disable=rank != 0)`: the loader's batches
         if (name or "").endswith("DataLoader") and any(v.typ == "sampler" for v in kwargs.values()):
             return CLEAN  # a DistributedSampler gives every rank as many batches
-        key = self.program_function(node, name)
         if key is not None:
             return self.lint.call_result(self, key, node, args, kwargs, _bound(func))
         if fval.wrapped or (recv is not None and recv.wrapped and meth in ("forward", "__call__")):
@@ -241,7 +245,7 @@ class Evaluator:
             if name is not None:
                 self.env[name] = CLEAN
 
-    def program_function(self, node, name: str | None) -> str | None:
+    def program_function(self, node, name: str | None, recv: Val | None = None) -> str | None:
         """The key of the user's function this call runs, when it can be told statically."""
         func = node.func
         if isinstance(func, ast.Name):
@@ -267,13 +271,13 @@ class Evaluator:
                     if found:
                         return found
             return None
-        typ = self.value(base).typ
+        typ = (recv if recv is not None else self.value(base)).typ
         if typ and ":" in typ:
             return self.lint.program.method(typ, func.attr)
         key = self.lint.program.resolve(self.mod, dotted(func) or "")
         return key if key in self.lint.program.functions else None
 
-    def classify(self, node, name, recv, fval, passed) -> Issued | None:
+    def classify(self, node, name, recv, fval, passed, key) -> Issued | None:
         """What this call issues, if it issues collectives (P2P marked so: never a finding)."""
         if name in V.P2P:
             return Issued(V.Api(name.rpartition(".")[2], ""), p2p=True)
@@ -294,7 +298,6 @@ class Evaluator:
         framework = self._framework_function(node, name)
         if framework is not None:
             return framework
-        key = self.program_function(node, name)
         if key is not None:
             return self.lint.issued_by(self, key, node, passed)
         return self.lint.learned_call(self.mod, node, name)
@@ -325,6 +328,14 @@ class Evaluator:
                     _keyword_set(node, api.needs_keyword):
                 return Issued(api)
         return None
+
+
+def _parts(self, node) -> Val:
+    """Any other expression: made of its parts."""
+    return combine(*(self.value(c) for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr)))
+
+
+_DISPATCH: dict = {}  # expression class -> its Evaluator method
 
 
 def _keyword_set(node: ast.Call, keyword: str | None) -> bool:

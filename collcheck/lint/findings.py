@@ -3,6 +3,8 @@ lets through, with the chain that makes it so and the fix."""
 
 from __future__ import annotations
 
+import ast
+import operator
 from dataclasses import dataclass, field
 
 from .values import LOCAL, Origin
@@ -28,6 +30,7 @@ class Guard:
     how: str  # a key of HOW
     origin: Origin
     members: str | None = None  # the ranks the condition lets through, as source (`rank in ranks`)
+    test: ast.AST | None = field(default=None, compare=False)  # the condition itself
 
 
 @dataclass
@@ -65,3 +68,42 @@ def local_fix(guard: Guard, api_fix: str) -> str:
                 "or `with model.join():` for DDP); " + api_fix)
     return ("decide on every rank alike: reduce the condition first (`flag = torch.tensor(float(cond)); "
             "dist.all_reduce(flag, op=dist.ReduceOp.MAX)`) and branch on `flag`; or " + api_fix)
+
+
+BARRIERS = frozenset({"dist.barrier()", "dist.monitored_barrier()", "deepspeed.comm.barrier()",
+                      "accelerator.wait_for_everyone()", "wait_for_everyone()", "fabric.barrier()",
+                      "trainer.strategy.barrier()"})
+_OPS = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt,
+        ast.GtE: operator.ge, ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
+_RANKS = range(8)
+
+
+def complementary(a: ast.AST, b: ast.AST) -> bool:
+    """Whether every rank passes exactly one of two conditions on the same rank value: the
+    "main process first" idiom, `if local_rank not in (-1, 0): barrier()` ... `if local_rank == 0:
+    barrier()`, where each rank reaches one barrier of the pair."""
+    subject = _subject(a)
+    if subject is None or subject != _subject(b):
+        return False
+    try:
+        return all(_holds(a, r) != _holds(b, r) for r in _RANKS)
+    except (TypeError, ValueError, KeyError):
+        return False
+
+
+def _subject(test) -> str | None:
+    for node in ast.walk(test):
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and not isinstance(node.left, ast.Constant):
+            return ast.dump(node.left)
+    return None
+
+
+def _holds(test, rank: int) -> bool:
+    if isinstance(test, ast.BoolOp):
+        parts = [_holds(v, rank) for v in test.values]
+        return all(parts) if isinstance(test.op, ast.And) else any(parts)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return not _holds(test.operand, rank)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        return _OPS[type(test.ops[0])](rank, ast.literal_eval(test.comparators[0]))
+    raise ValueError("not a condition on one rank value")

@@ -15,15 +15,15 @@ import ast
 
 from . import vocabulary as V
 from .expressions import Evaluator, Issued, dotted, members_key
-from .findings import Finding, Guard, local_fix
+from .findings import BARRIERS, Finding, Guard, complementary, local_fix
 from .values import CLEAN, LOCAL, RANK, Origin, Val, combine, join
 
 EXIT_CALLS = frozenset({"sys.exit", "exit", "quit", "os._exit"})
 
 
 class Walker(Evaluator):
-    def __init__(self, lint, fn, report: bool):
-        self.lint, self.fn, self.mod, self.report = lint, fn, fn.module, report
+    def __init__(self, lint, fn, report: bool, summary: bool):
+        self.lint, self.fn, self.mod, self.report, self.summary = lint, fn, fn.module, report, summary
         self.env: dict[str, Val] = {}
         self.guards: list[Guard] = []
         self.joined = 0  # inside `with model.join():`
@@ -31,6 +31,7 @@ class Walker(Evaluator):
         self.issued: list[str] = []  # the names of what this block issued, in order (both-branches check)
         self.returns = CLEAN
         self.first: tuple | None = None  # (Issued, node): the first collective this function issues
+        self.barriers: list[tuple] = []  # (guard, line) of each barrier found under a rank branch
         self.param_calls: dict[int, ast.Call] = {}  # parameters called as modules (`model(x)`): the first call
 
     # -- entry ---------------------------------------------------------------------------------
@@ -50,6 +51,14 @@ class Walker(Evaluator):
         if deco is not None:
             self.guards.append(deco)
         self.block(node.body)
+        self._pair_barriers()
+
+    def _pair_barriers(self) -> None:
+        """Drop barriers under complementary conditions: each rank reaches one of the two."""
+        paired = {line for g, line in self.barriers for h, _ in self.barriers
+                  if g.line != h.line and complementary(g.test, h.test)}
+        if paired:
+            self.findings = [f for f in self.findings if f.line not in paired]
 
     def _rank_only(self, node) -> Guard | None:
         for d in node.decorator_list:
@@ -61,7 +70,7 @@ class Walker(Evaluator):
         return None
 
     # -- collectives ---------------------------------------------------------------------------
-    def collective(self, node: ast.Call, issued: Issued) -> None:
+    def collective(self, node: ast.Call, issued: Issued, args: list, kwargs: dict) -> None:
         if issued.p2p:
             return
         self.issued.append(issued.api.name)
@@ -74,7 +83,7 @@ class Walker(Evaluator):
         guard = next((g for g in reversed(self.guards) if g.kind in (RANK, LOCAL)), None)
         if guard is None or node.lineno in self.mod.ignored or guard.line in self.mod.ignored:
             return
-        group, group_node = self._group(node)
+        group, group_node = _group(node, args, kwargs)
         if guard.members is not None and guard.members in (group.members, _indexed_by(group_node)):
             return  # a collective of the very group the condition selects (`groups[pair]` under `rank in pair`)
         if group.rank is not None:
@@ -82,19 +91,11 @@ class Walker(Evaluator):
         api = issued.api
         fix = api.fix if guard.kind == RANK else local_fix(guard, api.fix)
         here = (self.mod.path, node.lineno, self.mod.text(node))
+        if api.name in BARRIERS and guard.how == "branch" and guard.test is not None:
+            self.barriers.append((guard, node.lineno))
         self.findings.append(Finding(
             self.mod.path, node.lineno, node.col_offset, self.mod.text(node), api.name, guard.path, guard.line,
             guard.text, guard.how, guard.kind, _why(guard.origin), fix, [here, *issued.chain], api.framework))
-
-    def _group(self, node: ast.Call) -> tuple:
-        for k in node.keywords:
-            if k.arg in ("group", "process_group", "pg"):
-                return self.value(k.value), k.value
-        for a in node.args[1:]:
-            v = self.value(a)
-            if v.typ == "group":
-                return v, a
-        return CLEAN, None
 
     def v_IfExp(self, node) -> Val:
         cond = self.value(node.test)
@@ -242,7 +243,7 @@ class Walker(Evaluator):
         kind = RANK if cond.rank else LOCAL
         header = self.mod.lines[s.lineno - 1].strip()
         text = header if len(header) <= 80 else header[:77] + "..."
-        return Guard(kind, self.mod.path, s.lineno, text, how, cond.origin, _members(test, self))
+        return Guard(kind, self.mod.path, s.lineno, text, how, cond.origin, _members(test, self), test)
 
     def _under(self, guard: Guard | None, body: list) -> list:
         if guard is not None:
@@ -305,6 +306,17 @@ class Walker(Evaluator):
             self.lint.set_class_attr(self.fn.cls, name[5:], v)
         if isinstance(self.fn.node, ast.Module):
             self.lint.set_global(self.mod, name, v)
+
+
+def _group(node: ast.Call, args: list, kwargs: dict) -> tuple:
+    """The process group a collective is issued on: its value and its source."""
+    for k in node.keywords:
+        if k.arg in ("group", "process_group", "pg"):
+            return kwargs[k.arg], k.value
+    for a, v in zip(node.args[1:], args[1:]):
+        if v.typ == "group":
+            return v, a
+    return CLEAN, None
 
 
 def _why(origin: Origin) -> str:

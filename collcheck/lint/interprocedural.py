@@ -31,55 +31,94 @@ class Lint:
         self.attrs: dict[tuple, Val] = {}
         self.globals: dict[str, dict[str, Val]] = {}
         self.rank_only: set[str] = set()
+        self.too_deep: set[str] = set()
         self.param_calls: dict[str, dict[int, ast.Call]] = {}  # parameters each function calls as a module
         self.rank_attrs: dict[str, Origin] = {}  # attributes the program sets from a rank (`args.is_master`)
         self.envs: dict[str, dict] = {}  # each function's environment at its end, for its closures
-        self.changed = False
+        self.changed_tokens: set = set()  # what changed this round (see read)
+        self.readers: dict[tuple, dict] = {}  # token -> {function whose walk read it: the version it read}
+        self.versions: dict[tuple, int] = {}  # token -> how many times it changed
+        self.walking = ""
         self.actual = False  # walking with the callers' arguments (else with placeholders)
 
     def run(self) -> list:
-        order = sorted(self.program.functions, key=lambda k: (not k.endswith(":<module>"), k))
-        findings = []
+        """Walk every function, then again only those that read a summary, argument, attribute
+        or global that changed, until none did (at most MAX_ROUNDS)."""
+        todo = sorted(self.program.functions, key=lambda k: (not k.endswith(":<module>"), k))
+        findings: dict[str, list] = {}
         for _ in range(MAX_ROUNDS):
-            self.changed, findings = False, []
-            for key in order:
-                fn = self.program.functions[key]
-                self.actual = False
-                w = Walker(self, fn, report=False)
-                w.run({i: Val(params=frozenset((i,))) for i in range(len(fn.params))})
-                self._summarise(key, w)
-                self.actual = True
-                w = Walker(self, fn, report=True)
-                w.run(self.params_in.get(key, {}))
-                findings += w.findings
-                if key in self.program.parents:
-                    self.envs[key] = w.env
-            if not self.changed:
+            self.changed_tokens = set()
+            for key in todo:
+                if key in self.too_deep:
+                    continue
+                try:
+                    findings[key] = self._walk(key)
+                except RecursionError:  # an expression nested thousands deep (generated code)
+                    self.too_deep.add(key)
+                    findings.pop(key, None)
+                    self.program.skipped.append(f"{key}: nested too deeply to follow")
+            if not self.changed_tokens:
                 break
-        unique = {f.key(): f for f in findings}
+            dirty = {k for t in self.changed_tokens for k, seen in self.readers.get(t, {}).items()
+                     if seen < self.versions[t]}  # read before the last change
+            todo = [k for k in todo if k in dirty] + sorted(dirty.difference(todo))
+        unique = {f.key(): f for fs in findings.values() for f in fs}
         return sorted(unique.values(), key=lambda f: (f.path, f.line, f.branch_line))
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.changed_tokens)
+
+    def read(self, token: tuple) -> None:
+        """The function being walked depends on `token` (a summary, an attribute, a module's globals)."""
+        self.readers.setdefault(token, {})[self.walking] = self.versions.get(token, 0)
+
+    def _change(self, token: tuple) -> None:
+        self.changed_tokens.add(token)
+        self.versions[token] = self.versions.get(token, 0) + 1
+
+    def _walk(self, key: str) -> list:
+        fn = self.program.functions[key]
+        self.walking = key
+        self.read(("in", key))
+        actual = self.params_in.get(key)
+        # without arguments that differ per rank, the placeholder walk is also the findings walk
+        self.actual = not actual
+        w = Walker(self, fn, report=not actual, summary=True)
+        w.run({i: Val(params=frozenset((i,))) for i in range(len(fn.params))})
+        self._summarise(key, w)
+        if actual:
+            self.actual = True
+            w = Walker(self, fn, report=True, summary=False)
+            w.run(actual)
+        if key in self.program.parents and self.envs.get(key) != w.env:
+            self.envs[key] = w.env
+            self._change(("env", key))
+        return w.findings
 
     def _summarise(self, key: str, w: Walker) -> None:
         ret = replace(w.returns, members=None)
         if self.returns.get(key, CLEAN) != ret:
             self.returns[key] = ret
-            self.changed = True
+            self._change(("fn", key))
         for i, call in w.param_calls.items():
             if i not in self.param_calls.setdefault(key, {}):
                 self.param_calls[key][i] = call
-                self.changed = True
+                self._change(("fn", key))
         if w.first is not None and key not in self.issues:
             self.issues[key] = w.first
-            self.changed = True
+            self._change(("fn", key))
         node = w.fn.node
-        if not isinstance(node, ast.Module) and w._rank_only(node) is not None:
+        if not isinstance(node, ast.Module) and w._rank_only(node) is not None and key not in self.rank_only:
             self.rank_only.add(key)
+            self._change(("fn", key))
 
     # -- what the walker asks ------------------------------------------------------------------
     def class_attr(self, cls: str, attr: str) -> Val:
         seen = set()
         while cls and cls not in seen:
             seen.add(cls)
+            self.read(("attr", cls, attr))
             v = self.attrs.get((cls, attr))
             if v is not None:
                 return v
@@ -88,29 +127,35 @@ class Lint:
         return CLEAN
 
     def set_class_attr(self, cls: str, attr: str, v: Val) -> None:
-        self._store(self.attrs, (cls, attr), v)
+        self._store(self.attrs, (cls, attr), v, ("attr", cls, attr))
 
     def set_rank_attr(self, attr: str, origin: Origin) -> None:
         if attr not in self.rank_attrs:
             self.rank_attrs[attr] = origin
-            self.changed = True
+            self._change(("rank_attr", attr))
+
+    def rank_attr(self, attr: str) -> Origin | None:
+        self.read(("rank_attr", attr))
+        return self.rank_attrs.get(attr)
 
     def closure_env(self, key: str) -> dict:
+        self.read(("env", key))
         return self.envs.get(key, {})
 
     def globals_of(self, mod) -> dict:
+        self.read(("global", mod.path))
         return self.globals.get(mod.path, {})
 
     def set_global(self, mod, name: str, v: Val) -> None:
-        self._store(self.globals.setdefault(mod.path, {}), name, v)
+        self._store(self.globals.setdefault(mod.path, {}), name, v, ("global", mod.path))
 
-    def _store(self, table: dict, key, v: Val) -> None:
+    def _store(self, table: dict, key, v: Val, token: tuple) -> None:
         v = replace(v, params=frozenset())
         old = table.get(key)
         new = v if old is None else join(old, v)
         if new != old:
             table[key] = new
-            self.changed = True
+            self._change(token)
 
     def _params(self, key: str, node: ast.Call, args: list, kwargs: dict) -> dict[int, Val]:
         """The callee's parameters (by index) this call's arguments go to."""
@@ -126,6 +171,7 @@ class Lint:
 
     def call_result(self, w: Walker, key: str, node: ast.Call, args: list, kwargs: dict, bound: bool) -> Val:
         fn = self.program.functions[key]
+        self.read(("fn", key))
         params = self._params(key, node, args, kwargs)
         if self.actual:
             self._record_args(key, params)
@@ -144,7 +190,7 @@ class Lint:
                 new = join(got.get(i, CLEAN), v)
                 if new != got.get(i):
                     got[i] = new
-                    self.changed = True
+                    self._change(("in", key))
 
     def spawned(self, node: ast.Call, w: Walker) -> None:
         """`mp.spawn(worker, ...)`: worker's first parameter is the process's rank."""
@@ -158,6 +204,7 @@ class Lint:
     def issued_by(self, w: Walker, key: str, node: ast.Call, passed) -> Issued | None:
         """What calling the program's function `key` issues: its first collective, or the forward
         of a wrapped model this call passes to a parameter the function calls (`evaluate(model)`)."""
+        self.read(("fn", key))
         if key in self.rank_only:
             return None
         fn = self.program.functions[key]
@@ -175,7 +222,7 @@ class Lint:
                 site = (fn.module.path, calls[i].lineno, fn.module.text(calls[i]))
                 forward = _forward(arg.wrapped)
                 return Issued(forward.api, (site,), wrapped=True)
-            if arg.params and not w.report:
+            if arg.params and w.summary:
                 w.param_calls.setdefault(min(arg.params), node)  # passed on: the caller's parameter, called
         return None
 

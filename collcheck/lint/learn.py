@@ -1,19 +1,19 @@
 """`collcheck lint --logs RUN`: the calls a recorded run shows issuing collectives.
 
-Each recorded call chain runs from the user's frames into a package's; the user's innermost frame
-is the line that called into the package. The calls on that line (by their source, e.g.
-`averager.average_parameters`) are then known to issue collectives wherever the program makes
-them, for frameworks no table describes. Recorded paths come from another machine: a frame is
+Each recorded call chain lists the user's frames from the outermost to the collective; every call
+on one of their lines led to it. Those calls the lint cannot follow into the program's own
+functions (`model(x)` of a module whose forward gathers, `averager.average_parameters(...)` of a
+package no table describes) are then known, by their source, to issue collectives wherever the
+program makes them. Recorded paths come from another machine: a frame is
 matched to a linted file by the longest common tail of their paths, never opened by its name.
 """
 
 from __future__ import annotations
 
 import ast
-import itertools
 import os
 
-from ..model.framework_calls import package_of, split_chain
+from ..model.framework_calls import split_chain
 from .expressions import Issued, dotted
 from .vocabulary import Api
 
@@ -28,8 +28,8 @@ class Learned:
     def issued(self, mod, node: ast.Call, name: str | None) -> Issued | None:
         text = dotted(node.func)
         if (mod.path, node.lineno) in self.sites or (text is not None and text in self.names):
-            return Issued(Api(f"collectives (a recorded run issued them from `{text or mod.text(node)}`)",
-                              f"call `{text or mod.text(node)}` on every rank, outside the branch", "recorded run"))
+            return Issued(Api(f"collectives (a recorded run issued them from `{text or mod.text(node)}(...)`)",
+                              f"call `{text or mod.text(node)}(...)` on every rank, outside the branch", "recorded run"))
         return None
 
 
@@ -64,15 +64,12 @@ def learn_from_run(directory: str, program) -> Learned:
 
 
 def _entries(frames) -> list:
-    """The user's frames that called into a package (the next frame is the package's), and the
-    innermost user frame: the lines whose calls issued the collectives."""
+    """The user's frames of a chain: the calls on their lines led to a collective. Those the lint
+    can follow into the program's own functions are known already; the others (a module's
+    `model(x)` whose forward gathers, a package's API) are what the run teaches."""
     view = split_chain(frames)
-    chain = [f for f in view.chain if isinstance(f, tuple) and len(f) >= 2 and isinstance(f[0], str)
-             and isinstance(f[1], int)]
-    out = [f for f, nxt in itertools.pairwise(chain) if package_of(f[0]) is None and package_of(nxt[0]) is not None]
-    if view.inner is not None and view.inner in chain and view.inner not in out:
-        out.append(view.inner)
-    return out
+    return [f for f in view.user if isinstance(f, tuple) and len(f) >= 2 and isinstance(f[0], str)
+            and isinstance(f[1], int)]
 
 
 def _module_of(recorded: str, by_base: dict):

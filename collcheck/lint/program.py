@@ -84,11 +84,23 @@ class Program:
             return None
         full = full + dotted[len(dotted.split(".")[0]):]
         mod, _, name = full.rpartition(".")
+        cached = self._resolved.get((module.path, mod, name), False)
+        if cached is not False:
+            return cached
+        if not self._by_tail:
+            for m in self.modules:
+                parts = m.name.split(".")
+                for i in range(len(parts)):
+                    self._by_tail.setdefault(".".join(parts[i:]), []).append(m)
+        parts = mod.split(".")
+        cands = list(self._by_tail.get(mod, ())) + [m for i in range(1, len(parts))
+                                                   for m in self._by_tail.get(".".join(parts[i:]), ())
+                                                   if m.name == ".".join(parts[i:])]
         here = os.path.dirname(module.path)
-        found = [self._top.get(m.path, {}).get(name) for m in sorted(
-            self.modules, key=lambda m: os.path.dirname(m.path) != here)
-            if m.name == mod or m.name.endswith("." + mod) or mod.endswith("." + m.name)]
-        return next((k for k in found if k), None)
+        cands.sort(key=lambda m: os.path.dirname(m.path) != here)  # this folder's module first
+        found = next((k for k in (self._top.get(m.path, {}).get(name) for m in cands) if k), None)
+        self._resolved[(module.path, mod, name)] = found
+        return found
 
     def method(self, cls: str | None, name: str) -> str | None:
         """`self.name` in class `cls`: its own method or a base class's (by the base's name)."""
@@ -102,7 +114,9 @@ class Program:
             cls = bases[0] if bases else None
         return None
 
-    _top: dict = field(default_factory=dict)  # module name -> {top-level name or Class: key}
+    _top: dict = field(default_factory=dict)  # module path -> {top-level name or Class: key}
+    _by_tail: dict = field(default_factory=dict)  # each tail of a module's dotted name -> modules
+    _resolved: dict = field(default_factory=dict)  # (module path, imported module, name) -> key or None
 
 
 def load(paths: list[str]) -> Program:
@@ -155,9 +169,19 @@ def _ignores(line: str) -> bool:
     return not rest.startswith("[") or "rank-branch" in rest.split("]")[0]
 
 
+def _statements(body):
+    """Every statement, nested ones too (imports sit in functions and `try:` blocks), no expression."""
+    for node in body:
+        yield node
+        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            inner = getattr(node, name, None)
+            if inner:
+                yield from _statements(inner)
+
+
 def _imports(tree: ast.Module, module: str) -> dict[str, str]:
     out = {}
-    for node in ast.walk(tree):
+    for node in _statements(tree.body):
         if isinstance(node, ast.Import):
             for a in node.names:
                 out[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]

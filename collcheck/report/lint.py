@@ -24,7 +24,11 @@ def render(result, fmt: str, out) -> None:
 
 
 def _rel(path: str) -> str:
-    return os.path.relpath(path) if os.path.isabs(path) else path
+    """A path under the current folder relative to it (as code scanning and editors want), others as given."""
+    if os.path.isabs(path):
+        rel = os.path.relpath(path)
+        return path if rel.startswith("..") else rel
+    return path
 
 
 def _text(result, out) -> None:

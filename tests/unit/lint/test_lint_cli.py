@@ -1,0 +1,119 @@
+"""`collcheck lint` as users run it: exit codes, the four formats, bad input, hostile sources."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from support.cli import run_cli
+
+BUGGY = textwrap.dedent('''\
+    import torch
+    import torch.distributed as dist
+
+    def main():
+        rank = dist.get_rank()
+        t = torch.ones(1)
+        if rank == 0:
+            torch.save(t, "ckpt.pt")
+            dist.barrier()
+        dist.all_reduce(t)
+    ''')
+
+
+@pytest.fixture
+def buggy(tmp_path):
+    path = tmp_path / "train.py"
+    path.write_text(BUGGY)
+    return path
+
+
+def test_text_names_the_call_the_branch_the_source_and_the_fix(buggy):
+    res = run_cli("lint", buggy)
+    assert res.code == 1, res.err
+    first = res.out.splitlines()[0]
+    assert first.startswith(f"{buggy}:9:9: rank-branch `dist.barrier()` issues dist.barrier() inside `if rank == 0:`"), first
+    assert "(line 7)" in first and "dist.get_rank(), line 5" in first, first
+    assert "fix: call `dist.barrier()` on every rank" in res.out
+    assert res.out.rstrip().splitlines()[-1].startswith("collcheck lint: 1 finding in 1 file (1 files, 10 lines")
+
+
+def test_json_and_exit_zero(buggy, tmp_path):
+    out = tmp_path / "lint.json"
+    res = run_cli("lint", buggy, "--format", "json", "-o", out, "--exit-zero")
+    assert res.code == 0 and res.out == ""
+    report = json.loads(out.read_text())
+    [f] = report["findings"]
+    assert (f["line"], f["branch"]["line"], f["kind"], f["issues"]) == (9, 7, "rank", "dist.barrier()")
+    assert f["chain"][0] == {"file": str(buggy), "line": 9, "source": "dist.barrier()"}
+    assert report["version"] == 1 and report["files"] == 1
+
+
+def test_github_annotation_and_sarif_locations(buggy):
+    gh = run_cli("lint", buggy, "--format", "github")
+    assert gh.code == 1
+    assert gh.out.startswith(f"::error file={str(buggy).replace(':', '%3A')},line=9,col=9,title=collcheck rank-branch (rank)::")
+    sarif = json.loads(run_cli("lint", buggy, "--format", "sarif").out)
+    assert sarif["version"] == "2.1.0"
+    [result] = sarif["runs"][0]["results"]
+    assert result["ruleId"] == "rank-branch"
+    assert result["locations"][0]["physicalLocation"]["region"] == {"startLine": 9, "startColumn": 9}
+    assert result["relatedLocations"][0]["physicalLocation"]["region"]["startLine"] == 7
+    assert sarif["runs"][0]["tool"]["driver"]["rules"][0]["id"] == "rank-branch"
+
+
+def test_a_clean_file_exits_0_and_says_so(tmp_path):
+    path = tmp_path / "ok.py"
+    path.write_text(BUGGY.replace("    if rank == 0:", "    if t.numel() == 1:"))
+    res = run_cli("lint", path)
+    assert res.code == 0 and "collcheck lint: 0 findings (1 files" in res.out, res.out
+    assert run_cli("lint", path, "--format", "github").out.startswith("::notice title=collcheck lint::")
+
+
+def test_missing_paths_and_runs_are_one_line_and_exit_2(tmp_path, buggy):
+    for argv in (("lint", tmp_path / "nope.py"), ("lint", buggy, "--logs", tmp_path / "no-run")):
+        res = run_cli(*argv)
+        assert res.code == 2 and res.out == "" and len(res.err.strip().splitlines()) == 1, res
+
+
+def test_a_folder_that_is_not_a_run_is_exit_2(tmp_path, buggy):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "rank-00000.0.msgpack").write_bytes(b"\x00garbage")
+    res = run_cli("lint", buggy, "--logs", run)
+    assert res.code == 2 and len(res.err.strip().splitlines()) == 1 and "Traceback" not in res.err, res
+
+
+def test_unparsable_and_binary_files_are_skipped_with_a_note(tmp_path, buggy):
+    (tmp_path / "broken.py").write_text("def (:\n")
+    (tmp_path / "blob.py").write_bytes(b"\xff\xfe\x00\x01" * 100)
+    res = run_cli("lint", tmp_path)
+    assert res.code == 1, res.err
+    assert "note: skipped" in res.out and "broken.py: does not parse" in res.out
+
+
+def test_terminal_escapes_and_workflow_commands_in_sources_are_shown_escaped(tmp_path):
+    path = tmp_path / "evil.py"
+    path.write_text(BUGGY.replace('dist.barrier()', 'dist.barrier(group=g["\\x1b[31m\\n::error::x"])')
+                    .replace("        rank = dist.get_rank()", "        rank = dist.get_rank()\n        g = {}"))
+    raw = path.read_text()
+    assert "\\x1b" in raw  # the file holds the escape as source text...
+    path.write_text(raw.replace("\\x1b", "\x1b").replace("\\n::error", "\u2028::error"))  # ...now raw bytes
+    res = run_cli("lint", path)
+    assert res.code == 1
+    assert "\x1b" not in res.out and "\u2028" not in res.out
+    gh = run_cli("lint", path, "--format", "github").out
+    assert gh.count("\n") == 1 and "\x1b" not in gh
+
+
+def test_an_expression_nested_too_deep_skips_that_function_with_a_note(tmp_path):
+    """Generated code can nest an expression hundreds deep: that function is skipped, not the run."""
+    path = tmp_path / "generated.py"
+    path.write_text("import torch.distributed as dist\n\ndef f(x):\n    return " + "+".join(["x"] * 700)
+                    + "\n\ndef g(rank):\n    if rank == 0:\n        dist.barrier()\n")
+    res = run_cli("lint", path)
+    assert res.code == 1 and "Traceback" not in res.err, res
+    assert f"note: skipped {path}:f: nested too deeply to follow" in res.out
+    assert f"{path}:8:9: rank-branch" in res.out
