@@ -5,6 +5,9 @@ functions down, the condition kept in a variable or returned by a helper)."""
 
 from __future__ import annotations
 
+import itertools
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -53,11 +56,25 @@ def _program(cond: str, call: str, shape: str, depth: int, via_flag: bool, via_h
 def test_flagged_exactly_when_a_collective_runs_under_a_per_rank_condition(tmp_path_factory, cond, call, shape,
                                                                              depth, via_flag, via_helper_cond):
     (cond_src, per_rank), (call_src, collective) = cond, call
-    if per_rank == "local" and shape == "loop":
-        per_rank = None  # `range(3 if isnan(loss) else 4)`: only a loop over a rank's data counts as per-rank data
     lines, (call_line, branch_line) = _program(cond_src, call_src, shape, depth, via_flag, via_helper_cond)
     path = tmp_path_factory.mktemp("gen") / "train.py"
     path.write_text("\n".join(lines) + "\n")
     found = {(f.line, f.branch_line, f.kind) for f in lint_paths([path]).findings}
     expected = {(call_line, branch_line, per_rank)} if per_rank and collective else set()
     assert found == expected, "\n".join(lines)
+
+
+@pytest.mark.slow
+def test_every_combination(tmp_path):
+    """The same property over every combination (2,304 programs), for the slow suite."""
+    wrong = []
+    for i, (cond, call, shape, depth, via_flag, via_helper_cond) in enumerate(itertools.product(
+            CONDITIONS, CALLS, SHAPES, range(3), (False, True), (False, True))):
+        lines, (call_line, branch_line) = _program(cond[0], call[0], shape, depth, via_flag, via_helper_cond)
+        path = tmp_path / f"train{i}.py"
+        path.write_text("\n".join(lines) + "\n")
+        found = {(f.line, f.branch_line, f.kind) for f in lint_paths([path]).findings}
+        expected = {(call_line, branch_line, cond[1])} if cond[1] and call[1] else set()
+        if found != expected:
+            wrong.append((cond[0], call[0], shape, depth, via_flag, via_helper_cond, found))
+    assert not wrong, wrong[:5]
