@@ -14,6 +14,7 @@ function's statements) -> interprocedural (all functions, until nothing changes)
 
 from __future__ import annotations
 
+import gc
 import time
 from dataclasses import dataclass, field
 
@@ -36,13 +37,19 @@ def lint_paths(paths: list[str], learned=(), logs: str | None = None) -> LintRes
     """Lint Python files and folders. `logs`: a recorded run whose call chains add the calls
     they show issuing collectives; `learned`: such calls given directly (learn.Learned)."""
     start = time.perf_counter()
-    program = load([str(p) for p in paths])
-    known = learned or None
-    if logs is not None:
-        from .learn import learn_from_run
+    collecting = gc.isenabled()
+    gc.disable()  # millions of long-lived AST nodes: the cyclic collector would walk them again and again
+    try:
+        program = load([str(p) for p in paths])
+        known = learned or None
+        if logs is not None:
+            from .learn import learn_from_run
 
-        known = learn_from_run(logs, program)
-    findings = Lint(program, known).run()
+            known = learn_from_run(logs, program)
+        findings = Lint(program, known).run()
+    finally:
+        if collecting:
+            gc.enable()
     return LintResult(findings, len(program.modules), program.lines, time.perf_counter() - start,
                       program.skipped, len(known.sites) if known else 0)
 

@@ -20,6 +20,11 @@ PACKAGES = {"lightning": ("lightning", "pytorch_lightning", "lightning_fabric"),
 
 
 def dotted(node: ast.AST) -> str | None:
+    """`a.b.c` for a chain of names and attributes, else None."""
+    if node.__class__ is ast.Name:
+        return node.id
+    if node.__class__ is not ast.Attribute:
+        return None
     parts = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
@@ -44,10 +49,17 @@ def members_key(node: ast.AST) -> str:
 class Issued:
     """A call that issues collectives: the API and the chain from this call down to the collective."""
 
-    __slots__ = ("api", "chain", "p2p", "wrapped")
+    __slots__ = ("api", "chain", "maybe", "p2p", "wrapped")
 
-    def __init__(self, api: V.Api, chain: tuple = (), wrapped: bool = False, p2p: bool = False):
+    def __init__(self, api: V.Api, chain: tuple = (), wrapped: bool = False, p2p: bool = False, maybe: bool = False):
         self.api, self.chain, self.wrapped, self.p2p = api, chain, wrapped, p2p
+        self.maybe = maybe  # issues collectives only sometimes (DDP's forward: buffers, once a bucket rebuild)
+
+    @property
+    def uniform_result(self) -> bool:
+        """A collective's or framework helper's result is the same on every rank (not a program
+        function's, a recorded call's or a model's output)."""
+        return not (self.p2p or self.wrapped or self.chain or self.api.framework == "recorded run")
 
 
 class Evaluator:
@@ -95,11 +107,35 @@ class Evaluator:
     def v_Constant(self, node) -> Val:
         return CLEAN
 
+    def v_BinOp(self, node) -> Val:
+        return combine(self.value(node.left), self.value(node.right))
+
+    def v_UnaryOp(self, node) -> Val:
+        return combine(self.value(node.operand))
+
+    def v_BoolOp(self, node) -> Val:
+        return combine(*[self.value(v) for v in node.values])
+
+    def v_Tuple(self, node) -> Val:
+        return combine(*[self.value(e) for e in node.elts])
+
+    v_List = v_Set = v_Tuple
+
+    def v_JoinedStr(self, node) -> Val:
+        return combine(*[self.value(v.value) for v in node.values if v.__class__ is ast.FormattedValue])
+
+    def v_Starred(self, node) -> Val:
+        return self.value(node.value)
+
+    def v_Dict(self, node) -> Val:
+        return combine(*[self.value(k) for k in node.keys if k is not None], *[self.value(v) for v in node.values])
+
     def v_Name(self, node) -> Val:
         return self.lookup(node.id)
 
     def v_Attribute(self, node) -> Val:
-        if node.attr in V.RANK_ATTRS:
+        if node.attr in V.RANK_ATTRS or node.attr in V.ARGS_RANK_ATTRS and \
+                (dotted(node.value) or "").rpartition(".")[2] in V.ARGS_NAMES:
             self.value(node.value)
             return Val(rank=self.origin(RANK, node))
         learned = self.lint.rank_attr(node.attr)
@@ -140,8 +176,9 @@ class Evaluator:
 
     def v_Compare(self, node) -> Val:
         parts = [self.value(node.left)] + [self.value(c) for c in node.comparators]
-        if all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
-            rank = next((p.rank for p in parts if p.rank), None)  # `x is None`: structure, unless x was set per rank
+        if all(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in node.ops):
+            # `x is None`, `"labels" in inputs`: structure, the same on every rank unless x was set per rank
+            rank = next((p.rank for p in parts if p.rank), None)
             return Val(rank=rank) if rank else CLEAN
         if any(_is_minus_one(c) for c in [node.left] + node.comparators) and not any(p.local for p in parts):
             return CLEAN  # `local_rank != -1`: whether the job is distributed
@@ -201,6 +238,8 @@ class Evaluator:
             return env
         if name in V.RANK_CALLS or (isinstance(func, ast.Attribute) and meth in V.RANK_METHODS):
             return Val(rank=self.origin(RANK, node))
+        if meth in V.MEMBERSHIP:
+            return CLEAN
         if meth in V.LOCAL_CALLS:
             return Val(local=self.origin(LOCAL, node))
         if name in V.WRAPPERS:
@@ -218,11 +257,11 @@ class Evaluator:
         if name in ("torch.distributed.new_group", "torch.distributed.distributed_c10d.new_group"):
             ranks = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "ranks"), None)
             return Val(members=members_key(ranks) if ranks is not None else None, typ="group")
-        if issued is not None and not issued.p2p and issued.api.framework != "program":
+        if issued is not None and issued.uniform_result:
             self._uniform_in_place(node, meth)
             return CLEAN  # a collective's result is the same on every rank
-        if (name or "").endswith("DistributedSampler"):
-            return Val(typ="sampler")
+        if meth in V.EVEN_SHARDS:
+            return Val(typ="sampler")  # every rank gets as many batches
         if name in V.UNIFORM_RESULT:
             return CLEAN
         if isinstance(func, ast.Attribute) and meth in V.UNIFORM_METHODS:
@@ -231,6 +270,11 @@ class Evaluator:
             return args[0].data_only()  # `tqdm(loader, disable=rank != 0)`: the loader's batches
         if (name or "").endswith("DataLoader") and any(v.typ == "sampler" for v in kwargs.values()):
             return CLEAN  # a DistributedSampler gives every rank as many batches
+        cls = self.program_class(node)
+        if cls is not None:  # an instance of the program's own class: its methods can be followed
+            if key is not None:
+                self.lint.call_result(self, key, node, args, kwargs, _bound(func))
+            return Val(typ=cls)
         if key is not None:
             return self.lint.call_result(self, key, node, args, kwargs, _bound(func))
         if fval.wrapped or (recv is not None and recv.wrapped and meth in ("forward", "__call__")):
@@ -244,6 +288,12 @@ class Evaluator:
             name = dotted(target)
             if name is not None:
                 self.env[name] = CLEAN
+
+    def program_class(self, node) -> str | None:
+        if not isinstance(node.func, (ast.Name, ast.Attribute)):
+            return None
+        key = self.lint.program.resolve(self.mod, dotted(node.func) or "")
+        return key if key in self.lint.program.classes else None
 
     def program_function(self, node, name: str | None, recv: Val | None = None) -> str | None:
         """The key of the user's function this call runs, when it can be told statically."""
@@ -291,7 +341,7 @@ class Evaluator:
             found = self._method(node, func, name, recv)
             if found is not None:
                 return found
-        elif fval.wrapped in FORWARD_COLLECTIVES:
+        elif fval.wrapped:
             return _forward(fval.wrapped)
         elif fval.params and not fval.wrapped and isinstance(func, ast.Name):
             self.param_calls.setdefault(min(fval.params), node)  # `model(x)` of a parameter: the caller's model
@@ -308,7 +358,7 @@ class Evaluator:
             return Issued(V.Api(V.COLLECTIVE_METHODS[meth], V.collective_fix(V.COLLECTIVE_METHODS[meth]), "DTensor"))
         if meth == "backward" and recv.output_of:
             return _backward(recv.output_of)
-        if recv.wrapped in FORWARD_COLLECTIVES and meth == "forward":
+        if recv.wrapped and meth == "forward":
             return _forward(recv.wrapped)
         if recv.wrapped == "FSDP" and meth in V.FSDP_METHODS:
             return Issued(V.Api(f"FSDP `{meth}()` (gathers the sharded state)", f"call `model.{meth}()` on every "
@@ -348,8 +398,13 @@ def _keyword_set(node: ast.Call, keyword: str | None) -> bool:
 
 
 def _forward(kind: str) -> Issued:
-    return Issued(V.Api(f"the forward of the {kind}-wrapped model", f"run the {kind} model's forward on every rank "
-                        "(for one rank's own evaluation use the unwrapped module, `model.module`)", kind), wrapped=True)
+    """A wrapped model's forward: FSDP's and DeepSpeed's gather parameters; DDP's broadcasts buffers
+    (BatchNorm's statistics) and rebuilds buckets, so it counts under a branch, not as a loop's count
+    (there the backward is the collective every iteration issues)."""
+    sure = kind in FORWARD_COLLECTIVES
+    return Issued(V.Api(f"the forward of the {kind}-wrapped model" + ("" if sure else " (its buffer broadcast)"),
+                        f"run the {kind} model's forward on every rank (for one rank's own evaluation use the "
+                        "unwrapped module, `model.module`)", kind), wrapped=True, maybe=not sure)
 
 
 def _backward(kind: str) -> Issued:

@@ -50,6 +50,7 @@ class Finding:
     chain: list = field(default_factory=list)  # [(path, line, text)] from the call down to the collective
     framework: str = "torch.distributed"
     rule: str = RULE
+    maybe: bool = field(default=False, repr=False)  # its call issues collectives only sometimes (DDP's forward)
 
     @property
     def message(self) -> str:
@@ -82,6 +83,8 @@ def complementary(a: ast.AST, b: ast.AST) -> bool:
     """Whether every rank passes exactly one of two conditions on the same rank value: the
     "main process first" idiom, `if local_rank not in (-1, 0): barrier()` ... `if local_rank == 0:
     barrier()`, where each rank reaches one barrier of the pair."""
+    if _negated(a, b) or _negated(b, a):
+        return True  # `if not is_main:` ... `if is_main:`
     subject = _subject(a)
     if subject is None or subject != _subject(b):
         return False
@@ -89,6 +92,10 @@ def complementary(a: ast.AST, b: ast.AST) -> bool:
         return all(_holds(a, r) != _holds(b, r) for r in _RANKS)
     except (TypeError, ValueError, KeyError):
         return False
+
+
+def _negated(a, b) -> bool:
+    return isinstance(b, ast.UnaryOp) and isinstance(b.op, ast.Not) and ast.dump(b.operand) == ast.dump(a)
 
 
 def _subject(test) -> str | None:

@@ -12,13 +12,22 @@ ranks the condition lets through, and lines marked `# collcheck: ignore[rank-bra
 from __future__ import annotations
 
 import ast
+import re
 
 from . import vocabulary as V
-from .expressions import Evaluator, Issued, dotted, members_key
+from .conditions import (
+    data_like,
+    enumerate_index,
+    exits,
+    indexed_by,
+    is_join,
+    local_count,
+    members,
+    unwrapped,
+)
+from .expressions import Evaluator, Issued, dotted
 from .findings import BARRIERS, Finding, Guard, complementary, local_fix
 from .values import CLEAN, LOCAL, RANK, Origin, Val, combine, join
-
-EXIT_CALLS = frozenset({"sys.exit", "exit", "quit", "os._exit"})
 
 
 class Walker(Evaluator):
@@ -37,12 +46,17 @@ class Walker(Evaluator):
     # -- entry ---------------------------------------------------------------------------------
     def run(self, params: dict[int, Val]) -> None:
         node = self.fn.node
+        typed = self._annotated_classes(node)
+        steps = self.fn.name in V.STEP_FUNCTIONS and self.fn.params[:1] != ["ctx"]  # not autograd.Function's
+        entry = not self.lint.called(self.fn.key)  # no call in the program: a parameter's name is all there is
         for i, p in enumerate(self.fn.params):
             v = params.get(i, CLEAN)
-            if p in V.RANK_PARAMS:
+            if p in V.RANK_PARAMS and entry:
                 v = join(v, Val(rank=Origin(RANK, self.mod.path, node.lineno, f"parameter `{p}`")))
-            elif self.fn.name in V.STEP_FUNCTIONS and p not in V.STEP_COUNTERS and (i > 0 or not self.fn.cls):
+            elif steps and p not in V.STEP_COUNTERS and (i > 0 or not self.fn.cls):
                 v = join(v, Val(local=Origin(LOCAL, self.mod.path, node.lineno, f"`{p}` of `{self.fn.name}`")))
+            if p in typed:
+                v = join(v, Val(typ=typed[p]))
             self.env[p] = v
         if isinstance(node, ast.Module):
             self.block(node.body)
@@ -54,11 +68,25 @@ class Walker(Evaluator):
         self._pair_barriers()
 
     def _pair_barriers(self) -> None:
-        """Drop barriers under complementary conditions: each rank reaches one of the two."""
+        """Drop barriers under complementary conditions (each rank reaches one of the two), and a
+        DDP forward under a condition that also skips a collective for sure (its backward)."""
         paired = {line for g, line in self.barriers for h, _ in self.barriers
                   if g.line != h.line and complementary(g.test, h.test)}
-        if paired:
-            self.findings = [f for f in self.findings if f.line not in paired]
+        sure = {f.branch_line for f in self.findings if not f.maybe}
+        self.findings = [f for f in self.findings if f.line not in paired and not (f.maybe and f.branch_line in sure)]
+
+    def _annotated_classes(self, node) -> dict:
+        """Parameters annotated with one of the program's classes (`trainer: Trainer`)."""
+        if isinstance(node, ast.Module):
+            return {}
+        a = node.args
+        out = {}
+        for p in a.posonlyargs + a.args + a.kwonlyargs:
+            if p.annotation is not None:
+                key = self.lint.program.resolve(self.mod, dotted(p.annotation) or "")
+                if key in self.lint.program.classes:
+                    out[p.arg] = key
+        return out
 
     def _rank_only(self, node) -> Guard | None:
         for d in node.decorator_list:
@@ -83,8 +111,10 @@ class Walker(Evaluator):
         guard = next((g for g in reversed(self.guards) if g.kind in (RANK, LOCAL)), None)
         if guard is None or node.lineno in self.mod.ignored or guard.line in self.mod.ignored:
             return
+        if issued.maybe and guard.how in ("loop", "while"):
+            return  # DDP's forward in a loop of per-rank length: its backward is the finding
         group, group_node = _group(node, args, kwargs)
-        if guard.members is not None and guard.members in (group.members, _indexed_by(group_node)):
+        if guard.members is not None and guard.members in (group.members, indexed_by(group_node)):
             return  # a collective of the very group the condition selects (`groups[pair]` under `rank in pair`)
         if group.rank is not None:
             return  # a group chosen per rank: the condition may select exactly its members
@@ -95,12 +125,13 @@ class Walker(Evaluator):
             self.barriers.append((guard, node.lineno))
         self.findings.append(Finding(
             self.mod.path, node.lineno, node.col_offset, self.mod.text(node), api.name, guard.path, guard.line,
-            guard.text, guard.how, guard.kind, _why(guard.origin), fix, [here, *issued.chain], api.framework))
+            guard.text, guard.how, guard.kind, _why(guard.origin), fix, [here, *issued.chain], api.framework,
+            maybe=issued.maybe))
 
     def v_IfExp(self, node) -> Val:
         cond = self.value(node.test)
-        same = _unwrapped(node.body)
-        if same is not None and same == _unwrapped(node.orelse):  # `tqdm(loader) if rank == 0 else loader`
+        same = unwrapped(node.body)
+        if same is not None and same == unwrapped(node.orelse):  # `tqdm(loader) if rank == 0 else loader`
             return join(self.value(node.body), self.value(node.orelse))
         guard = self._guard(node, cond, "branch", node.test)
         if guard is not None:
@@ -167,36 +198,65 @@ class Walker(Evaluator):
     def s_While(self, s):
         cond = self.value(s.test)
         guard = self._guard(s, cond, "while", s.test)
-        escaping = []
-        for _ in range(2):  # twice: values carried around the loop
-            escaping = self._under(guard, s.body)
+        escaping = self._loop(guard, s.body, lambda: None)
         escaping += self.block(s.orelse)
         return [(g, k) for g, k in escaping if "return" in k]
 
     def s_For(self, s):
         it = self.value(s.iter)
         elem = it.data_only()
-        if _data_like(s.iter):
+        if data_like(s.iter):
             elem = join(elem, Val(local=Origin(LOCAL, self.mod.path, s.lineno, f"a batch of `{self.mod.text(s.iter, 40)}`")))
-        counted = it if it.rank else _local_count(s.iter, it)
+        counted = it if it.rank else local_count(s.iter, it)
         guard = self._guard(s, counted, "loop", None)
-        escaping = []
-        counter = _enumerate_index(s)
-        for _ in range(2):
-            self.assign(s.target, elem, None)
+        counter = enumerate_index(s)
+
+        zipped = self._zipped(s)
+
+        def bind_target():
+            if zipped is not None:  # `for x, layout in zip(inputs, layouts)`: each its own
+                for t, v in zipped:
+                    self.assign(t, v, None)
+            else:
+                self.assign(s.target, elem, None)
             if counter is not None:
                 self.bind(counter, CLEAN)  # `for i, batch in enumerate(loader)`: i counts alike everywhere
-            escaping = self._under(guard, s.body)
+
+        escaping = self._loop(guard, s.body, bind_target)
         escaping += self.block(s.orelse)
         return [(g, k) for g, k in escaping if "return" in k]
 
     s_AsyncFor = s_For
 
+    def _zipped(self, s):
+        it, target = s.iter, s.target
+        if not (isinstance(it, ast.Call) and dotted(it.func) == "zip" and isinstance(target, ast.Tuple)
+                and len(target.elts) == len(it.args) and not it.keywords):
+            return None
+        out = []
+        for t, a in zip(target.elts, it.args):
+            v = self.value(a).data_only()
+            if data_like(a):
+                v = join(v, Val(local=Origin(LOCAL, self.mod.path, s.lineno, f"a batch of `{self.mod.text(a, 40)}`")))
+            out.append((t, v))
+        return out
+
+    def _loop(self, guard, body: list, bind_target) -> list:
+        """A loop body, walked again only when it changed what it starts from (values carried
+        around the loop): nested loops stay linear, not 2^depth."""
+        bind_target()
+        before = dict(self.env)
+        escaping = self._under(guard, body)
+        if any(before.get(k, CLEAN) != v for k, v in self.env.items()):
+            bind_target()
+            escaping = self._under(guard, body)
+        return escaping
+
     def s_With(self, s):
         joins = 0
         for item in s.items:
             v = self.value(item.context_expr)
-            if _is_join(item.context_expr, self):
+            if is_join(item.context_expr, self.resolve):
                 joins += 1
             if item.optional_vars is not None:
                 self.assign(item.optional_vars, v, None)
@@ -243,7 +303,7 @@ class Walker(Evaluator):
         kind = RANK if cond.rank else LOCAL
         header = self.mod.lines[s.lineno - 1].strip()
         text = header if len(header) <= 80 else header[:77] + "..."
-        return Guard(kind, self.mod.path, s.lineno, text, how, cond.origin, _members(test, self), test)
+        return Guard(kind, self.mod.path, s.lineno, text, how, cond.origin, members(test), test)
 
     def _under(self, guard: Guard | None, body: list) -> list:
         if guard is not None:
@@ -269,13 +329,14 @@ class Walker(Evaluator):
                                     if not (same and f.branch_line == guard.line)]
         self.issued = issued + body_issued
         if guard is not None:
-            kinds = _exits(body) | _exits(orelse)
+            kinds = exits(body) | exits(orelse)
             if kinds:
                 escaping.append((Guard(guard.kind, guard.path, guard.line, guard.text, "exit", guard.origin), kinds))
         return escaping
 
     # -- assignment ----------------------------------------------------------------------------
     def assign(self, target, v: Val, value_node) -> None:
+        self._source = value_node
         if isinstance(target, (ast.Tuple, ast.List)):
             elts = value_node.elts if isinstance(value_node, (ast.Tuple, ast.List)) and \
                 len(value_node.elts) == len(target.elts) else None
@@ -291,8 +352,8 @@ class Walker(Evaluator):
         implicit = next((g for g in reversed(self.guards) if g.kind == RANK and g.how != "decorator"), None)
         if implicit is not None and not v.rank:
             v = join(v, Val(rank=implicit.origin))  # set on some ranks only: its value differs per rank
-        if isinstance(target, ast.Attribute) and v.rank and not (isinstance(target.value, ast.Name)
-                                                                 and target.value.id == "self"):
+        if isinstance(target, ast.Attribute) and v.rank and _flag_like(target.attr, getattr(self, "_source", None)) \
+                and not (isinstance(target.value, ast.Name) and target.value.id == "self"):
             self.lint.set_rank_attr(target.attr, v.rank)  # `args.is_master = rank == 0`: `.is_master` anywhere
         if isinstance(target, ast.Subscript):
             base = dotted(target.value)
@@ -331,95 +392,11 @@ def _joined(envs: list[dict]) -> dict:
     return out
 
 
-def _exits(body: list) -> frozenset:
-    """The ways this block may leave early: "return" (return, raise, sys.exit) or "loop" (break/continue)."""
-    found = set()
-    for s in body:
-        for node in _walk_no_defs(s):
-            if isinstance(node, (ast.Return, ast.Raise)):
-                found.add("return")
-            elif isinstance(node, (ast.Break, ast.Continue)):
-                found.add("loop")
-            elif isinstance(node, ast.Call) and dotted(node.func) in EXIT_CALLS:
-                found.add("return")
-    return frozenset(found)
+_FLAG_NAME = re.compile(r"rank|master|main|zero|chief|leader|primary|first|last", re.IGNORECASE)
 
 
-def _walk_no_defs(node):
-    """ast.walk, not into nested functions or classes, nor (for break/continue) into nested loops."""
-    if isinstance(node, (ast.For, ast.While, ast.AsyncFor)):
-        yield from _loop_children(node)
-        return
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        for c in ast.iter_child_nodes(n):
-            if isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-                continue
-            if isinstance(c, (ast.For, ast.While, ast.AsyncFor)):
-                stack.extend(x for x in _loop_children(c))
-                continue
-            stack.append(c)
-
-
-def _loop_children(loop):
-    """A nested loop's statements, for returns only (its break/continue stay inside it)."""
-    for s in loop.body + loop.orelse:
-        for n in ast.walk(s):
-            if isinstance(n, (ast.Return, ast.Raise)):
-                yield n
-
-
-def _data_like(node: ast.AST) -> bool:
-    if isinstance(node, ast.Call):
-        name = (dotted(node.func) or "").rpartition(".")[2]
-        if name in ("enumerate", "tqdm", "zip", "iter") and node.args:
-            return any(_data_like(a) for a in node.args)
-        return False
-    name = (dotted(node) or "").rpartition(".")[2]
-    return bool(name) and bool(V.DATA_NAME.search(name))
-
-
-def _local_count(node: ast.AST, it: Val) -> Val:
-    """A loop over `range(n)` with n from this rank's data runs a per-rank number of times."""
-    if it.local and isinstance(node, ast.Call) and (dotted(node.func) or "") in ("range", "enumerate"):
-        return it
-    return CLEAN
-
-
-def _is_join(expr: ast.AST, walker: Walker) -> bool:
-    target = expr.func if isinstance(expr, ast.Call) else expr
-    if isinstance(target, ast.Attribute) and target.attr in V.JOIN_CONTEXTS:
-        return not isinstance(target.value, ast.Constant)
-    return walker.resolve(dotted(target)) in V.JOIN_CONTEXTS or (dotted(target) or "") == "Join"
-
-
-def _enumerate_index(loop):
-    it, target = loop.iter, loop.target
-    if isinstance(it, ast.Call) and dotted(it.func) == "enumerate" and isinstance(target, ast.Tuple) and target.elts:
-        return target.elts[0]
-    return None
-
-
-def _unwrapped(node) -> str | None:
-    """An expression's source without progress-bar and enumerate wrappers around it."""
-    while isinstance(node, ast.Call) and (dotted(node.func) or "").rpartition(".")[2] in V.PASS_THROUGH and node.args:
-        node = node.args[0]
-    return ast.dump(node)
-
-
-def _indexed_by(node) -> str | None:
-    return members_key(node.slice) if isinstance(node, ast.Subscript) else None
-
-
-def _members(test, walker: Walker) -> str | None:
-    """The ranks `rank in X` / `rank == k` lets through, as comparable source."""
-    if not isinstance(test, ast.Compare) or len(test.ops) != 1:
-        return None
-    op, right = test.ops[0], test.comparators[0]
-    if isinstance(op, ast.In):
-        return members_key(right)
-    if isinstance(op, ast.Eq) and isinstance(right, ast.Constant):
-        return members_key(ast.List(elts=[right], ctx=ast.Load()))
-    return None
+def _flag_like(attr: str, source) -> bool:
+    """An attribute worth following by its name alone, program-wide: a rank or a rank test
+    (`args.is_master = rank == 0`), not any value that happens to mix a rank in (`p.grad = x * rank`)."""
+    return bool(_FLAG_NAME.search(attr)) or isinstance(source, (ast.Compare, ast.BoolOp)) or \
+        isinstance(source, ast.UnaryOp) and isinstance(source.op, ast.Not)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 from dataclasses import replace
 
-from .expressions import FORWARD_COLLECTIVES, Issued, _forward, dotted
+from .expressions import Issued, _forward, dotted
 from .flow import Walker
 from .values import CLEAN, LOCAL, RANK, Origin, Val, combine, join
 
@@ -39,12 +39,14 @@ class Lint:
         self.readers: dict[tuple, dict] = {}  # token -> {function whose walk read it: the version it read}
         self.versions: dict[tuple, int] = {}  # token -> how many times it changed
         self.walking = ""
+        self.own: set = set()
+        self.callers: set[str] = set()  # functions the program calls (their parameters' values are known)
         self.actual = False  # walking with the callers' arguments (else with placeholders)
 
     def run(self) -> list:
         """Walk every function, then again only those that read a summary, argument, attribute
         or global that changed, until none did (at most MAX_ROUNDS)."""
-        todo = sorted(self.program.functions, key=lambda k: (not k.endswith(":<module>"), k))
+        todo = self._callees_first()
         findings: dict[str, list] = {}
         for _ in range(MAX_ROUNDS):
             self.changed_tokens = set()
@@ -65,6 +67,38 @@ class Lint:
         unique = {f.key(): f for fs in findings.values() for f in fs}
         return sorted(unique.values(), key=lambda f: (f.path, f.line, f.branch_line))
 
+    def _callees_first(self) -> list[str]:
+        """Module bodies (their globals) first, then functions module by module, a module after
+        those it imports, each module's in the order they are defined: helpers usually come before
+        their callers, so most summaries are final when their callers read them, and the next
+        rounds re-walk few."""
+        prog = self.program
+        by_path = {m.path: m for m in prog.modules}
+        names = {}
+        for m in prog.modules:
+            names.setdefault(m.name, m.path)
+        order, seen = [], set()
+        for m in prog.modules:
+            stack = [(m.path, iter(_imported_paths(m, names)))]
+            if m.path in seen:
+                continue
+            seen.add(m.path)
+            while stack:
+                path, deps = stack[-1]
+                nxt = next((d for d in deps if d not in seen), None)
+                if nxt is None:
+                    stack.pop()
+                    order.append(path)
+                else:
+                    seen.add(nxt)
+                    stack.append((nxt, iter(_imported_paths(by_path[nxt], names))))
+        rank = {path: i for i, path in enumerate(order)}
+        funcs = prog.functions.values()
+        modules = [f.key for f in funcs if isinstance(f.node, ast.Module)]
+        rest = sorted((f for f in funcs if not isinstance(f.node, ast.Module)),
+                      key=lambda f: (rank[f.module.path], f.node.lineno))
+        return sorted(modules, key=lambda k: rank[k.rpartition(":")[0]]) + [f.key for f in rest]
+
     @property
     def changed(self) -> bool:
         return bool(self.changed_tokens)
@@ -75,11 +109,13 @@ class Lint:
 
     def _change(self, token: tuple) -> None:
         self.changed_tokens.add(token)
+        self.own.add(token)
         self.versions[token] = self.versions.get(token, 0) + 1
 
     def _walk(self, key: str) -> list:
         fn = self.program.functions[key]
         self.walking = key
+        self.own = set()  # tokens this walk changes: it saw its own writes
         self.read(("in", key))
         actual = self.params_in.get(key)
         # without arguments that differ per rank, the placeholder walk is also the findings walk
@@ -94,6 +130,9 @@ class Lint:
         if key in self.program.parents and self.envs.get(key) != w.env:
             self.envs[key] = w.env
             self._change(("env", key))
+        for token in self.own:
+            if key in self.readers.get(token, ()):
+                self.readers[token][key] = self.versions[token]
         return w.findings
 
     def _summarise(self, key: str, w: Walker) -> None:
@@ -150,7 +189,9 @@ class Lint:
         self._store(self.globals.setdefault(mod.path, {}), name, v, ("global", mod.path))
 
     def _store(self, table: dict, key, v: Val, token: tuple) -> None:
-        v = replace(v, params=frozenset())
+        """An attribute or a global: kept when it is a rank (or a module, a type), not when it is
+        merely this rank's data (`self.loss = loss`): the branch on it is the step's, seen there."""
+        v = replace(v, params=frozenset(), local=None, output_of=None)
         old = table.get(key)
         new = v if old is None else join(old, v)
         if new != old:
@@ -169,9 +210,17 @@ class Lint:
                 params[fn.params.index(k)] = v
         return params
 
+    def called(self, key: str) -> bool:
+        """Whether the program calls this function anywhere (so far)."""
+        self.read(("called", key))
+        return key in self.callers
+
     def call_result(self, w: Walker, key: str, node: ast.Call, args: list, kwargs: dict, bound: bool) -> Val:
         fn = self.program.functions[key]
         self.read(("fn", key))
+        if key not in self.callers:
+            self.callers.add(key)
+            self._change(("called", key))
         params = self._params(key, node, args, kwargs)
         if self.actual:
             self._record_args(key, params)
@@ -211,17 +260,17 @@ class Lint:
         if key in self.issues:
             inner, inner_node = self.issues[key]
             site = (fn.module.path, inner_node.lineno, fn.module.text(inner_node))
-            return Issued(replace(inner.api), (site, *inner.chain), wrapped=inner.wrapped)
+            return Issued(replace(inner.api), (site, *inner.chain), wrapped=inner.wrapped, maybe=inner.maybe)
         calls = self.param_calls.get(key)
         if not calls:
             return None
         for i, arg in self._params(key, node, *passed).items():
             if i not in calls:
                 continue
-            if arg.wrapped in FORWARD_COLLECTIVES:
+            if arg.wrapped:
                 site = (fn.module.path, calls[i].lineno, fn.module.text(calls[i]))
                 forward = _forward(arg.wrapped)
-                return Issued(forward.api, (site,), wrapped=True)
+                return Issued(forward.api, (site,), wrapped=True, maybe=forward.maybe)
             if arg.params and w.summary:
                 w.param_calls.setdefault(min(arg.params), node)  # passed on: the caller's parameter, called
         return None
@@ -233,3 +282,16 @@ class Lint:
 
 
 __all__ = ["LOCAL", "RANK", "Lint"]
+
+
+def _imported_paths(mod, names: dict) -> list[str]:
+    """The linted modules `mod` imports (by dotted name or a tail of it)."""
+    out = []
+    for full in mod.imports.values():
+        parts = full.split(".")
+        for i in range(len(parts), 0, -1):
+            path = names.get(".".join(parts[:i]))
+            if path is not None and path != mod.path:
+                out.append(path)
+                break
+    return out

@@ -42,8 +42,10 @@ class Val:
 
     def data_only(self) -> Val:
         """The per-rank part alone: what flows into a value computed from this one."""
-        if not (self.varies or self.params or self.output_of):
+        if self.rank is None and self.local is None and not self.params and self.output_of is None:
             return CLEAN
+        if self.wrapped is None and self.typ is None and self.members is None:
+            return self
         return Val(self.rank, self.local, self.params, output_of=self.output_of)
 
 
@@ -52,12 +54,12 @@ CLEAN = Val()
 
 def join(*vals: Val) -> Val:
     """What a value may be when it is any of these (branches joining, an expression of parts)."""
-    vals = [v for v in vals if v is not None and v is not CLEAN]
+    vals = [v for v in vals if v is not None and v is not CLEAN and v != CLEAN]
     if not vals:
         return CLEAN
-    if len(vals) == 1:
-        return vals[0]
     first = vals[0]
+    if len(vals) == 1 or all(v == first for v in vals[1:]):
+        return first
     return Val(rank=next((v.rank for v in vals if v.rank), None),
                local=next((v.local for v in vals if v.local), None),
                params=frozenset().union(*(v.params for v in vals)),
@@ -69,4 +71,7 @@ def join(*vals: Val) -> Val:
 
 def combine(*vals: Val) -> Val:
     """A value computed from these: their per-rank parts, none of their module or type."""
-    return join(*(v.data_only() for v in vals if v is not None))
+    parts = [d for d in (v.data_only() for v in vals if v is not None) if d is not CLEAN]
+    if not parts:
+        return CLEAN
+    return parts[0] if len(parts) == 1 else join(*parts)

@@ -20,12 +20,17 @@ _TD = "torch.distributed"
 RANK_CALLS = frozenset({f"{_TD}.get_rank", f"{_TD}.get_node_local_rank", f"{_TD}.get_group_rank",
                         "deepspeed.comm.get_rank", "deepspeed.comm.get_local_rank",
                         "torch_xla.core.xla_model.get_ordinal", "torch_xla.runtime.global_ordinal"})
-RANK_METHODS = frozenset({"get_rank", "get_local_rank", "get_coordinate", "is_world_process_zero",
+RANK_METHODS = frozenset({"get_rank", "get_local_rank", "is_world_process_zero",
                           "is_local_process_zero", "get_ordinal", "get_node_local_rank", "get_global_rank_of"})
+# whether this rank belongs to a mesh: the ranks outside it skip its collectives, as they must
+MEMBERSHIP = frozenset({"get_coordinate", "_is_current_rank_part_of_mesh", "is_current_rank_part_of_mesh"})
 # attributes that differ per rank (accelerate, Lightning, transformers, DeepSpeed, and `.rank` itself)
 RANK_ATTRS = frozenset({"rank", "local_rank", "global_rank", "node_rank", "world_rank", "group_rank",
                         "is_main_process", "is_local_main_process", "is_last_process", "process_index",
-                        "local_process_index", "is_global_zero", "should_save", "should_log"})
+                        "local_process_index", "is_global_zero"})
+# per-rank only on transformers' TrainingArguments (`args.should_save`), not on its TrainerControl
+ARGS_RANK_ATTRS = frozenset({"should_save", "should_log"})
+ARGS_NAMES = frozenset({"args", "training_args", "train_args"})
 # environment variables a launcher sets per process
 RANK_ENV = frozenset({"RANK", "LOCAL_RANK", "GROUP_RANK", "NODE_RANK", "ROLE_RANK", "LOCAL_PROCESS_RANK",
                       "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "OMPI_COMM_WORLD_RANK",
@@ -57,6 +62,9 @@ UNIFORM_RESULT = frozenset({"torch.device", "torch.cuda.device", "torch.cuda.set
                             "torch.utils.data.distributed.DistributedSampler", "isinstance", "hasattr",
                             "callable", "type", "id", "print"})
 UNIFORM_METHODS = frozenset({"to", "cuda", "cpu", "device", "set_device"})
+# functions that shard data evenly whatever rank they are given (accelerate's loaders)
+EVEN_SHARDS = frozenset({"prepare_data_loader", "skip_first_batches", "DistributedSampler", "DistributedBatchSampler",
+                         "BatchSamplerShard", "IterableDatasetShard", "split_dataset_by_node"})
 # wrappers whose result iterates as their first argument does (progress bars, enumerate)
 PASS_THROUGH = frozenset({"tqdm", "trange", "enumerate", "iter", "track", "progress_bar"})
 # FSDP (1) methods and class methods that gather or scatter the sharded state
@@ -74,7 +82,7 @@ _OPS = ("all_reduce", "all_reduce_coalesced", "all_gather", "all_gather_into_ten
         "all_gather_coalesced", "reduce", "reduce_scatter", "reduce_scatter_tensor", "broadcast",
         "broadcast_object_list", "scatter", "scatter_object_list", "gather", "gather_object", "all_to_all",
         "all_to_all_single", "barrier", "monitored_barrier", "new_group", "new_subgroups",
-        "new_subgroups_by_enumeration", "split_group", "init_process_group", "destroy_process_group")
+        "new_subgroups_by_enumeration", "split_group")
 _FUNCOL = ("all_reduce", "all_reduce_inplace", "all_reduce_coalesced", "all_gather_tensor",
            "all_gather_tensor_autograd", "all_gather_tensor_inplace", "all_gather_into_tensor_coalesced",
            "reduce_scatter_tensor", "reduce_scatter_tensor_autograd", "reduce_scatter_tensor_coalesced",
@@ -136,14 +144,16 @@ _PUBLIC = re.compile(r"^(?:(?P<recv>[A-Za-z_][\w.]*)\.)?(?P<meth>[A-Za-z_]\w*)\(
 # method names too common to match on any receiver: the receiver's name or type must say which
 _NOT_CALLS = frozenset({"engine", "model", "save_pretrained"})  # a forward; a save only TP models make collective
 _MODULES = frozenset({"deepspeed", "torch", "dist"})  # module functions: COLLECTIVES names them by their path
-_AMBIGUOUS = frozenset({"gather", "reduce", "backward", "broadcast", "log", "step", "save", "load", "setup",
-                        "prepare", "compute", "all_gather", "all_reduce", "barrier", "load_state", "forward"})
+# method names no other library uses: matched on any receiver (all others need the receiver's name or type)
+DISTINCTIVE = frozenset({"gather_for_metrics", "wait_for_everyone", "pad_across_processes", "check_trigger",
+                         "reduce_boolean_decision", "manual_backward", "broadcast_object_list", "gather_object",
+                         "synchronize_rng_states", "main_process_first", "all_gather", "all_reduce"})
 
 
 @lru_cache(maxsize=1)
 def framework_apis() -> dict[str, list[tuple[str | None, Api]]]:
-    """method -> [(receiver hint, BARE or None; Api; the receiver the table names)], from every
-    framework table's public calls (the last tells `engine.save_checkpoint` from `trainer.save_checkpoint`)."""
+    """method -> [(receiver hint: None for any, BARE, or the name the receiver must have; Api; the
+    receiver the table names)], from every framework table's public calls."""
     from ..model.framework_calls.lookup import TABLES
 
     out: dict[str, list] = {}
@@ -152,15 +162,19 @@ def framework_apis() -> dict[str, list[tuple[str | None, Api]]]:
         for value in table.ENTRIES.values():
             for e in value if isinstance(value, tuple) else (value,):
                 m = _PUBLIC.match(e.user_api or "")
-                if m is None or m["meth"] in _NOT_CALLS or (m["recv"] or "").split(".")[0] in _MODULES:
-                    continue
+                if m is None or m["meth"] in _NOT_CALLS or m["meth"][0].isupper() or \
+                        (m["recv"] or "").split(".")[0] in _MODULES:
+                    continue  # a forward, a constructor (`ModelCheckpoint(...)`), a module's function
                 recv = (m["recv"] or "").rpartition(".")[2] or None
                 keyword = next((k.split("=")[0].strip() for k in m["args"].split(",") if "=True" in k), None)
                 api = Api(e.user_api, e.fix, name, keyword)
-                hint = recv if recv not in (None, "self") else None
-                if m["meth"] in _AMBIGUOUS and hint is None and recv != "self":
+                if m["meth"] in DISTINCTIVE or (recv == "self" and keyword):
+                    hint = None  # `x.gather_for_metrics(...)`, `self.log(..., sync_dist=True)`
+                elif recv is None:
                     hint = BARE  # a bare `gather(...)` is accelerate's only when imported from it (torch.gather)
-                entry = (hint if m["meth"] in _AMBIGUOUS else None, api, recv.rpartition(".")[2] if recv else None)
+                else:
+                    hint = recv  # `engine.save_checkpoint(...)`, not `self.checkpoint_io.save_checkpoint(...)`
+                entry = (hint, api, recv)
                 if entry not in out.setdefault(m["meth"], []):
                     out[m["meth"]].append(entry)
     return out
@@ -176,6 +190,8 @@ def receiver_matches(hint: str | None, receiver_text: str, receiver_type: str | 
         return True
     if hint == BARE:
         return False
+    if hint == "self":
+        return receiver_text == "self"
     last = receiver_text.rpartition(".")[2].lower()
     return receiver_type == hint or hint.lower() in last or (hint == "engine" and last in ("model_engine", "ds_engine"))
 
