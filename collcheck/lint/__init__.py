@@ -18,6 +18,7 @@ import gc
 import time
 from dataclasses import dataclass, field
 
+from .expressions import _DOTTED
 from .findings import Finding
 from .interprocedural import Lint
 from .program import load
@@ -48,6 +49,7 @@ def lint_paths(paths: list[str], learned=(), logs: str | None = None) -> LintRes
             known = learn_from_run(logs, program)
         findings = Lint(program, known).run()
     finally:
+        _DOTTED.clear()  # it holds the program's nodes
         if collecting:
             gc.enable()
     return LintResult(findings, len(program.modules), program.lines, time.perf_counter() - start,

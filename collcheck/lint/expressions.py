@@ -25,6 +25,16 @@ def dotted(node: ast.AST) -> str | None:
         return node.id
     if node.__class__ is not ast.Attribute:
         return None
+    got = _DOTTED.get(node)
+    if got is None:
+        got = _DOTTED[node] = _dotted(node) or ""
+    return got or None
+
+
+_DOTTED: dict = {}  # attribute chain -> its dotted source ("" for none): asked for again and again
+
+
+def _dotted(node: ast.AST) -> str | None:
     parts = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
@@ -163,8 +173,13 @@ class Evaluator:
         """`os.environ["RANK"]`, `os.environ.get("RANK")`, `os.getenv("RANK")`: a rank."""
         if isinstance(node, ast.Subscript):
             target, key = node.value, node.slice
+            if not (isinstance(target, ast.Attribute) and target.attr == "environ"):
+                return None
         elif isinstance(node, ast.Call) and node.args:
             target, key = node.func, node.args[0]
+            if not (isinstance(target, ast.Attribute) and target.attr in ("get", "getenv")
+                    or isinstance(target, ast.Name) and target.id in ("getenv", "get")):
+                return None
         else:
             return None
         name = self.resolve(dotted(target))

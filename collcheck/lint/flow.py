@@ -247,7 +247,8 @@ class Walker(Evaluator):
         bind_target()
         before = dict(self.env)
         escaping = self._under(guard, body)
-        if any(before.get(k, CLEAN) != v for k, v in self.env.items()):
+        if any(self.env.get(k) is not v and self.env.get(k) != v for k, v in before.items()):
+            # (a variable first set in the body is read in a later iteration only after it is set)
             bind_target()
             escaping = self._under(guard, body)
         return escaping

@@ -136,7 +136,7 @@ class Lint:
         return w.findings
 
     def _summarise(self, key: str, w: Walker) -> None:
-        ret = replace(w.returns, members=None)
+        ret = w.returns if w.returns.members is None else replace(w.returns, members=None)
         if self.returns.get(key, CLEAN) != ret:
             self.returns[key] = ret
             self._change(("fn", key))
@@ -191,7 +191,7 @@ class Lint:
     def _store(self, table: dict, key, v: Val, token: tuple) -> None:
         """An attribute or a global: kept when it is a rank (or a module, a type), not when it is
         merely this rank's data (`self.loss = loss`): the branch on it is the step's, seen there."""
-        v = replace(v, params=frozenset(), local=None, output_of=None)
+        v = Val(rank=v.rank, wrapped=v.wrapped, typ=v.typ, members=v.members)
         old = table.get(key)
         new = v if old is None else join(old, v)
         if new != old:

@@ -27,23 +27,28 @@ class Module:
     lines: list[str]
     imports: dict[str, str] = field(default_factory=dict)  # local name -> full dotted name
     ignored: frozenset = frozenset()  # lines marked `# collcheck: ignore[rank-branch]` (or bare)
+    _texts: dict = field(default_factory=dict, repr=False)
 
     def text(self, node: ast.AST, limit: int = 80) -> str:
-        """The source of `node`'s first line, for messages."""
-        seg = ast.get_source_segment("\n".join(self.lines[node.lineno - 1:node.end_lineno]),
-                                     _shifted(node)) if hasattr(node, "end_lineno") else None
-        text = " ".join((seg or self.lines[node.lineno - 1].strip()).split())
-        return text if len(text) <= limit else text[:limit - 3] + "..."
+        """The source of `node` on one line, for messages (cached: origins ask again and again)."""
+        key = (node.lineno, node.col_offset, getattr(node, "end_lineno", None), getattr(node, "end_col_offset", None), limit)
+        got = self._texts.get(key)
+        if got is None:
+            got = self._texts[key] = _shorten(" ".join(self._segment(node).split()), limit)
+        return got
+
+    def _segment(self, node) -> str:
+        first, last = node.lineno - 1, (getattr(node, "end_lineno", None) or node.lineno) - 1
+        if not 0 <= first <= last < len(self.lines) or getattr(node, "end_col_offset", None) is None:
+            return self.lines[first].strip() if 0 <= first < len(self.lines) else ""
+        lines = [line.encode() for line in self.lines[first:last + 1]]  # ast's columns count UTF-8 bytes
+        lines[-1] = lines[-1][:node.end_col_offset]
+        lines[0] = lines[0][node.col_offset:]
+        return b"\n".join(lines).decode(errors="replace")
 
 
-def _shifted(node: ast.AST) -> ast.AST:
-    """`node` with its lines counted from its own first line (for get_source_segment on a slice)."""
-    class _At:
-        pass
-    at = _At()
-    at.lineno, at.end_lineno = 1, node.end_lineno - node.lineno + 1
-    at.col_offset, at.end_col_offset = node.col_offset, node.end_col_offset
-    return at
+def _shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 @dataclass
