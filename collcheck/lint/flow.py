@@ -38,6 +38,7 @@ class Walker(Evaluator):
         self.joined = 0  # inside `with model.join():`
         self.findings: list[Finding] = []
         self.issued: list[str] = []  # the names of what this block issued, in order (both-branches check)
+        self.writes: list[str] = []  # every name bound, in order (what a rank branch set)
         self.returns = CLEAN
         self.first: tuple | None = None  # (Issued, node): the first collective this function issues
         self.barriers: list[tuple] = []  # (guard, line) of each barrier found under a rank branch
@@ -244,6 +245,7 @@ class Walker(Evaluator):
     def _loop(self, guard, body: list, bind_target) -> list:
         """A loop body, walked again only when it changed what it starts from (values carried
         around the loop): nested loops stay linear, not 2^depth."""
+        start = len(self.writes)
         bind_target()
         before = dict(self.env)
         escaping = self._under(guard, body)
@@ -251,6 +253,8 @@ class Walker(Evaluator):
             # (a variable first set in the body is read in a later iteration only after it is set)
             bind_target()
             escaping = self._under(guard, body)
+        if guard is not None and guard.kind == RANK:
+            self._set_per_rank(guard, start)
         return escaping
 
     def s_With(self, s):
@@ -316,7 +320,7 @@ class Walker(Evaluator):
                 self.guards.pop()
 
     def _branches(self, guard: Guard | None, body: list, orelse: list) -> list:
-        before, findings, issued = dict(self.env), self.findings, self.issued
+        before, findings, issued, writes = dict(self.env), self.findings, self.issued, len(self.writes)
         self.findings, self.issued = [], []
         escaping = self._under(guard, body)
         body_env, body_findings, body_issued = self.env, self.findings, self.issued
@@ -324,7 +328,10 @@ class Walker(Evaluator):
         else_guard = guard and Guard(guard.kind, guard.path, guard.line, guard.text, "else", guard.origin)
         escaping += self._under(else_guard, orelse)
         else_findings, else_issued = self.findings, self.issued
-        self.env = _joined([body_env, self.env])
+        else_env = self.env
+        self.env = _joined([body_env, else_env])
+        if guard is not None and guard.kind == RANK:
+            self._set_per_rank(guard, writes)
         same = guard is not None and body_issued == else_issued
         self.findings = findings + [f for f in body_findings + else_findings
                                     if not (same and f.branch_line == guard.line)]
@@ -334,6 +341,16 @@ class Walker(Evaluator):
             if kinds:
                 escaping.append((Guard(guard.kind, guard.path, guard.line, guard.text, "exit", guard.origin), kinds))
         return escaping
+
+    def _set_per_rank(self, guard: Guard, since: int) -> None:
+        """After a rank branch (or a loop of per-rank count), what it set differs per rank: `if rank
+        == 0: metrics["x"] = ...` then `for k in metrics`. Inside the branch it is just a value."""
+        for name in set(self.writes[since:]):
+            v = self.env.get(name, CLEAN)
+            if v.rank is None:
+                v = self.env[name] = join(v, Val(rank=guard.origin))
+                if name.startswith("self.") and name.count(".") == 1 and self.fn.cls:
+                    self.lint.set_class_attr(self.fn.cls, name[5:], v)
 
     # -- assignment ----------------------------------------------------------------------------
     def assign(self, target, v: Val, value_node) -> None:
@@ -350,9 +367,6 @@ class Walker(Evaluator):
 
     def bind(self, target, v: Val) -> None:
         name = dotted(target)
-        implicit = next((g for g in reversed(self.guards) if g.kind == RANK and g.how != "decorator"), None)
-        if implicit is not None and not v.rank:
-            v = join(v, Val(rank=implicit.origin))  # set on some ranks only: its value differs per rank
         if isinstance(target, ast.Attribute) and v.rank and _flag_like(target.attr, getattr(self, "_source", None)) \
                 and not (isinstance(target.value, ast.Name) and target.value.id == "self"):
             self.lint.set_rank_attr(target.attr, v.rank)  # `args.is_master = rank == 0`: `.is_master` anywhere
@@ -360,10 +374,12 @@ class Walker(Evaluator):
             base = dotted(target.value)
             if base is not None:
                 self.env[base] = join(self.lookup(base), v.data_only())
+                self.writes.append(base)
             return
         if name is None:
             return
         self.env[name] = v
+        self.writes.append(name)
         if name.startswith("self.") and name.count(".") == 1 and self.fn.cls:
             self.lint.set_class_attr(self.fn.cls, name[5:], v)
         if isinstance(self.fn.node, ast.Module):

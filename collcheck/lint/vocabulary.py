@@ -54,7 +54,7 @@ STEP_COUNTERS = frozenset({"self", "cls", "batch_idx", "dataloader_idx", "optimi
                            "model", "return_outputs", "num_items_in_batch", "prediction_loss_only", "ignore_keys",
                            "hiddens", "config"})
 # a loop over one of these yields this rank's data (its trip count is the data's length)
-DATA_NAME = re.compile(r"(loader|batch|dataset|data|sampl|examples|inputs|shard|split|stream)", re.IGNORECASE)
+DATA_NAME = re.compile(r"(loader|batch|dataset|data|samples|examples|shard)", re.IGNORECASE)
 
 # calls that make their result (or their first argument, in place) the same on every rank
 UNIFORM_RESULT = frozenset({"torch.device", "torch.cuda.device", "torch.cuda.set_device",
