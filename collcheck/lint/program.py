@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -148,6 +149,9 @@ def _files(paths, prog):
 
 def _parse(root: str, path: str, prog: Program) -> Module | None:
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO or a device would block or never end
+            prog.skipped.append(f"{path}: not a regular file")
+            return None
         if os.path.getsize(path) > MAX_FILE_BYTES:
             prog.skipped.append(f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB")
             return None

@@ -117,3 +117,14 @@ def test_an_expression_nested_too_deep_skips_that_function_with_a_note(tmp_path)
     assert res.code == 1 and "Traceback" not in res.err, res
     assert f"note: skipped {path}:f: nested too deeply to follow" in res.out
     assert f"{path}:8:9: rank-branch" in res.out
+
+
+def test_a_fifo_and_an_oversized_file_are_skipped_not_read(tmp_path, buggy):
+    import os
+
+    os.mkfifo(tmp_path / "pipe.py")  # reading it would block forever
+    big = tmp_path / "generated.py"
+    big.write_text("x = 1\n" * ((5 << 20) // 6 + 1))  # 5 MiB
+    res = run_cli("lint", tmp_path)
+    assert res.code == 1, res  # train.py's finding still
+    assert "pipe.py: not a regular file" in res.out and "generated.py: larger than 4 MiB" in res.out
