@@ -1,6 +1,12 @@
-"""What several commands share: the argument that names a run, and the launches a folder holds."""
+"""What several commands share: the argument that names a run, the launches a folder holds, and
+the report file `-o` names."""
 
 from __future__ import annotations
+
+import contextlib
+import sys
+
+from ..base.errors import UsageError
 
 RUN_HELP = ("run directory (or a logs root: the newest run is used), or a directory of PyTorch Flight Recorder "
             "dumps")  # replay's: it reads one run
@@ -31,3 +37,18 @@ def one_launch(args, command: str):
     from ..inputs.launches import newest
 
     return newest(launches(args), args.logs, command).source
+
+
+@contextlib.contextmanager
+def output(path: str | None):
+    """`-o PATH` opened for writing (stdout without one); one that cannot be written is a usage
+    error (exit 2), not a traceback."""
+    if not path:
+        yield sys.stdout
+        return
+    try:
+        out = open(path, "w")  # noqa: SIM115 (closed below)
+    except OSError as e:
+        raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
+    with out:
+        yield out

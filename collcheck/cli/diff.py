@@ -3,10 +3,8 @@ line per launch and the full report of those with findings (docs/diff.md, 'Many 
 
 from __future__ import annotations
 
-import sys
-
 from ..base.errors import FINDINGS, INCOMPLETE, INPUT_ERROR, OK
-from .common import add_launch_arguments, launches
+from .common import add_launch_arguments, launches, output
 
 
 def add_parser(commands) -> None:
@@ -23,8 +21,7 @@ def execute(args) -> int:
     """Align the ranks' collectives, report the first divergence and any hang (each launch's)."""
     found = launches(args)
     report = _analysed(found[0]) if len(found) == 1 else None
-    out = open(args.output, "w") if args.output else sys.stdout
-    try:
+    with output(args.output) as out:
         if report is None:
             return _several(args, found, out)
         if args.launch is not None:
@@ -35,9 +32,6 @@ def execute(args) -> int:
             from ..report import render
 
             render(report, args.format, out, context=args.context)
-    finally:
-        if args.output:
-            out.close()
     if args.exit_zero:
         return OK
     return FINDINGS if report.findings else INCOMPLETE if report.verdict == "incomplete" else OK

@@ -4,9 +4,9 @@ training script's source before the job runs (docs/lint.md)."""
 from __future__ import annotations
 
 import os
-import sys
 
 from ..base.errors import FINDINGS, OK, UsageError
+from .common import output
 
 
 def add_parser(commands) -> None:
@@ -31,10 +31,6 @@ def execute(args) -> int:
     if args.logs is not None and not os.path.exists(args.logs):
         raise UsageError(f"no such run: {args.logs}")
     result = lint_paths(args.paths, logs=args.logs)
-    out = open(args.output, "w") if args.output else sys.stdout
-    try:
+    with output(args.output) as out:
         render(result, args.format, out)
-    finally:
-        if args.output:
-            out.close()
     return FINDINGS if result.findings and not args.exit_zero else OK

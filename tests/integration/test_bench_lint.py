@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+
 from collcheck.lint import lint_paths
 from collcheck.report.lint import finding_dict
 

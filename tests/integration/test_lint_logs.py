@@ -8,10 +8,10 @@ then rank 0's lone visualisation pass, `visualise(model, batch)` under `rank == 
 from __future__ import annotations
 
 import pytest
-
-from collcheck.lint import lint_paths
 from support.cli import run_cli
 from support.jobs import marker_lines, program
+
+from collcheck.lint import lint_paths
 
 SCRIPT = program("chains.py")
 

@@ -15,7 +15,7 @@ from support.cli import run_cli
 from support.logbytes import small_program
 
 PACKAGE = Path(cli.__file__).resolve().parents[1]
-NAMES = ["record", "show", "diff", "stats", "export", "tui", "replay", "demo", "build-fastpath"]
+NAMES = ["record", "show", "diff", "stats", "export", "tui", "replay", "lint", "demo", "build-fastpath"]
 
 
 def test_one_module_per_command_in_the_order_of_the_help():

@@ -6,7 +6,6 @@ import json
 import textwrap
 
 import pytest
-
 from support.cli import run_cli
 
 BUGGY = textwrap.dedent('''\
@@ -128,3 +127,8 @@ def test_a_fifo_and_an_oversized_file_are_skipped_not_read(tmp_path, buggy):
     res = run_cli("lint", tmp_path)
     assert res.code == 1, res  # train.py's finding still
     assert "pipe.py: not a regular file" in res.out and "generated.py: larger than 4 MiB" in res.out
+
+
+def test_an_output_file_that_cannot_be_written_is_exit_2(buggy, tmp_path):
+    res = run_cli("lint", buggy, "-o", tmp_path / "no" / "such" / "dir" / "out.json")
+    assert res.code == 2 and res.out == "" and res.err.startswith("collcheck: error: cannot write ")
