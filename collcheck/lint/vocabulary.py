@@ -20,14 +20,15 @@ _TD = "torch.distributed"
 RANK_CALLS = frozenset({f"{_TD}.get_rank", f"{_TD}.get_node_local_rank", f"{_TD}.get_group_rank",
                         "deepspeed.comm.get_rank", "deepspeed.comm.get_local_rank",
                         "torch_xla.core.xla_model.get_ordinal", "torch_xla.runtime.global_ordinal"})
-RANK_METHODS = frozenset({"get_rank", "get_local_rank", "is_world_process_zero",
+RANK_METHODS = frozenset({"get_rank", "get_local_rank", "is_world_process_zero", "is_master_ordinal",
                           "is_local_process_zero", "get_ordinal", "get_node_local_rank", "get_global_rank_of"})
 # whether this rank belongs to a mesh: the ranks outside it skip its collectives, as they must
 MEMBERSHIP = frozenset({"get_coordinate", "_is_current_rank_part_of_mesh", "is_current_rank_part_of_mesh"})
 # attributes that differ per rank (accelerate, Lightning, transformers, DeepSpeed, and `.rank` itself)
 RANK_ATTRS = frozenset({"rank", "local_rank", "global_rank", "node_rank", "world_rank", "group_rank",
                         "is_main_process", "is_local_main_process", "is_last_process", "process_index",
-                        "local_process_index", "is_global_zero"})
+                        "local_process_index", "is_global_zero",
+                        "is_world_process_zero", "is_local_process_zero"})  # (TrainerState's fields)
 # per-rank only on transformers' TrainingArguments (`args.should_save`), not on its TrainerControl
 ARGS_RANK_ATTRS = frozenset({"should_save", "should_log"})
 ARGS_NAMES = frozenset({"args", "training_args", "train_args"})
