@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 
 from . import vocabulary as V
-from .values import CLEAN, LOCAL, RANK, Origin, Val, combine, join
+from .values import CLEAN, LOCAL, RANK, Origin, Val, combine
 
 FORWARD_COLLECTIVES = frozenset({"FSDP", "FSDP2", "DeepSpeed"})  # their forward all-gathers the parameters
 PACKAGES = {"lightning": ("lightning", "pytorch_lightning", "lightning_fabric"), "accelerate": ("accelerate",),
@@ -288,10 +288,10 @@ class Evaluator:
         cls = self.program_class(node)
         if cls is not None:  # an instance of the program's own class: its methods can be followed
             if key is not None:
-                self.lint.call_result(self, key, node, args, kwargs, _bound(func))
+                self.lint.call_result(self, key, node, args, kwargs)
             return Val(typ=cls)
         if key is not None:
-            return self.lint.call_result(self, key, node, args, kwargs, _bound(func))
+            return self.lint.call_result(self, key, node, args, kwargs)
         if fval.wrapped or (recv is not None and recv.wrapped and meth in ("forward", "__call__")):
             return Val(output_of=fval.wrapped or recv.wrapped)
         kept = [v for k, v in kwargs.items() if k not in V.DEVICE_KEYWORDS]
@@ -428,14 +428,7 @@ def _backward(kind: str) -> Issued:
                         "`with model.join():` for DDP)", kind), wrapped=True)
 
 
-def _bound(func: ast.AST) -> bool:
-    """Whether the call passes a receiver as the first parameter (a method through an object)."""
-    return isinstance(func, ast.Attribute)
-
-
 def _is_minus_one(node: ast.AST) -> bool:
     return isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and \
         isinstance(node.operand, ast.Constant) and node.operand.value == 1
 
-
-__all__ = ["Evaluator", "Issued", "dotted", "join"]

@@ -354,20 +354,24 @@ class Walker(Evaluator):
 
     # -- assignment ----------------------------------------------------------------------------
     def assign(self, target, v: Val, value_node) -> None:
-        self._source = value_node
         if isinstance(target, (ast.Tuple, ast.List)):
             elts = value_node.elts if isinstance(value_node, (ast.Tuple, ast.List)) and \
                 len(value_node.elts) == len(target.elts) else None
             for i, t in enumerate(target.elts):
-                part = self.value(elts[i]) if elts is not None else (v if i == 0 or not v.wrapped or v.typ != "engine"
-                                                                     else v.data_only())
+                if elts is not None:
+                    part = self.value(elts[i])
+                elif i > 0 and v.typ == "engine":  # `engine, optimizer, ... = deepspeed.initialize(...)`
+                    part = v.data_only()
+                else:
+                    part = v
                 self.assign(t.value if isinstance(t, ast.Starred) else t, part, elts[i] if elts else None)
             return
-        self.bind(target, v)
+        self.bind(target, v, value_node)
 
-    def bind(self, target, v: Val) -> None:
+    def bind(self, target, v: Val, source: ast.AST | None = None) -> None:
+        """`target = v`; `source`: the assigned expression, when there is one."""
         name = dotted(target)
-        if isinstance(target, ast.Attribute) and v.rank and _flag_like(target.attr, getattr(self, "_source", None)) \
+        if isinstance(target, ast.Attribute) and v.rank and _flag_like(target.attr, source) \
                 and not (isinstance(target.value, ast.Name) and target.value.id == "self"):
             self.lint.set_rank_attr(target.attr, v.rank)  # `args.is_master = rank == 0`: `.is_master` anywhere
         if isinstance(target, ast.Subscript):

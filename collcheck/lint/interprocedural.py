@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from .expressions import Issued, _forward, dotted
 from .flow import Walker
-from .values import CLEAN, LOCAL, RANK, Origin, Val, combine, join
+from .values import CLEAN, RANK, Origin, Val, combine, join
 
 MAX_ROUNDS = 6
 
@@ -98,10 +98,6 @@ class Lint:
         rest = sorted((f for f in funcs if not isinstance(f.node, ast.Module)),
                       key=lambda f: (rank[f.module.path], f.node.lineno))
         return sorted(modules, key=lambda k: rank[k.rpartition(":")[0]]) + [f.key for f in rest]
-
-    @property
-    def changed(self) -> bool:
-        return bool(self.changed_tokens)
 
     def read(self, token: tuple) -> None:
         """The function being walked depends on `token` (a summary, an attribute, a module's globals)."""
@@ -215,7 +211,7 @@ class Lint:
         self.read(("called", key))
         return key in self.callers
 
-    def call_result(self, w: Walker, key: str, node: ast.Call, args: list, kwargs: dict, bound: bool) -> Val:
+    def call_result(self, w: Walker, key: str, node: ast.Call, args: list, kwargs: dict) -> Val:
         fn = self.program.functions[key]
         self.read(("fn", key))
         if key not in self.callers:
@@ -280,8 +276,6 @@ class Lint:
             return None
         return self.learned.issued(mod, node, name)
 
-
-__all__ = ["LOCAL", "RANK", "Lint"]
 
 
 def _imported_paths(mod, names: dict) -> list[str]:

@@ -70,15 +70,11 @@ class Function:
 class Program:
     modules: list[Module] = field(default_factory=list)
     functions: dict[str, Function] = field(default_factory=dict)
-    by_name: dict[str, list[str]] = field(default_factory=dict)  # function name -> keys
     classes: dict[str, list[str]] = field(default_factory=dict)  # class key -> its bases' source names
     parents: set = field(default_factory=set)  # keys of functions with functions nested in them
     class_names: dict[str, list[str]] = field(default_factory=dict)  # class name -> class keys
     skipped: list[str] = field(default_factory=list)  # "path: why" for files not read
     lines: int = 0
-
-    def module_functions(self, module: Module) -> dict[str, str]:
-        return self._top.get(module.path, {})
 
     def resolve(self, module: Module, dotted: str) -> str | None:
         """The key of the program function a (resolved) dotted name means, if any."""
@@ -238,4 +234,3 @@ def _index(prog: Program, mod: Module) -> None:
 
 def _add(prog, mod, key, node, cls, params, parent=None) -> None:
     prog.functions[key] = Function(key, mod, node, cls, params, parent)
-    prog.by_name.setdefault(key.rpartition(".")[2].rpartition(":")[2], []).append(key)

@@ -4,7 +4,7 @@ module (whose forward and backward issue collectives) or the output of one."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 RANK, LOCAL = "rank", "local"
 
@@ -36,9 +36,6 @@ class Val:
     @property
     def varies(self) -> bool:
         return self.rank is not None or self.local is not None
-
-    def uniform(self) -> Val:
-        return replace(self, rank=None, local=None, params=frozenset())
 
     def data_only(self) -> Val:
         """The per-rank part alone: what flows into a value computed from this one."""

@@ -58,9 +58,7 @@ STEP_COUNTERS = frozenset({"self", "cls", "batch_idx", "dataloader_idx", "optimi
 DATA_NAME = re.compile(r"(loader|batch|dataset|data|samples|examples|shard)", re.IGNORECASE)
 
 # calls that make their result (or their first argument, in place) the same on every rank
-UNIFORM_RESULT = frozenset({"torch.device", "torch.cuda.device", "torch.cuda.set_device",
-                            "torch.utils.data.DistributedSampler",
-                            "torch.utils.data.distributed.DistributedSampler", "isinstance", "hasattr",
+UNIFORM_RESULT = frozenset({"torch.device", "torch.cuda.device", "torch.cuda.set_device", "isinstance", "hasattr",
                             "callable", "type", "id", "print"})
 UNIFORM_METHODS = frozenset({"to", "cuda", "cpu", "device", "set_device"})
 # functions that shard data evenly whatever rank they are given (accelerate's loaders)
