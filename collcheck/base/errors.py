@@ -40,10 +40,24 @@ def print_error(exc_or_text, prog: str = "collcheck", kind: str = "error") -> No
     print(f"{prog}: {kind}: {one_line(text)}", file=sys.stderr, flush=True)
 
 
-def run_command(command, prog: str = "collcheck") -> int:
+def run_command(command, prog: str = "collcheck", guard_stdout: bool = True) -> int:
     """`command()`'s exit code, with every exception mapped to one line on stderr and an exit code:
     usage or input error 2, interrupted 2, a closed pipe 0, anything else (a bug) 3 (COLLCHECK_DEBUG=1
-    re-raises it for the traceback)."""
+    re-raises it for the traceback). stderr, and stdout unless it is not a text stream for people
+    (the TUI's terminal, the judge's answers), are behind the CI guard (base/guard.py) meanwhile."""
+    from .guard import CommandGuard
+
+    saved = sys.stdout, sys.stderr
+    sys.stderr = CommandGuard(sys.stderr)
+    if guard_stdout:
+        sys.stdout = CommandGuard(sys.stdout)
+    try:
+        return _run(command, prog)
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def _run(command, prog: str) -> int:
     expected = input_errors()
     try:
         return command()

@@ -34,7 +34,7 @@ def main(argv=None) -> int:
     args = parse_args(build_parser(), argv)
     if isinstance(args, int):
         return args
-    return run_command(lambda: _run(args))
+    return run_command(lambda: _run(args), guard_stdout=args.cmd != "tui")  # (the TUI's screen is no CI text)
 
 
 def _run(args) -> int:

@@ -62,7 +62,7 @@ def serve(argv: list[str]) -> int:
 
 
 def main(argv: list[str]) -> int:
-    return run_command(lambda: serve(argv), PROG)
+    return run_command(lambda: serve(argv), PROG, guard_stdout=False)  # (stdout: answers to the checker)
 
 
 if __name__ == "__main__":

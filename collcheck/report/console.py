@@ -2,7 +2,7 @@
 
 What these reports print holds strings from the logs, so the console never interprets it: no
 markup (a gloo error reads "[/__w/pytorch/...]"), no emoji codes, no highlighting, no CI workflow
-command (`guard.CommandGuard`); the strings themselves are escaped by `base.untrusted` where the
+command (`base.guard`); the strings themselves are escaped by `base.untrusted` where the
 renderers build their texts. One width rule for all: COLUMNS when set, else the width of the
 terminal `out` is, else a default (a file, a pipe, a test).
 """
@@ -13,7 +13,7 @@ import os
 
 from rich.console import Console
 
-from .guard import CommandGuard
+from ..base.guard import guarded
 
 DEFAULT_WIDTH = 120
 
@@ -37,7 +37,7 @@ def width(out, default: int = DEFAULT_WIDTH) -> int:
 def make_console(out, default_width: int = DEFAULT_WIDTH) -> Console:
     """A console that prints plain text to `out` (no colours, no terminal codes, a terminal or not);
     `default_width` where `out` is not a terminal and COLUMNS is not set."""
-    return Console(file=CommandGuard(out), width=width(out, default_width), highlight=False, markup=False,
+    return Console(file=guarded(out), width=width(out, default_width), highlight=False, markup=False,
                    emoji=False, force_terminal=False, color_system=None)
 
 

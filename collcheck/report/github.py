@@ -2,29 +2,20 @@
 skipped or stopped, at the call the others made).
 
 A workflow command is one line the runner acts on, so nothing from a log may end it or start
-another: every value is escaped as GitHub documents (the message: `%`, CR, LF; each property
-also `:` and `,`), after `visible`/`one_line` made its control characters visible, and a line
+another: every command is written by the guard (base/guard.py), which escapes each value as
+GitHub documents, after `visible`/`one_line` made its control characters visible, and a line
 number is written only when it is a plausible one (an int from 1 to 2^31 - 1)."""
 
 from __future__ import annotations
 
 import os
 
+from ..base.guard import guarded
 from ..base.untrusted import one_line, visible
 from ..model import group_label
 from . import MESSAGE_CHARS
 
 MAX_LINE = 2**31 - 1
-
-
-def escape_data(s: str) -> str:
-    """A command's message (after `::`)."""
-    return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def escape_property(s: str) -> str:
-    """A property value (`file=`, `line=`, `title=`)."""
-    return escape_data(s).replace(":", "%3A").replace(",", "%2C")
 
 
 def _line(value) -> int | None:
@@ -33,20 +24,17 @@ def _line(value) -> int | None:
     return None
 
 
-def _site_params(site) -> list[str]:
+def _site_params(site) -> dict:
     if not site or not isinstance(site[0], str) or not site[0]:
-        return []
+        return {}
     path = os.path.relpath(site[0]) if os.path.isabs(site[0]) else site[0]
-    params = [f"file={escape_property(one_line(path))}"]
-    line = _line(site[1]) if len(site) > 1 else None
-    if line is not None:
-        params.append(f"line={line}")
-    return params
+    return {"file": one_line(path), "line": _line(site[1]) if len(site) > 1 else None}
 
 
 def render(report, out, launch: str | None = None) -> None:
     """`launch`: the id of the launch the report is of (a folder of several), named in each title;
     no notice is then written for a launch without findings (report/launches.py writes one)."""
+    out = guarded(out)
     for f in report.findings:
         e = next((f.events.get(r) for r in f.ranks if f.events.get(r) is not None and f.events[r].site), None)
         expected = f.expected if f.expected is not None and f.expected.site else None
@@ -58,7 +46,6 @@ def render(report, out, launch: str | None = None) -> None:
         params = _site_params(site)
         title = one_line(f"collcheck {f.kind} ({group_label(report.run, f.group)}, #{f.number})"
                          + (f" in launch {launch}" if launch is not None else ""))
-        params.append(f"title={escape_property(title)}")
-        out.write(f"::error {','.join(params)}::{escape_data(visible(f.message, MESSAGE_CHARS))}\n")
+        out.command("error", visible(f.message, MESSAGE_CHARS), **params, title=title)
     if not report.findings and launch is None:
-        out.write("::notice title=collcheck::no divergence found\n")
+        out.command("notice", "no divergence found", title="collcheck")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 
+from ..base.guard import guarded
 from ..base.untrusted import one_line
 from ..model import REDUCE_OPS, group_label
 from ..model.framework_calls import split_chain
@@ -89,12 +90,13 @@ def write_json(obj, out, indent: int | None = None) -> None:
     finite (nan, inf) becomes null, where `json.dump` would write `NaN`, which other parsers
     refuse; a value of a type JSON has no form for, or a key that is not a string, number or
     null, becomes its short `one_line` text. Strings need nothing: JSON escapes control
-    characters, and `ensure_ascii` every other non-ASCII one (lone surrogates included)."""
+    characters, and `ensure_ascii` every other non-ASCII one (lone surrogates included). Written
+    through the CI guard in its JSON form (base/guard.py): a reader gets the strings back whole."""
     try:
         text = json.dumps(obj, indent=indent, allow_nan=False)
     except (ValueError, TypeError):  # the rare hostile value: convert, then dump again
         text = json.dumps(_strict(obj), indent=indent, allow_nan=False)
-    out.write(text)
+    guarded(out, "json").write(text)
 
 
 def _strict(x):

@@ -11,7 +11,7 @@ from xml.etree import ElementTree as ET
 from ..base.untrusted import one_line, visible
 from ..model import group_label
 from . import MESSAGE_CHARS
-from .guard import guard_lines
+from ..base.guard import guarded
 
 
 def render(report, out) -> None:
@@ -19,7 +19,8 @@ def render(report, out) -> None:
 
 
 def write(element, out) -> None:
-    out.write(guard_lines(ET.tostring(element, encoding="unicode")))  # failure texts keep their line breaks
+    out = guarded(out, "xml")  # failure texts keep their line breaks
+    out.write(ET.tostring(element, encoding="unicode"))
     out.write("\n")
 
 

@@ -14,6 +14,7 @@ from xml.etree import ElementTree as ET
 
 from rich.text import Text
 
+from ..base.guard import guarded
 from ..base.untrusted import one_line, visible
 from ..model import group_label, rank_ranges
 from . import MESSAGE_CHARS, github, junit
@@ -164,12 +165,12 @@ class GithubLaunches(LaunchesReport):
         if report is not None:
             github.render(report, self.out, launch=launch)
             return
-        title = github.escape_property(one_line(f"collcheck: launch {launch} could not be read"))
-        self.out.write(f"::error title={title}::{github.escape_data(visible(error, MESSAGE_CHARS))}\n")
+        guarded(self.out).command("error", visible(error, MESSAGE_CHARS),
+                                  title=one_line(f"collcheck: launch {launch} could not be read"))
 
     def finish(self) -> None:
         if not self.counts["findings"] and not self.counts["unreadable"]:
-            self.out.write(f"::notice title=collcheck::no divergence found in {self.total} launches\n")
+            guarded(self.out).command("notice", f"no divergence found in {self.total} launches", title="collcheck")
 
 
 FORMATS = {"text": TextLaunches, "json": JsonLaunches, "junit": JunitLaunches, "github": GithubLaunches}
@@ -193,7 +194,7 @@ def render_one(report, fmt: str, out, launch: str, where: str, context: int = 4)
     elif fmt == "github":
         github.render(report, out, launch=launch)
         if not report.findings:
-            out.write(f"::notice title=collcheck::no divergence found in launch {github.escape_data(one_line(launch))}\n")
+            guarded(out).command("notice", f"no divergence found in launch {one_line(launch)}", title="collcheck")
     else:
         from .text import render
 

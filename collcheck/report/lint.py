@@ -5,12 +5,12 @@ string collcheck did not write (a file can hold terminal escapes in a string lit
 
 from __future__ import annotations
 
-import json
 import os
 
 from ..base import __version__
+from ..base.guard import guarded
 from ..base.untrusted import one_line
-from .github import escape_data, escape_property
+from .json_report import write_json
 
 LINT_JSON_VERSION = 1
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -20,7 +20,10 @@ RULE_TEXT = ("A call that issues collectives runs under a condition that differs
 
 
 def render(result, fmt: str, out) -> None:
-    {"json": _json, "github": _github, "sarif": _sarif}.get(fmt, _text)(result, out)
+    """`result` in format `fmt` on `out`, through the CI guard (base/guard.py; JSON and SARIF in its
+    JSON form): a linted file's name or source text can never form a workflow command."""
+    renderer = {"json": _json, "github": _github, "sarif": _sarif}.get(fmt, _text)
+    renderer(result, guarded(out))
 
 
 def _rel(path: str) -> str:
@@ -55,19 +58,19 @@ def finding_dict(f) -> dict:
 
 
 def _json(result, out) -> None:
-    json.dump({"version": LINT_JSON_VERSION, "findings": [finding_dict(f) for f in result.findings],
+    write_json({"version": LINT_JSON_VERSION, "findings": [finding_dict(f) for f in result.findings],
                "files": result.files, "lines": result.lines, "seconds": round(result.seconds, 3),
                "skipped": result.skipped, "learned_sites": result.learned}, out, indent=1)
     out.write("\n")
 
 
 def _github(result, out) -> None:
+    out = guarded(out)
     for f in result.findings:
-        params = f"file={escape_property(one_line(_rel(f.path)))},line={f.line},col={f.col + 1}," \
-                 f"title={escape_property(one_line(f'collcheck {f.rule} ({f.kind})'))}"
-        out.write(f"::error {params}::{escape_data(one_line(f.message + ' Fix: ' + f.fix))}\n")
+        out.command("error", one_line(f.message + " Fix: " + f.fix), file=one_line(_rel(f.path)), line=f.line,
+                    col=f.col + 1, title=one_line(f"collcheck {f.rule} ({f.kind})"))
     if not result.findings:
-        out.write("::notice title=collcheck lint::no call that issues collectives under a per-rank condition\n")
+        out.command("notice", "no call that issues collectives under a per-rank condition", title="collcheck lint")
 
 
 def _location(path: str, line: int, col: int | None = None, message: str | None = None) -> dict:
@@ -96,7 +99,7 @@ def _sarif(result, out) -> None:
     rule = {"id": "rank-branch", "name": "RankDependentCollective", "shortDescription": {"text": "A collective "
             "under a per-rank condition"}, "fullDescription": {"text": RULE_TEXT}, "help": {"text": RULE_TEXT},
             "defaultConfiguration": {"level": "error"}}
-    json.dump({"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [{
+    write_json({"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [{
         "tool": {"driver": {"name": "collcheck", "version": __version__, "rules": [rule]}},
         "results": results}]}, out, indent=1)
     out.write("\n")

@@ -11,6 +11,7 @@ import os
 import sys
 import time
 
+from ..base.guard import guard_lines, guarded
 from ..base.untrusted import one_line, visible
 from ..model import rank_ranges
 from .json_report import finding_dict, to_dict
@@ -47,11 +48,12 @@ def write(run_dir: str, report, request: dict, line: str) -> None:
     data = to_dict(report)
     data["live"] = {"first": finding_dict(report.findings[0], report.run), "suspicion": request,
                     "divergence_wall": since, "reported_wall": now}
-    shown = visible(text.getvalue(), limit=1 << 20)  # (the renderer escapes log strings: a last guard)
-    for suffix, body in ((".txt", shown), (".json", json.dumps(data, indent=1) + "\n")):
+    shown = guard_lines(visible(text.getvalue(), limit=1 << 20))  # (the renderer escapes log strings: a last guard)
+    for suffix, body in ((".txt", shown), (".json", guard_lines(json.dumps(data, indent=1) + "\n", "json"))):
         path = os.path.join(run_dir, REPORT_NAME + suffix)
         with open(path + ".tmp", "w") as f:
             f.write(body)
         os.replace(path + ".tmp", path)
-    sys.stderr.write(shown)
-    sys.stderr.flush()
+    err = guarded(sys.stderr)
+    err.write(shown)
+    err.flush()

@@ -6,6 +6,7 @@ import json
 import textwrap
 
 import pytest
+from support.ci import runner_commands
 from support.cli import run_cli
 
 BUGGY = textwrap.dedent('''\
@@ -132,3 +133,35 @@ def test_a_fifo_and_an_oversized_file_are_skipped_not_read(tmp_path, buggy):
 def test_an_output_file_that_cannot_be_written_is_exit_2(buggy, tmp_path):
     res = run_cli("lint", buggy, "-o", tmp_path / "no" / "such" / "dir" / "out.json")
     assert res.code == 2 and res.out == "" and res.err.startswith("collcheck: error: cannot write ")
+
+
+COMMAND_NAMES = ("::error file=x::inj.py", "::add-mask::k.py", "::stop-commands::t.py", "a##[add-mask]b.py",
+                 "##vso[task.setvariable variable=v]1.py")
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "github", "sarif"])
+@pytest.mark.parametrize("how", ["dot", "relative files", "absolute folder"])
+def test_file_names_that_are_ci_commands_never_reach_the_runner(tmp_path, monkeypatch, fmt, how):
+    """A pull request may name its files as workflow commands; lint run from inside the checkout
+    prints their paths at line starts: none becomes a command, in any format, and the names are
+    kept whole where the format can hold them (JSON, SARIF, GitHub's escaped properties)."""
+    (tmp_path / "::add-mask::pkg").mkdir()
+    names = [*COMMAND_NAMES, "::add-mask::pkg/" + COMMAND_NAMES[0]]
+    for name in names:
+        (tmp_path / name).write_text(BUGGY)
+    monkeypatch.chdir(tmp_path)
+    paths = {"dot": ["."], "relative files": names, "absolute folder": [str(tmp_path)]}[how]
+    res = run_cli("lint", *paths, "--format", fmt)
+    assert res.code == 1, res.err
+    commands = runner_commands(res.out)
+    if fmt == "github":
+        assert [c for c, _, _ in commands] == ["error"] * len(names)
+        files = {props["file"].replace("%3A", ":").replace("%2C", ",").replace("%25", "%") for _, props, _ in commands}
+        assert {f.removeprefix("./") for f in files} == set(names)
+    else:
+        assert commands == [], commands
+    if fmt == "json":
+        assert {f["file"].removeprefix(str(tmp_path) + "/").removeprefix("./") for f in json.loads(res.out)["findings"]} == set(names)
+    if fmt == "sarif":
+        uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in json.loads(res.out)["runs"][0]["results"]}
+        assert {u.removeprefix("./") for u in uris} == set(names)

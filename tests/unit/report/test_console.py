@@ -47,7 +47,7 @@ def test_the_console_prints_text_as_it_is_and_passes_no_workflow_command(monkeyp
     console = make_console(out)
     console.print("[bold red]x[/] :smile: 1.5 0x1f http://a")
     console.print("::error::forged\n  ::add-mask::x")
-    assert out.getvalue() == "[bold red]x[/] :smile: 1.5 0x1f http://a\n\\x3a:error::forged\n  \\x3a:add-mask::x\n"
+    assert out.getvalue() == "[bold red]x[/] :smile: 1.5 0x1f http://a\n:\\x3aerror::forged\n  :\\x3aadd-mask::x\n"
     assert console.width == 120 and console.color_system is None
 
 
@@ -64,7 +64,7 @@ def test_replay_lines_go_through_the_console_unwrapped(capsys, monkeypatch):
     Printer(True).line(long)
     Printer(False).line("::warning::x")
     captured = capsys.readouterr()
-    assert captured.out == long + "\n" and captured.err == "\\x3a:warning::x\n"
+    assert captured.out == long + "\n" and captured.err == ":\\x3awarning::x\n"
 
 
 def test_no_renderer_makes_a_console_of_its_own():

@@ -15,18 +15,19 @@ from types import SimpleNamespace
 
 import pytest
 from rich.text import Text
+from support.ci import runner_commands
 from support.cli import run_cli
 from support.tui import drive, plain
 
 from collcheck.logfile import format as lf
 from collcheck.logfile.writer import LogWriter, open_exclusive
 from collcheck.report import github
-from collcheck.report.guard import CommandGuard, guard_lines
+from collcheck.base.guard import CommandGuard, guard_lines
 from collcheck.report.json_report import write_json
 
 MARKUP = "[/x] [link=http://evil]x[/link] [bold]B"
 EVIL = f"\x1b[31mRED\x1b[0m \x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\ cr\rbel\x07 rtl\u202e csi\x9b {MARKUP}"
-INJECT = "\n::add-mask::x,y:z"  # a line break, then a GitHub workflow command
+INJECT = "\n::add-mask::x,y:z ##[add-mask]w ##vso[task.setvariable variable=v]1"  # a line break, then CI commands
 # a run folder's name: no "/" in it (the path would nest), the rest as hostile
 DIR_NAME = "run\x1b[31m\x1b]8;;x\x07\r\u202e[bold]B[red]\n::warning::dir"
 FORBIDDEN = ("\x1b", "\x07", "\r", "\x9b", "\u202e")
@@ -97,8 +98,8 @@ def assert_inert(text: str, what: str, ci: bool = True) -> None:
     """Nothing in `text` acts on a terminal, nor (`ci`: output a CI job may print) on a CI runner."""
     for ch in FORBIDDEN:
         assert ch not in text, f"{what}: raw {ch!r} in the output"
-    for line in text.split("\n") if ci else ():
-        assert not line.lstrip().startswith("::"), f"{what}: a line reads as a workflow command: {line[:80]!r}"
+    if ci:
+        assert runner_commands(text) == [], f"{what}: a CI runner reads commands in it"
 
 
 def assert_markup_literal(text: str, what: str) -> None:
@@ -194,12 +195,14 @@ def test_diff_github_escapes_every_property(hostile_dir):
     assert_inert(res.out, "diff github", ci=False)  # its lines are commands: each checked below
     lines = _github_lines(res.out)
     assert len(lines) == 2 and {c for c, _, _ in lines} == {"error"}  # one line per finding, no injected one
+    assert [c for c, _, _ in runner_commands(res.out)] == ["error", "error"]  # as the runner reads them
     for _, props, message in lines:
         assert set(props) <= {"file", "line", "title"} and "title" in props
         for name, value in props.items():
             assert not any(c in value for c in ":,\n\r"), (name, value)
         assert props.get("line", "1").isdigit()
-        assert "\\n%3A%3Aadd-mask%3A%3Ax%2Cy%3Az.py" in props["file"] and "[/x]" in props["title"]
+        assert "\\n%3A%3Aadd-mask%3A%3Ax%2Cy%3Az ##[add-mask]w ##vso[task.setvariable variable=v]1.py" in props["file"]
+        assert "[/x]" in props["title"]
         assert "\n" not in message and "\r" not in message
 
 
@@ -239,7 +242,7 @@ def test_show_every_log(hostile_dir):
         assert_markup_literal(res.out, f"show {name}")
         narrow = run_cli("show", os.path.join(hostile_dir, name), columns=60)  # lines wrap: none starts with ::
         assert_inert(narrow.out, f"show {name} at 60 columns")
-    assert "\\x3a:set-output" in narrow.out  # (rank 1's log: the command that wrapped, defused)
+    assert ":\\x3aset-output" in narrow.out  # (rank 1's log: the command that wrapped, defused)
 
 
 def test_export_perfetto(hostile_dir, tmp_path, monkeypatch):
@@ -264,14 +267,14 @@ def test_json_writer_is_strict_whatever_the_values():
 
 
 def test_command_guard_defuses_workflow_command_lines():
-    assert guard_lines("ok\n  ::add-mask::x\n::error::y\nc10::Error") == "ok\n  \\x3a:add-mask::x\n\\x3a:error::y\nc10::Error"
+    assert guard_lines("ok\n  ::add-mask::x\n::error::y\nc10::Error") == "ok\n  :\\x3aadd-mask::x\n:\\x3aerror::y\nc10::Error"
     out = io.StringIO()
     g = CommandGuard(out)
     g.write("a\n:")
     g.write(":set-output name=x::1\n  ")
     g.write("::z")
     g.flush()
-    assert out.getvalue() == "a\n\\x3a:set-output name=x::1\n  \\x3a:z"
+    assert out.getvalue() == "a\n:\\x3aset-output name=x::1\n  :\\x3az"
 
 
 # -- the TUI ---------------------------------------------------------------------------------------------
