@@ -87,7 +87,7 @@ def _tail_of(data: bytes, whole: bool):
             rec = records[k]
             if rec.get("k") == lf.CHECKPOINT:
                 after = records[k + 1:] + after
-                ok = _well_formed(rec) and not any(r.get("k") == lf.COLL for r in after) and not rec.get("more")
+                ok = _well_formed(rec) and all(map(_well_formed, after)) and not rec.get("more")
                 return Tail(rec, after, ok)
         after = records + after
         if any(r.get("k") == lf.COLL for r in records):
@@ -134,5 +134,9 @@ def _decode(payload) -> list | None:
 
 
 def _well_formed(rec: dict) -> bool:
-    """A checkpoint whose fields have the types the reader relies on."""
-    return problem(rec) is None
+    """A record of the kinds a checkpoint's ending holds, whose fields have the types the typed
+    schema gives (records.problem): what `Tail.key` and the ranks that share a kind read is
+    checked before any use; anything else (a collective, damage) and the log is read in full,
+    where the damage is said and counted."""
+    kind = rec.get("k")
+    return kind.__class__ is str and kind in lf.ALL_KINDS and kind != lf.COLL and problem(rec) is None
