@@ -18,7 +18,7 @@ import gc
 import time
 from dataclasses import dataclass, field
 
-from .expressions import _DOTTED
+from .syntax import _DOTTED
 from .findings import Finding
 from .interprocedural import Lint
 from .program import load

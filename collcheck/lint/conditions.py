@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 
 from . import vocabulary as V
-from .expressions import dotted, members_key
+from .syntax import dotted, members_key
 from .values import CLEAN, Val
 
 EXIT_CALLS = frozenset({"sys.exit", "exit", "quit", "os._exit"})
@@ -96,11 +96,11 @@ def enumerate_index(loop):
     return None
 
 
-def unwrapped(node) -> str | None:
-    """An expression's source without progress-bar and enumerate wrappers around it."""
+def unwrapped(node) -> ast.AST:
+    """An expression without the progress-bar and enumerate wrappers around it."""
     while isinstance(node, ast.Call) and (dotted(node.func) or "").rpartition(".")[2] in V.PASS_THROUGH and node.args:
         node = node.args[0]
-    return ast.dump(node)
+    return node
 
 
 def indexed_by(node) -> str | None:

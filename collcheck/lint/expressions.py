@@ -12,48 +12,12 @@ from __future__ import annotations
 import ast
 
 from . import vocabulary as V
+from .syntax import dotted, members_key
 from .values import CLEAN, LOCAL, RANK, Origin, Val, combine
 
 FORWARD_COLLECTIVES = frozenset({"FSDP", "FSDP2", "DeepSpeed"})  # their forward all-gathers the parameters
 PACKAGES = {"lightning": ("lightning", "pytorch_lightning", "lightning_fabric"), "accelerate": ("accelerate",),
             "transformers": ("transformers",), "deepspeed": ("deepspeed",), "torchmetrics": ("torchmetrics",)}
-
-
-def dotted(node: ast.AST) -> str | None:
-    """`a.b.c` for a chain of names and attributes, else None."""
-    if node.__class__ is ast.Name:
-        return node.id
-    if node.__class__ is not ast.Attribute:
-        return None
-    got = _DOTTED.get(node)
-    if got is None:
-        got = _DOTTED[node] = _dotted(node) or ""
-    return got or None
-
-
-_DOTTED: dict = {}  # attribute chain -> its dotted source ("" for none): asked for again and again
-
-
-def _dotted(node: ast.AST) -> str | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
-
-
-def members_key(node: ast.AST) -> str:
-    """A rank list's source in a form two spellings of one literal list share."""
-    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-        consts = [e.value for e in node.elts if isinstance(e, ast.Constant)]
-        if len(consts) == len(node.elts):
-            return repr(sorted(consts, key=repr))
-    if isinstance(node, ast.Call) and dotted(node.func) in ("list", "tuple", "set") and node.args:
-        return members_key(node.args[0])
-    return ast.dump(node)
 
 
 class Issued:

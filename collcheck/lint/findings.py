@@ -7,6 +7,7 @@ import ast
 import operator
 from dataclasses import dataclass, field
 
+from .syntax import alike
 from .values import LOCAL, Origin
 
 RULE = "rank-branch"
@@ -85,8 +86,8 @@ def complementary(a: ast.AST, b: ast.AST) -> bool:
     barrier()`, where each rank reaches one barrier of the pair."""
     if _negated(a, b) or _negated(b, a):
         return True  # `if not is_main:` ... `if is_main:`
-    subject = _subject(a)
-    if subject is None or subject != _subject(b):
+    subject, other = _subject(a), _subject(b)
+    if subject is None or other is None or not alike(subject, other):
         return False
     try:
         return all(_holds(a, r) != _holds(b, r) for r in _RANKS)
@@ -95,13 +96,13 @@ def complementary(a: ast.AST, b: ast.AST) -> bool:
 
 
 def _negated(a, b) -> bool:
-    return isinstance(b, ast.UnaryOp) and isinstance(b.op, ast.Not) and ast.dump(b.operand) == ast.dump(a)
+    return isinstance(b, ast.UnaryOp) and isinstance(b.op, ast.Not) and alike(b.operand, a)
 
 
-def _subject(test) -> str | None:
+def _subject(test) -> ast.AST | None:
     for node in ast.walk(test):
         if isinstance(node, ast.Compare) and len(node.ops) == 1 and not isinstance(node.left, ast.Constant):
-            return ast.dump(node.left)
+            return node.left
     return None
 
 

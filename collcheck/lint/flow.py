@@ -25,7 +25,8 @@ from .conditions import (
     members,
     unwrapped,
 )
-from .expressions import Evaluator, Issued, dotted
+from .expressions import Evaluator, Issued
+from .syntax import alike, dotted
 from .findings import BARRIERS, Finding, Guard, complementary, local_fix
 from .values import CLEAN, LOCAL, RANK, Origin, Val, combine, join
 
@@ -131,8 +132,7 @@ class Walker(Evaluator):
 
     def v_IfExp(self, node) -> Val:
         cond = self.value(node.test)
-        same = unwrapped(node.body)
-        if same is not None and same == unwrapped(node.orelse):  # `tqdm(loader) if rank == 0 else loader`
+        if alike(unwrapped(node.body), unwrapped(node.orelse)):  # `tqdm(loader) if rank == 0 else loader`
             return join(self.value(node.body), self.value(node.orelse))
         guard = self._guard(node, cond, "branch", node.test)
         if guard is not None:

@@ -14,7 +14,8 @@ from __future__ import annotations
 import ast
 from dataclasses import replace
 
-from .expressions import Issued, _forward, dotted
+from .expressions import Issued, _forward
+from .syntax import dotted
 from .flow import Walker
 from .values import CLEAN, RANK, Origin, Val, combine, join
 

@@ -14,7 +14,8 @@ import ast
 import os
 
 from ..model.framework_calls import split_chain
-from .expressions import Issued, dotted
+from .expressions import Issued
+from .syntax import dotted
 from .vocabulary import Api
 
 MAX_CHAINS = 200_000  # distinct chains read from one run (bounds the work a hostile run can cause)

@@ -70,7 +70,7 @@ class Function:
 class Program:
     modules: list[Module] = field(default_factory=list)
     functions: dict[str, Function] = field(default_factory=dict)
-    classes: dict[str, list[str]] = field(default_factory=dict)  # class key -> its bases' source names
+    classes: dict[str, list[str]] = field(default_factory=dict)  # class key -> its bases' last names
     parents: set = field(default_factory=set)  # keys of functions with functions nested in them
     class_names: dict[str, list[str]] = field(default_factory=dict)  # class name -> class keys
     skipped: list[str] = field(default_factory=list)  # "path: why" for files not read
@@ -220,7 +220,7 @@ def _index(prog: Program, mod: Module) -> None:
                 visit(node.body, f"{prefix}{node.name}.", cls, False, key)
             elif isinstance(node, ast.ClassDef):
                 ckey = f"{mod.path}:{prefix}{node.name}"
-                prog.classes[ckey] = [ast.unparse(b) for b in node.bases]
+                prog.classes[ckey] = [_last_name(b) for b in node.bases]
                 prog.class_names.setdefault(node.name, []).append(ckey)
                 if outermost:
                     top.setdefault(node.name, ckey)
@@ -230,6 +230,12 @@ def _index(prog: Program, mod: Module) -> None:
                     visit(block, prefix, cls, True)
 
     visit(mod.tree.body, "", None, True)
+
+
+def _last_name(node: ast.AST) -> str:
+    """The name a base class is known by (`nn.Module` -> "Module"; "" for `Generic[T]`, a call):
+    looked at, never walked, so a base nested thousands deep costs nothing."""
+    return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
 
 
 def _add(prog, mod, key, node, cls, params, parent=None) -> None:

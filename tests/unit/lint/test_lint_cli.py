@@ -165,3 +165,50 @@ def test_file_names_that_are_ci_commands_never_reach_the_runner(tmp_path, monkey
     if fmt == "sarif":
         uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in json.loads(res.out)["runs"][0]["results"]}
         assert {u.removeprefix("./") for u in uris} == set(names)
+
+
+DEEP = 400
+DEEP_KINDS = {  # expressions nested DEEP levels in the tree `ast` builds
+    "attribute": "a" + ".b" * DEEP, "subscript": "a" + "[0]" * DEEP, "call": "f" + "()" * DEEP,
+    "binary": " + ".join(["x"] * DEEP), "unary": "-" * DEEP + "x", "conditional": "x if y else " * DEEP + "x",
+    "lambda": "lambda: " * DEEP + "0", "await": "await " * DEEP + "x", "not": "not " * DEEP + "x",
+}
+DEEP_PLACES = {  # every place a file can hold an expression, {} the deep one
+    "base class": "class C({}):\n    pass", "class keyword": "class C(metaclass={}):\n    pass",
+    "decorator": "@{}\ndef h():\n    pass", "default": "def h(a={}):\n    pass",
+    "parameter annotation": "def h(a: {}):\n    pass", "return annotation": "def h() -> {}:\n    pass",
+    "variable annotation": "v: {} = 1", "module statement": "v = {}", "augmented target": "v[{}] += 1",
+    "function body": "def h(rank):\n    v = {}\n    return v", "rank condition": "def h(rank):\n    if rank == ({}):\n        dist.barrier()",
+    "collective argument": "def h():\n    dist.all_reduce({})", "with item": "with {} as w:\n    pass",
+    "for loop": "for i in {}:\n    dist.barrier()", "while test": "while {}:\n    break",
+    "except type": "try:\n    pass\nexcept {}:\n    pass", "assert": "assert {}", "raise": "def h():\n    raise {}",
+    "return": "def h():\n    return {}", "async body": "async def h():\n    v = {}", "f-string": "v = f'{{{}}}'",
+    "comprehension": "v = [i for i in range(3) if {}]", "keyword argument": "dist.broadcast(t, src={})",
+    "slice": "v = t[{}:{}]", "delete": "del a[{}]", "match subject": "match {}:\n    case _:\n        pass",
+    "global call": "print({})",
+}
+BUG = "\n\ndef g(rank):\n    if rank == 0:\n        dist.barrier()\n"
+
+
+@pytest.mark.parametrize("place", list(DEEP_PLACES))
+def test_syntax_nested_400_deep_anywhere_never_ends_lint(tmp_path, place):
+    """An expression 400 deep (the parser takes it) in any place of a file, of every kind that
+    nests: lint ends with the other function's finding, or says what it skipped; never exit 3."""
+    for kind, deep in DEEP_KINDS.items():
+        if kind == "await" and "async" not in place:
+            continue
+        path = tmp_path / f"{kind}.py"
+        path.write_text("import torch.distributed as dist\n\n" + DEEP_PLACES[place].replace("{}", deep) + BUG)
+        res = run_cli("lint", path)
+        assert res.code in (0, 1), (kind, res.err)
+        parsed = "does not parse" not in res.out
+        assert (res.code == 1) == parsed, (kind, res.out[-500:])
+        if parsed:
+            assert f"{path.name}:" in res.out and "dist.barrier()" in res.out
+
+
+def test_syntax_deeper_than_the_parser_takes_is_a_note(tmp_path):
+    path = tmp_path / "generated.py"
+    path.write_text("v = a" + ".b" * 5000 + "\n")
+    res = run_cli("lint", path)
+    assert res.code == 0 and "note: skipped" in res.out and "does not parse" in res.out, res.out
