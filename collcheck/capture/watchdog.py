@@ -89,7 +89,16 @@ def register_sigterm_dump(log_path: str) -> None:
     if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
         return  # the user handles SIGTERM: leave it alone
     path = log_path[: -len(lf.LOG_SUFFIX)] + lf.SIGTERM_SUFFIX
-    _sigterm_file = open(path, "w")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC  # a new file: never through a link
+    try:
+        try:
+            fd = os.open(path, flags, 0o644)
+        except FileExistsError:  # a stale one, or a link: its name goes, what it points to stays
+            os.unlink(path)
+            fd = os.open(path, flags, 0o644)
+    except OSError:
+        return  # no stack dump on SIGTERM; recording goes on
+    _sigterm_file = os.fdopen(fd, "w")
     faulthandler.register(signal.SIGTERM, file=_sigterm_file, all_threads=True, chain=True)
     global _fatal_enabled
     if not faulthandler.is_enabled():  # fatal signals too (gloo's enforce failures SIGABRT): the

@@ -1,12 +1,13 @@
 """What several commands share: the argument that names a run, the launches a folder holds, and
-the report file `-o` names."""
+the report file `-o` names (a new file, never written through a link nor over an input:
+base/outputs.py)."""
 
 from __future__ import annotations
 
 import contextlib
 import sys
 
-from ..base.errors import UsageError
+from ..base.outputs import NO_INPUTS, Inputs, atomic_output, check_folder, check_output
 
 RUN_HELP = ("run directory (or a logs root: the newest run is used), or a directory of PyTorch Flight Recorder "
             "dumps")  # replay's: it reads one run
@@ -21,34 +22,39 @@ def add_launch_arguments(parser) -> None:
                         help="only this launch of the folder (its id, or a prefix of one id only)")
 
 
-def launches(args) -> list:
+def launches(args, writes: str | None = None, folder: bool = False) -> list:
     """The launches `args.logs` holds (inputs/launches.py), oldest first; only the one --launch
-    names when it is given."""
+    names when it is given. `writes`: the file (`folder`: the folder) the command will write,
+    refused before any log is read when it cannot be written or would land on an input."""
     from ..inputs.discover import discover
     from ..inputs.launches import find_launches, pick
 
-    found = find_launches(discover(args.logs))
+    source = discover(args.logs)
+    if writes:
+        (check_folder if folder else check_output)(writes, source.inputs())
+    found = find_launches(source)
     return [pick(found, args.launch, args.logs)] if args.launch is not None else found
 
 
-def one_launch(args, command: str):
+def one_launch(args, command: str, writes: str | None = None, folder: bool = False):
     """The Source of the launch --launch names, else of the only or the newest launch (said on
-    stderr): for the commands that show one run."""
+    stderr): for the commands that show one run. `writes`, `folder`: as for `launches`."""
     from ..inputs.launches import newest
 
-    return newest(launches(args), args.logs, command).source
+    return newest(launches(args, writes, folder), args.logs, command).source
+
+
+def inputs_of(found: list) -> Inputs:
+    """What the launches' logs (or dumps) are: what no output may replace."""
+    return sum((launch.source.inputs() for launch in found), NO_INPUTS)
 
 
 @contextlib.contextmanager
-def output(path: str | None):
-    """`-o PATH` opened for writing (stdout without one); one that cannot be written is a usage
-    error (exit 2), not a traceback."""
+def output(path: str | None, inputs: Inputs = NO_INPUTS):
+    """`-o PATH` as a new file (stdout without one), renamed into place when complete; a path that
+    cannot be written, a link or one of `inputs` is a usage error (exit 2), not a traceback."""
     if not path:
         yield sys.stdout
         return
-    try:
-        out = open(path, "w")  # noqa: SIM115 (closed below)
-    except OSError as e:
-        raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
-    with out:
+    with atomic_output(path, inputs=inputs) as out:
         yield out

@@ -4,7 +4,7 @@ line per launch and the full report of those with findings (docs/diff.md, 'Many 
 from __future__ import annotations
 
 from ..base.errors import FINDINGS, INCOMPLETE, INPUT_ERROR, OK
-from .common import add_launch_arguments, launches, output
+from .common import add_launch_arguments, inputs_of, launches, output
 
 
 def add_parser(commands) -> None:
@@ -19,9 +19,9 @@ def add_parser(commands) -> None:
 
 def execute(args) -> int:
     """Align the ranks' collectives, report the first divergence and any hang (each launch's)."""
-    found = launches(args)
+    found = launches(args, writes=args.output)
     report = _analysed(found[0]) if len(found) == 1 else None
-    with output(args.output) as out:
+    with output(args.output, inputs_of(found)) as out:
         if report is None:
             return _several(args, found, out)
         if args.launch is not None:

@@ -4,6 +4,7 @@ of several: --launch ID, else the newest, said on stderr)."""
 from __future__ import annotations
 
 from ..base.errors import OK
+from ..base.outputs import atomic_output
 from .common import add_launch_arguments, one_launch
 
 
@@ -20,18 +21,19 @@ def execute(args) -> int:
     """Write a run (or Flight Recorder dumps) as a Perfetto trace or as Flight Recorder dumps."""
     from ..model import load_run
 
-    run = load_run(one_launch(args, "export"))
+    source = one_launch(args, "export", writes=args.output, folder=args.format == "fr")
+    run = load_run(source)
     if args.format == "fr":
         from ..report import fr_export
 
-        paths = fr_export.write(run, args.output)
+        paths = fr_export.write(run, args.output, source.inputs())
         print(f"wrote {len(paths)} Flight Recorder dumps to {args.output} (torchfrtrace {args.output} -p rank_)")
         return OK
     from ..analysis.diff import analyse
     from ..report import perfetto
     from ..stats.summary import compute
 
-    with open(args.output, "w") as out:
+    with atomic_output(args.output, inputs=source.inputs()) as out:
         perfetto.write(analyse(run), out, compute(run))
     print(f"wrote {args.output}: open it in https://ui.perfetto.dev")
     return OK

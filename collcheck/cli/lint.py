@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from ..base.errors import FINDINGS, OK, UsageError
+from ..base.outputs import NO_INPUTS, Inputs, check_output
 from .common import output
 
 
@@ -30,7 +31,22 @@ def execute(args) -> int:
         raise UsageError(f"no such file or folder: {missing[0]}")
     if args.logs is not None and not os.path.exists(args.logs):
         raise UsageError(f"no such run: {args.logs}")
+    inputs = NO_INPUTS
+    if args.output:
+        inputs = _inputs(args)
+        check_output(args.output, inputs)  # before the work: not onto a linted file
     result = lint_paths(args.paths, logs=args.logs)
-    with output(args.output) as out:
+    with output(args.output, inputs) as out:
         render(result, args.format, out)
     return FINDINGS if result.findings and not args.exit_zero else OK
+
+
+def _inputs(args) -> Inputs:
+    """What lint reads: the files named, the Python files of the folders named, the run of --logs."""
+    files = tuple(p for p in args.paths if not os.path.isdir(p))
+    inputs = Inputs(files, tuple((p, (".py",)) for p in args.paths if os.path.isdir(p)))
+    if args.logs is not None:
+        from ..inputs.discover import discover
+
+        inputs += discover(args.logs).inputs()
+    return inputs

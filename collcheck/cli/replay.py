@@ -6,11 +6,11 @@ mismatch), 2 usage or input error (as `collcheck diff`).
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 
 from ..base.errors import UsageError
+from ..base.outputs import check_folder, check_output, output_folder, subfolder
 from .common import RUN_HELP
 
 AUTO_ABOVE = 8  # default --ranks: all up to this world size, auto above
@@ -81,11 +81,13 @@ def execute(args) -> int:
         raise UsageError("--timeout must be positive")
     if args.shrink is not None and args.shrink < 1:
         raise UsageError("--shrink must be at least 1")
+    source = discover(args.logs, newest=True)
+    inputs = source.inputs()
     if args.emit_script:
-        from ..replay.minimize import check_script_path
-
-        check_script_path(args.emit_script)  # before the replay, not after minutes of it
-    run = load_run(discover(args.logs, newest=True))
+        check_output(args.emit_script, inputs)  # before the replay, not after minutes of it
+    if args.keep:
+        check_folder(args.keep, inputs)
+    run = load_run(source)
     original = analyse(run)
     out = Printer(args.format != "json")
     edits = [parse_edit(k, v) for k in ("drop", "insert", "move") for v in getattr(args, k)]
@@ -99,9 +101,9 @@ def execute(args) -> int:
     plan = build_plan(run, ranks, shrink=args.shrink, timeout_s=args.timeout, edits=edits, follow=not args.no_follow)
     plan.backend = args.backend
 
-    work = args.keep or tempfile.mkdtemp(prefix="collcheck-replay-")
+    work = output_folder(args.keep, inputs) if args.keep else tempfile.mkdtemp(prefix="collcheck-replay-")
     try:
-        return _replay(args, run, original, plan, edits, scale_note, work, out)
+        return _replay(args, run, original, plan, edits, scale_note, work, out, inputs)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -125,14 +127,14 @@ def choose_ranks(mode: str | None, run, first) -> tuple[list[int], str | None]:
     return ranks, f"scaled down to recorded ranks {rank_ranges(ranks)}: {why}"
 
 
-def _replay(args, run, original, plan, edits, scale_note, work, out) -> int:
+def _replay(args, run, original, plan, edits, scale_note, work, out, inputs) -> int:
     from ..replay.runner import describe_exit, finding_key, run_plan
     from ..report.replay import key_json
 
     first = original.first
     recorded = finding_key(first) if first else None
     out.started(run, original.verdict, recorded, scale_note, edits, plan)
-    o = run_plan(plan, os.path.join(work, "replay"), verbose=args.verbose)
+    o = run_plan(plan, subfolder(work, "replay"), verbose=args.verbose)
     got = o.first_key()
     out.finished(plan, o, [describe_exit(c) for c in o.exit_codes], got)
     matches = None
@@ -141,7 +143,7 @@ def _replay(args, run, original, plan, edits, scale_note, work, out) -> int:
     else:
         matches = got == recorded and (first is not None or o.status == "completed")
         out.matches(matches, recorded, got, scaled_down=plan.world < len(run.ranks))
-    script = _emit_script(args, plan, first, recorded, o, got, work, out) if args.emit_script else None
+    script = _emit_script(args, plan, first, recorded, o, got, work, out, inputs) if args.emit_script else None
     if args.format == "json":
         out.document({"run": run.directory, "status": o.status, "world": plan.world, "rank_map": plan.rank_map,
                       "recorded": key_json(recorded), "replayed": key_json(got), "matches": matches,
@@ -151,7 +153,7 @@ def _replay(args, run, original, plan, edits, scale_note, work, out) -> int:
     return 0 if o.status == "completed" and got is None else 1
 
 
-def _emit_script(args, plan, first, recorded, o, got, work, out) -> str:
+def _emit_script(args, plan, first, recorded, o, got, work, out, inputs) -> str:
     """--emit-script: the plan, minimized by delta debugging unless --no-minimize, as a program."""
     from ..replay.minimize import Minimizer, emit_script
     from ..replay.runner import site_key
@@ -166,18 +168,13 @@ def _emit_script(args, plan, first, recorded, o, got, work, out) -> str:
             out.not_minimizing()
         else:
             out.minimizing(args.max_tests)
-            m = Minimizer(plan, target, _mkdir(os.path.join(work, "minimize")),
+            m = Minimizer(plan, target, subfolder(work, "minimize"),
                           timeout_s=min(plan.timeout_s, 2.0), max_tests=args.max_tests,
                           log=out.line if args.verbose else None)
             final = m.run(first.group, first.position)
             final.timeout_s = plan.timeout_s
             mini = f", minimized from {plan.n_ops()} by delta debugging ({m.tests} trial replays)"
             out.minimized(final.n_ops(), plan.n_ops(), m.tests)
-    emit_script(final, args.emit_script, script_note(recorded, first.message if first else None), mini)
+    emit_script(final, args.emit_script, script_note(recorded, first.message if first else None), mini, inputs)
     out.wrote_script(args.emit_script, final.world)
     return args.emit_script
-
-
-def _mkdir(path):
-    os.makedirs(path, exist_ok=True)
-    return path

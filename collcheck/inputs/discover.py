@@ -16,6 +16,7 @@ import stat
 import sys
 from dataclasses import dataclass, field
 
+from ..base.outputs import DIGITS, Inputs
 from ..base.untrusted import one_line
 from ..logfile import format as lf
 from ..logfile.reader import LogError, file_kind
@@ -53,6 +54,19 @@ class Source:
             else:
                 self._logs = self.found
         return self._logs
+
+    def inputs(self) -> Inputs:
+        """What a command that reads this source reads, so that no output lands on it
+        (base/outputs.py): its files (and the SIGTERM dumps next to logs), and the folder walked
+        whole with the names read there: logs and SIGTERM dumps in a run directory, every file
+        named <prefix><rank> in a folder of dumps."""
+        named = tuple(self.found)
+        files = named + tuple(p[: -len(lf.LOG_SUFFIX)] + lf.SIGTERM_SUFFIX for p in named if p.endswith(lf.LOG_SUFFIX))
+        if self.kind == RUN:
+            return Inputs(files, ((self.path, (lf.LOG_SUFFIX, lf.SIGTERM_SUFFIX)),))
+        if self.kind == DUMPS and self.path is not None and os.path.isdir(self.path):
+            return Inputs(files, ((self.path, DIGITS),))
+        return Inputs(files)
 
 
 def discover(target: str | list[str], newest: bool = False) -> Source:

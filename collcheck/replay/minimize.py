@@ -16,7 +16,7 @@ import os
 import tempfile
 
 from ..analysis.align import LOOKAHEAD
-from ..base.errors import UsageError
+from ..base.outputs import NO_INPUTS, Inputs, atomic_output
 from ..model import P2P_OPS
 from . import runtime
 from .plan import Plan, finalize
@@ -152,27 +152,13 @@ The recorded run (its folder, its first finding) and the plan are RECORDED, at t
 import json
 '''
 
-def check_script_path(path: str) -> None:
-    """A usage error (exit 2, one line) for a script path that cannot be written, before the replay."""
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise UsageError(f"--emit-script {path}: no folder {folder}")
-    if os.path.isdir(path):
-        raise UsageError(f"--emit-script {path}: is a folder")
-    if not os.access(folder, os.W_OK):
-        raise UsageError(f"--emit-script {path}: folder {folder} is not writable")
-
-
-def emit_script(plan: Plan, path: str, finding_text: str = "", minimized: str = "") -> None:
-    """Write `plan` as a standalone torch program to `path` (UsageError when it cannot be written)."""
+def emit_script(plan: Plan, path: str, finding_text: str = "", minimized: str = "", inputs: Inputs = NO_INPUTS) -> None:
+    """Write `plan` as a standalone torch program to `path`: a new executable file renamed into
+    place, never written through a link (UsageError when it cannot be written)."""
     text, data = script_text(plan, os.path.basename(path), finding_text, minimized)
     check_script(text, data)
-    try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(path, 0o755)
-    except OSError as exc:
-        raise UsageError(f"--emit-script {path}: cannot write it ({exc.strerror or exc})") from None
+    with atomic_output(path, inputs=inputs, executable=True) as f:
+        f.write(text)
 
 
 def script_text(plan: Plan, name: str, finding_text: str = "", minimized: str = "") -> tuple[str, str]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from ..analysis.diff import Report, analyse
 from ..analysis.hang import TIMEOUT_WORDS
+from ..base.outputs import atomic_output, new_file, output_folder, subfolder
 from ..logfile.reader import LogError
 from ..model import Run, load_run
 from .plan import Plan
@@ -86,13 +87,14 @@ def site_key(f, rank_map=None) -> tuple:
 
 def run_plan(plan: Plan, directory: str, deadline_s: float | None = None, env: dict | None = None,
              verbose: bool = False) -> Outcome:
-    """Replay `plan` on plan.world local processes; logs under `directory`/logs."""
-    os.makedirs(directory, exist_ok=True)
+    """Replay `plan` on plan.world local processes; logs under `directory`/logs. Every file and
+    folder in `directory` is made fresh (base/outputs.py): a link left there is never followed."""
+    output_folder(directory)
     plan_path = os.path.join(directory, "plan.json")
-    with open(plan_path, "w") as f:
+    with atomic_output(plan_path, replace_link=True) as f:
         json.dump(plan.to_json(), f)
     run_id = f"replay-{os.getpid()}-{free_port()}"
-    log_dir = os.path.join(directory, "logs")
+    log_dir = subfolder(directory, "logs")
     base = dict(os.environ)
     for k in ("TORCHELASTIC_RUN_ID", "COLLCHECK_STACK", "TORCH_DISTRIBUTED_DEBUG", "REPLAY_TIMEOUT_S"):
         base.pop(k, None)
@@ -107,7 +109,7 @@ def run_plan(plan: Plan, directory: str, deadline_s: float | None = None, env: d
     procs, errs = [], []
     t0 = time.monotonic()
     for r in range(plan.world):
-        err = open(os.path.join(directory, f"rank{r}.err"), "w+")
+        err = new_file(os.path.join(directory, f"rank{r}.err"))
         e = dict(base, RANK=str(r), LOCAL_RANK=str(r), LOCAL_WORLD_SIZE=str(plan.world))
         procs.append(subprocess.Popen([sys.executable, WORKER, plan_path], env=e, stdout=err, stderr=subprocess.STDOUT,
                                       start_new_session=True))

@@ -3,7 +3,8 @@ the input of torch's own analyzer (`torchfrtrace DIR -p rank_`): a cross-check u
 
 What collcheck records and FR has no field for (reduce op, root, tag, labels) is left out, as
 FR leaves it out; input and output sizes are derived from the recorded tensors as the op
-defines them (an all-gather's output is the group size times its input).
+defines them (an all-gather's output is the group size times its input). Each file is created
+fresh, never through a link nor over an input (base/outputs.py).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import os
 import pickle
 
+from ..base.outputs import NO_INPUTS, Inputs, atomic_output, check_output, output_folder
 from ..logfile.ops import WIRE_OPS
 from ..model import P2P_OPS
 
@@ -107,13 +109,15 @@ def _frames(e) -> list[dict]:
     return [{"name": f[2], "filename": f[0], "line": f[1]} for f in reversed(chain) if f is not None]
 
 
-def write(run, directory: str) -> list[str]:
-    """`rank_<rank>` files in `directory`; their paths."""
-    os.makedirs(directory, exist_ok=True)
-    paths = []
-    for rank, dump in dumps(run).items():
-        path = os.path.join(directory, f"rank_{rank}")
-        with open(path, "wb") as f:
+def write(run, directory: str, inputs: Inputs = NO_INPUTS) -> list[str]:
+    """`rank_<rank>` files in `directory` (made when missing); their paths. Every name is checked
+    before the first is written (UsageError: the folder or a file in it is a link or an input)."""
+    output_folder(directory, inputs)
+    found = dumps(run)
+    paths = {rank: os.path.join(directory, f"rank_{rank}") for rank in found}
+    for path in paths.values():
+        check_output(path, inputs)
+    for rank, dump in found.items():
+        with atomic_output(paths[rank], "wb", inputs=inputs) as f:
             pickle.dump(dump, f, protocol=2)
-        paths.append(path)
-    return paths
+    return list(paths.values())

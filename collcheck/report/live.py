@@ -1,7 +1,8 @@
 """Live mode's report of a finding in a running job (docs/live.md): one line for the checker, and
 live-report.txt / live-report.json in the run directory, the text also on the job's stderr (the
 judge, cli/live.py, shares it). Log strings in them are escaped (`base.untrusted`): shown, never
-acted on."""
+acted on. Each file is written whole under a new name and renamed into place (base/outputs.py): a
+link left at its name is replaced, never followed."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import sys
 import time
 
 from ..base.guard import guard_lines, guarded
+from ..base.outputs import atomic_output
 from ..base.untrusted import one_line, visible
 from ..model import rank_ranges
 from .json_report import finding_dict, to_dict
@@ -50,10 +52,8 @@ def write(run_dir: str, report, request: dict, line: str) -> None:
                     "divergence_wall": since, "reported_wall": now}
     shown = guard_lines(visible(text.getvalue(), limit=1 << 20))  # (the renderer escapes log strings: a last guard)
     for suffix, body in ((".txt", shown), (".json", guard_lines(json.dumps(data, indent=1) + "\n", "json"))):
-        path = os.path.join(run_dir, REPORT_NAME + suffix)
-        with open(path + ".tmp", "w") as f:
+        with atomic_output(os.path.join(run_dir, REPORT_NAME + suffix), replace_link=True) as f:
             f.write(body)
-        os.replace(path + ".tmp", path)
     err = guarded(sys.stderr)
     err.write(shown)
     err.flush()

@@ -19,6 +19,7 @@ import subprocess
 import sys
 from importlib import metadata
 
+from ...base.outputs import atomic_output
 from ...base.settings import Settings
 from . import fastpath
 
@@ -61,7 +62,7 @@ def building(base: str) -> bool:
     if not os.path.exists(base + ".lock"):
         return False
     try:
-        with open(base + ".lock", "a") as lock:
+        with _append(base + ".lock") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             fcntl.flock(lock, fcntl.LOCK_UN)
             return False
@@ -84,7 +85,7 @@ def start(foreground: bool) -> None:
                   file=sys.stderr, flush=True)
             ensure(base)
             return
-        with open(base + ".log", "ab") as log:
+        with _append(base + ".log") as log:
             subprocess.Popen([sys.executable, "-m", "collcheck.capture.native.build", base], stdin=subprocess.DEVNULL,
                              stdout=log, stderr=log, start_new_session=True, close_fds=True)
         print("collcheck: compiling the recording fast path in the background, once (about a minute; "
@@ -96,7 +97,7 @@ def start(foreground: bool) -> None:
 def ensure(base: str) -> int:
     """Build unless built, one build at a time (a lock), and stamp the outcome; 0 when built."""
     os.makedirs(os.path.dirname(base), exist_ok=True)
-    with open(base + ".lock", "a") as lock:
+    with _append(base + ".lock") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -119,9 +120,15 @@ def record(base: str, suffix: str, text: str) -> int:
     for other in OUTCOMES:
         if other != suffix and os.path.exists(base + other):
             os.remove(base + other)
-    with open(base + suffix, "w") as f:
+    with atomic_output(base + suffix, replace_link=True) as f:
         f.write(text + "\n")
     return 0 if suffix == ".built" else 2
+
+
+def _append(path: str):
+    """`path` opened to append (made when missing), never through a link (base/outputs.py)."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    return os.fdopen(os.open(path, flags, 0o644), "ab")
 
 
 def command(status: bool, verbose: bool = False) -> int:

@@ -87,7 +87,7 @@ def convert(paths: list[str], cache: str | None = None, workers: int | None = No
         crcs[rank] = crc
     root = cache or cache_root()
     out = os.path.join(root, digest.hexdigest()[:20])
-    if os.path.exists(os.path.join(out, "done")):
+    if _cached(out, root):
         return os.path.join(out, "run")
     plan = _plan(dict(zip(ranks, paths)), crcs, pool_size(len(paths), workers, SHARE_FROM))
     try:
@@ -101,14 +101,26 @@ def convert(paths: list[str], cache: str | None = None, workers: int | None = No
         _write_logs(plan, run_dir)
         with open(os.path.join(tmp, "done"), "w") as f:
             json.dump({"sources": [os.path.abspath(p) for p in paths]}, f)
-        os.rename(tmp, out)
+        os.rename(tmp, out)  # (a folder is never renamed onto a link, nor moved into one)
     except OSError as exc:
-        if not os.path.exists(os.path.join(out, "done")):  # else: another process converted them meanwhile
+        if not _cached(out, root):  # else: another process converted them meanwhile
             raise LogError(f"cannot write converted Flight Recorder dumps under {root} "
                            f"({exc.strerror or exc})") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)  # gone already when renamed into place
     return os.path.join(out, "run")
+
+
+def _cached(out: str, root: str) -> bool:
+    """Whether `out` is a finished conversion, a folder holding `done`; a link there is not one (it
+    is removed, never followed: conversions are folders renamed into place)."""
+    try:
+        if os.path.islink(out):
+            os.unlink(out)
+    except OSError as exc:
+        raise LogError(f"cannot use converted Flight Recorder dumps under {root} ({exc.strerror or exc})") from None
+    done = os.path.join(out, "done")
+    return os.path.isdir(out) and os.path.isfile(done) and not os.path.islink(done)
 
 
 def _fingerprints(paths: list[str], workers: int) -> list[tuple[str, int]]:

@@ -232,7 +232,7 @@ def test_emit_script_where_it_cannot_be_written_is_exit_2_before_the_replay(tmp_
     assert cli_main(["replay", str(tmp_path / "run"), "--emit-script", str(target)]) == 2
     captured = capsys.readouterr()
     assert "replaying" not in captured.out  # refused before any process started
-    _one_line(captured.err, "collcheck: error: --emit-script")
+    _one_line(captured.err, "collcheck: error: cannot write ")
 
 
 def test_live_judge_usage_and_input_errors_are_one_line_and_exit_2(tmp_path, capsys):
