@@ -13,6 +13,7 @@ rename, never followed; a failed write leaves the target as it was.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
 import stat
@@ -114,6 +115,19 @@ def _umask() -> int:
     return mask
 
 
+def _open_special(path: str) -> int:
+    """A device or a FIFO opened for writing without waiting: a FIFO nobody reads would block the
+    command for ever (ENXIO: refused, one line); once open, writes wait as usual."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise UsageError(f"cannot write {path}: a pipe no process reads") from None
+        raise
+    os.set_blocking(fd, True)
+    return fd
+
+
 def _special(path: str) -> bool:
     """Whether `path` (not a link) is a character device or a FIFO, written in place: -o /dev/null."""
     try:
@@ -135,7 +149,7 @@ def atomic_output(path: str, mode: str = "w", *, inputs: Inputs = NO_INPUTS, exe
         raise UsageError(f"cannot write {path}: {why}")
     encoding = None if "b" in mode else "utf-8"
     if _special(path):  # a device or a pipe the user named is written to, not replaced
-        fd = _open_or_fail(path, lambda: os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC))
+        fd = _open_or_fail(path, lambda: _open_special(path))
         with os.fdopen(fd, mode, encoding=encoding) as f:
             yield f
         return

@@ -8,6 +8,7 @@ import contextlib
 import sys
 
 from ..base.outputs import NO_INPUTS, Inputs, atomic_output, check_folder, check_output
+from . import values
 
 RUN_HELP = ("run directory (or a logs root: the newest run is used), or a directory of PyTorch Flight Recorder "
             "dumps")  # replay's: it reads one run
@@ -17,7 +18,7 @@ LAUNCHES_HELP = ("run directory, a folder of several launches (a logs root, a te
 
 def add_launch_arguments(parser) -> None:
     """The folder, and --launch: one of the launches it holds (docs/diff.md, 'Many launches')."""
-    parser.add_argument("logs", help=LAUNCHES_HELP)
+    parser.add_argument("logs", type=values.path, help=LAUNCHES_HELP)
     parser.add_argument("--launch", metavar="ID",
                         help="only this launch of the folder (its id, or a prefix of one id only)")
 

@@ -12,6 +12,7 @@ import tempfile
 
 from ..base.errors import UsageError
 from ..base.settings import Settings
+from . import values
 
 # scenarios/ lives in the source checkout (editable install); COLLCHECK_SCENARIOS overrides
 SCENARIOS_DIR = Settings.from_env().scenarios or next(
@@ -24,7 +25,7 @@ BACKENDS = ("gloo", "simnccl")
 def add_parser(commands) -> None:
     p = commands.add_parser("demo", help=execute.__doc__)
     p.add_argument("name", nargs="?", default=DEFAULT_DEMO, help=f"scenario name (default {DEFAULT_DEMO})")
-    p.add_argument("--dir", default=None, help="where to keep the logs (default: a temporary directory)")
+    p.add_argument("--dir", type=values.path, default=None, help="where to keep the logs (default: a temporary directory)")
     p.add_argument("--keep", action="store_true", help="keep the logs")
     p.add_argument("--backend", choices=BACKENDS, default="gloo",
                    help="simnccl: run it on the simulated NCCL backend (calls return at once, nothing is checked)")

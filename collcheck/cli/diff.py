@@ -4,15 +4,19 @@ line per launch and the full report of those with findings (docs/diff.md, 'Many 
 from __future__ import annotations
 
 from ..base.errors import FINDINGS, INCOMPLETE, INPUT_ERROR, OK
+from . import values
 from .common import add_launch_arguments, inputs_of, launches, output
+
+MAX_CONTEXT = 1000  # collectives each side of the divergence
 
 
 def add_parser(commands) -> None:
     p = commands.add_parser("diff", help=execute.__doc__)
     add_launch_arguments(p)
     p.add_argument("--format", choices=["text", "json", "junit", "github"], default="text")
-    p.add_argument("--output", "-o", help="write the report to this file")
-    p.add_argument("--context", type=int, default=4, help="collectives shown around the divergence")
+    p.add_argument("--output", "-o", type=values.path, help="write the report to this file")
+    p.add_argument("--context", type=values.count(0, MAX_CONTEXT), default=4,
+                   help=f"collectives shown around the divergence (0..{MAX_CONTEXT})")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings or unchecked ranks")
     p.set_defaults(handler=execute)
 

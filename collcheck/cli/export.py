@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..base.errors import OK
 from ..base.outputs import atomic_output
+from . import values
 from .common import add_launch_arguments, one_launch
 
 
@@ -13,7 +14,7 @@ def add_parser(commands) -> None:
     add_launch_arguments(p)
     p.add_argument("--format", choices=["perfetto", "fr"], default="perfetto",
                    help="perfetto: a trace JSON file; fr: a directory of Flight Recorder dumps (rank_<rank>)")
-    p.add_argument("--output", "-o", required=True, help="the trace file (perfetto) or directory (fr)")
+    p.add_argument("--output", "-o", type=values.path, required=True, help="the trace file (perfetto) or directory (fr)")
     p.set_defaults(handler=execute)
 
 

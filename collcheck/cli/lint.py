@@ -7,16 +7,17 @@ import os
 
 from ..base.errors import FINDINGS, OK, UsageError
 from ..base.outputs import NO_INPUTS, Inputs, check_output
+from . import values
 from .common import output
 
 
 def add_parser(commands) -> None:
     p = commands.add_parser("lint", help=execute.__doc__)
-    p.add_argument("paths", nargs="+", metavar="PATH", help="Python files or folders (read, never run)")
-    p.add_argument("--logs", metavar="RUN", help="a recorded run: the calls its call chains show issuing "
+    p.add_argument("paths", nargs="+", type=values.path, metavar="PATH", help="Python files or folders (read, never run)")
+    p.add_argument("--logs", type=values.path, metavar="RUN", help="a recorded run: the calls its call chains show issuing "
                    "collectives count too (for frameworks collcheck has no table of)")
     p.add_argument("--format", choices=["text", "json", "github", "sarif"], default="text")
-    p.add_argument("--output", "-o", help="write the report to this file")
+    p.add_argument("--output", "-o", type=values.path, help="write the report to this file")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
     p.set_defaults(handler=execute)
 

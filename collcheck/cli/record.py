@@ -9,11 +9,12 @@ import sys
 
 from ..base.errors import UsageError
 from ..base.settings import Settings, new_run_id
+from . import values
 
 
 def add_parser(commands) -> None:
     p = commands.add_parser("record", help=execute.__doc__)
-    p.add_argument("--dir", help="log directory (COLLCHECK_DIR, default ./collcheck-logs)")
+    p.add_argument("--dir", type=values.path, help="log directory (COLLCHECK_DIR, default ./collcheck-logs)")
     p.add_argument("command", nargs=argparse.REMAINDER)
     p.set_defaults(handler=execute)
 

@@ -11,22 +11,26 @@ import tempfile
 
 from ..base.errors import UsageError
 from ..base.outputs import check_folder, check_output, output_folder, subfolder
+from . import values
 from .common import RUN_HELP
 
 AUTO_ABOVE = 8  # default --ranks: all up to this world size, auto above
 MAX_PROCESSES = 64
+MAX_TIMEOUT = 86400.0  # seconds: a replay nobody can wait for longer is a mistake
+MAX_TESTS = 10_000
 
 
 def add_parser(commands) -> None:
     p = commands.add_parser("replay", help="Replay a recorded run's collectives on local gloo processes",
                               description=__doc__.split("\n")[0])
-    p.add_argument("logs", help=RUN_HELP)
+    p.add_argument("logs", type=values.path, help=RUN_HELP)
     p.add_argument("--ranks", default=None,
                    help="recorded ranks to replay: 'all', 'auto' (those involved in the first finding; default "
                         f"above {AUTO_ABOVE} ranks) or a list like 0,3,5-7")
-    p.add_argument("--shrink", nargs="?", type=int, const=64, default=None, metavar="N",
+    p.add_argument("--shrink", nargs="?", type=values.count(1, 1 << 31), const=64, default=None, metavar="N",
                    help="cap tensors at about N elements (default 64), keeping every size relation across ranks")
-    p.add_argument("--timeout", type=float, default=5.0, help="process-group timeout of the replay, seconds (5)")
+    p.add_argument("--timeout", type=values.seconds(MAX_TIMEOUT), default=5.0,
+                   help=f"process-group timeout of the replay, seconds (5; at most {MAX_TIMEOUT:g})")
     p.add_argument("--backend", choices=("gloo", "simnccl"), default="gloo",
                    help="simnccl: replay with NCCL's semantics (calls return at once, ops pair by position "
                         "unchecked, the watchdog aborts), to reproduce what NCCL did rather than gloo")
@@ -39,33 +43,13 @@ def add_parser(commands) -> None:
     p.add_argument("--no-follow", action="store_true",
                    help="what-if: ranks cut by the hang stop where their recording stops (default: they follow "
                         "their peers' remaining collectives)")
-    p.add_argument("--emit-script", metavar="PATH", help="write a standalone torch program that reproduces the finding")
+    p.add_argument("--emit-script", type=values.path, metavar="PATH", help="write a standalone torch program that reproduces the finding")
     p.add_argument("--no-minimize", action="store_true", help="with --emit-script: keep every recorded collective")
-    p.add_argument("--max-tests", type=int, default=40, help="minimization: at most this many trial replays (40)")
-    p.add_argument("--keep", metavar="DIR", help="keep the replay's plan, logs and outputs in DIR")
+    p.add_argument("--max-tests", type=values.count(0, MAX_TESTS), default=40, help="minimization: at most this many trial replays (40)")
+    p.add_argument("--keep", type=values.path, metavar="DIR", help="keep the replay's plan, logs and outputs in DIR")
     p.add_argument("--format", choices=["text", "json"], default="text")
     p.add_argument("--verbose", "-v", action="store_true", help="print each replayed op and minimization step")
     p.set_defaults(handler=execute)
-
-
-def parse_ranks(text: str, world: int) -> list[int]:
-    out = set()
-    try:
-        for part in text.split(","):
-            part = part.strip()
-            if not part:
-                continue
-            if "-" in part:
-                a, b = part.split("-")
-                out.update(range(int(a), int(b) + 1))
-            else:
-                out.add(int(part))
-    except ValueError:
-        raise UsageError(f"--ranks {text!r}: expected all, auto or a list like 0,3,5-7") from None
-    bad = sorted(r for r in out if not 0 <= r < world)
-    if bad or not out:
-        raise UsageError(f"--ranks {text!r}: ranks must be in 0..{world - 1}")
-    return sorted(out)
 
 
 def execute(args) -> int:
@@ -77,10 +61,7 @@ def execute(args) -> int:
     from ..replay.whatif import parse_edit
     from ..report.replay import Printer
 
-    if args.timeout <= 0:
-        raise UsageError("--timeout must be positive")
-    if args.shrink is not None and args.shrink < 1:
-        raise UsageError("--shrink must be at least 1")
+    edits = [parse_edit(k, v) for k in ("drop", "insert", "move") for v in getattr(args, k)]
     source = discover(args.logs, newest=True)
     inputs = source.inputs()
     if args.emit_script:
@@ -90,7 +71,10 @@ def execute(args) -> int:
     run = load_run(source)
     original = analyse(run)
     out = Printer(args.format != "json")
-    edits = [parse_edit(k, v) for k in ("drop", "insert", "move") for v in getattr(args, k)]
+    for e in edits:
+        for r in (e.rank, e.other_rank):
+            if r is not None and not 0 <= r < run.world:
+                raise UsageError(f"--{e.kind} names rank {r}: the run's ranks are 0..{run.world - 1}")
     ranks, scale_note = choose_ranks(args.ranks, run, original.first)
     for e in edits:
         if e.rank not in ranks:
@@ -118,7 +102,7 @@ def choose_ranks(mode: str | None, run, first) -> tuple[list[int], str | None]:
     if mode == "all":
         return sorted(run.ranks), None
     if mode != "auto":
-        return parse_ranks(mode, run.world), None
+        return values.rank_list(mode, run.world), None
     if first is None:
         return sorted(run.ranks), "the recording has no finding: nothing to scale down to; replaying every rank"
     ranks, why = involved_ranks(run, first)

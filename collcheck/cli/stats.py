@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 from ..base.errors import INPUT_ERROR, OK
+from . import values
 from .common import add_launch_arguments, launches
 
 
@@ -13,7 +14,8 @@ def add_parser(commands) -> None:
     p = commands.add_parser("stats", help=execute.__doc__)
     add_launch_arguments(p)
     p.add_argument("--format", choices=["text", "json"], default="text")
-    p.add_argument("--top", type=int, default=20, help="call sites shown in the table (most time first)")
+    p.add_argument("--top", type=values.count(0, 1 << 20), default=20,
+                   help="call sites shown in the table (most time first)")
     p.set_defaults(handler=execute)
 
 
