@@ -32,7 +32,8 @@ HUNG_STATES = WAITING_STATES - {"peer-lost"}
 class RankState:
     rank: int
     # finished | raised | crashed | stuck | killed-in-collective | killed | timed-out | peer-lost |
-    # collective-failed | missing-log | dumped | waiting-at-dump | running | running-in-collective
+    # collective-failed | missing-log | dumped | waiting-at-dump | running | running-in-collective |
+    # damaged | recording-stopped
     state: str
     blocked: list = field(default_factory=list)  # events it was waiting in at the end
     detail: str = ""
@@ -85,7 +86,9 @@ def final_states(run: Run) -> dict[int, RankState]:
         blocked = blocked_events(run, rank)
         state = log.state
         detail = ""
-        if log.exception is not None:
+        if state == "recording-stopped":
+            detail = stopped_text(log)
+        elif log.exception is not None:
             detail = f"{log.exception[0]}: {log.exception[1]}".splitlines()[0][:200]
             if not blocked:
                 blocked = _raised_in_wait(run, log)
@@ -107,9 +110,22 @@ def final_states(run: Run) -> dict[int, RankState]:
             detail = f"stuck {w.get('waited_s')} s in {w.get('op')} (watchdog stacks recorded)"
         elif state == "killed" and log.dump_site is not None:
             detail = "killed " + where_killed(log)
-        blocked, queued = split_queued(blocked) if state != "finished" else ([], [])
+        blocked, queued = split_queued(blocked) if state not in ("finished", "recording-stopped") else ([], [])
         states[rank] = RankState(rank, state, blocked, detail, queued)
     return states
+
+
+def stopped_text(log) -> str:
+    """'recording stopped after 1200 collectives: could not write the log: No space left on device
+    (ENOSPC); unknown after that': a rank whose log says its recording stopped, neither waiting
+    nor killed as far as anyone knows (and how its process ended, when the log has that too)."""
+    n = len(log)
+    text = f"recording stopped after {n} collective{'s' if n != 1 else ''}: {log.stopped}; unknown after that"
+    if log.exception is not None:
+        text += f"; the process then raised {log.exception[0]}"
+    elif log.trailer:
+        text += "; the process then exited normally"
+    return text
 
 
 def split_queued(events: list) -> tuple[list, list]:

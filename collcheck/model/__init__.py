@@ -18,8 +18,9 @@ from .run import (
     Run,
     Signature,
 )
-from .load import load_run, reads_by_kinds
+from .load import load_run, reads_by_kinds, stopped_ranks
 from .sequences import Channel, GroupSequences, Sequences
 
 __all__ = ["DTYPE_SIZES", "P2P_OPS", "REDUCE_OPS", "ROOTED_OPS", "Channel", "Event", "Group", "GroupCreation",
-           "GroupSequences", "RankLog", "Run", "Sequences", "Signature", "group_label", "load_run", "rank_ranges", "reads_by_kinds"]
+           "GroupSequences", "RankLog", "Run", "Sequences", "Signature", "group_label", "load_run", "rank_ranges", "reads_by_kinds",
+           "stopped_ranks"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from ..base.untrusted import one_line, visible
-from ..model import group_label
+from ..model import group_label, rank_ranges, stopped_ranks
 from . import MESSAGE_CHARS
 
 MAX_LINE = 2**31 - 1
@@ -60,5 +60,10 @@ def render(report, out, launch: str | None = None) -> None:
                          + (f" in launch {launch}" if launch is not None else ""))
         params.append(f"title={escape_property(title)}")
         out.write(f"::error {','.join(params)}::{escape_data(visible(f.message, MESSAGE_CHARS))}\n")
+    stopped = stopped_ranks(report.run)
+    for ranks, why in stopped:  # ranks not checked to the end
+        title = one_line("collcheck: recording stopped" + (f" in launch {launch}" if launch is not None else ""))
+        text = f"rank{'s' if len(ranks) != 1 else ''} {rank_ranges(ranks)}: recording stopped: {why}; not checked after that"
+        out.write(f"::warning title={escape_property(title)}::{escape_data(visible(text, MESSAGE_CHARS))}\n")
     if not report.findings and launch is None:
-        out.write("::notice title=collcheck::no divergence found\n")
+        out.write("::notice title=collcheck::no divergence found" + (" in what could be checked" if stopped else "") + "\n")
