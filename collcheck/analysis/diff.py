@@ -102,12 +102,17 @@ def _note_cut(run: Run, seqs) -> None:
         note = f"group {seqs.name}: checked from #{seqs.start} ({why}; every member kept the collectives from there)"
         if note not in run.warnings:
             run.warnings.append(note)
+    cut: dict[tuple, list[int]] = {}  # (slots kept, recording stopped) -> ranks
     for r in sorted(seqs.open):
         if r in run.group_members(seqs.name) or r in seqs.index:
-            note = (f"group {seqs.name}: rank {r} checked up to #{len(seqs.index.get(r, ()))} only "
-                    "(its log lost collectives after that)")
-            if note not in run.warnings:
-                run.warnings.append(note)
+            cut.setdefault((len(seqs.index.get(r, ())), run.ranks[r].stopped is not None), []).append(r)
+    for (k, stopped), ranks in sorted(cut.items()):
+        one = len(ranks) == 1
+        why = (f"{'its' if one else 'their'} recording stopped there" if stopped
+               else f"{'its log' if one else 'their logs'} lost collectives after that")
+        note = f"group {seqs.name}: rank{'' if one else 's'} {rank_ranges(ranks)} checked up to #{k} only ({why})"
+        if note not in run.warnings:
+            run.warnings.append(note)
 
 
 def _note_in_flight(run: Run, hang: HangAnalysis) -> None:

@@ -115,6 +115,8 @@ def _end(log) -> str:
     """How a rank's log ended, with the evidence: where a killed rank was, what a rank raised."""
     if log.state == "killed" and log.dump_site is not None:
         return f"killed {where_killed(log)}"
+    if log.state == "recording-stopped":
+        return f"recording stopped: {log.stopped}; unknown after that"
     if log.state == "dumped":
         n = len(log.sig)
         last = f": it last enqueued {_ev(log.event(n - 1))}" if n else ""

@@ -15,6 +15,7 @@ import networkx as nx
 
 from ..model import P2P_OPS, Run, Sequences, rank_ranges
 from .channels import Channels
+from .ending import KillOrder, end_detail, kill_order, killed_words
 from .findings import Finding
 
 TIMEOUT_WORDS = ("timed out", "timeout", "Timed out")
@@ -32,7 +33,8 @@ HUNG_STATES = WAITING_STATES - {"peer-lost"}
 class RankState:
     rank: int
     # finished | raised | crashed | stuck | killed-in-collective | killed | timed-out | peer-lost |
-    # collective-failed | missing-log | dumped | waiting-at-dump | running | running-in-collective
+    # collective-failed | missing-log | dumped | waiting-at-dump | running | running-in-collective |
+    # damaged | recording-stopped
     state: str
     blocked: list = field(default_factory=list)  # events it was waiting in at the end
     detail: str = ""
@@ -48,6 +50,7 @@ class HangAnalysis:
     cycles: list[list[int]]
     root_causes: list[int]
     waiting: set[int]  # blocked at the end, waiting on others (WAITING_STATES): the wait-for graph
+    order: KillOrder = field(default_factory=KillOrder)  # who went first, from the evidence (ending.py)
 
     @property
     def in_flight_only(self) -> bool:
@@ -85,7 +88,9 @@ def final_states(run: Run) -> dict[int, RankState]:
         blocked = blocked_events(run, rank)
         state = log.state
         detail = ""
-        if log.exception is not None:
+        if state == "recording-stopped":
+            detail = stopped_text(log)
+        elif log.exception is not None:
             detail = f"{log.exception[0]}: {log.exception[1]}".splitlines()[0][:200]
             if not blocked:
                 blocked = _raised_in_wait(run, log)
@@ -107,9 +112,22 @@ def final_states(run: Run) -> dict[int, RankState]:
             detail = f"stuck {w.get('waited_s')} s in {w.get('op')} (watchdog stacks recorded)"
         elif state == "killed" and log.dump_site is not None:
             detail = "killed " + where_killed(log)
-        blocked, queued = split_queued(blocked) if state != "finished" else ([], [])
+        blocked, queued = split_queued(blocked) if state not in ("finished", "recording-stopped") else ([], [])
         states[rank] = RankState(rank, state, blocked, detail, queued)
     return states
+
+
+def stopped_text(log) -> str:
+    """'recording stopped after 1200 collectives: could not write the log: No space left on device
+    (ENOSPC); unknown after that': a rank whose log says its recording stopped, neither waiting
+    nor killed as far as anyone knows (and how its process ended, when the log has that too)."""
+    n = len(log)
+    text = f"recording stopped after {n} collective{'s' if n != 1 else ''}: {log.stopped}; unknown after that"
+    if log.exception is not None:
+        text += f"; the process then raised {log.exception[0]}"
+    elif log.trailer:
+        text += "; the process then exited normally"
+    return text
 
 
 def split_queued(events: list) -> tuple[list, list]:
@@ -208,6 +226,11 @@ def _error_state(errors: list[str]) -> str:
 
 def analyse_hang(run: Run, sequences: Sequences | None = None) -> HangAnalysis:
     states = final_states(run)
+    order = kill_order(run, {r: st.state for r, st in states.items()})
+    for rank, st in states.items():
+        said = end_detail(rank, st.state, order)
+        if said:
+            st.detail = f"{st.detail}; {said}" if st.detail else said
     g = nx.DiGraph()
     g.add_nodes_from(states)
     channels = Channels(run, sequences or Sequences(run))
@@ -243,9 +266,9 @@ def analyse_hang(run: Run, sequences: Sequences | None = None) -> HangAnalysis:
         if len(cycles) >= 10:
             break
     roots = sorted(r for r in g.nodes if r not in waiting and g.in_degree(r) > 0)
-    if inside and not roots:  # all inside one collective: the ones whose collective itself failed
-        roots = sorted(r for r, s in states.items() if s.state in ("collective-failed", "crashed"))
-    return HangAnalysis(states, g, cycles, roots, waiting)
+    if inside and not roots:  # all inside one collective: the ones whose collective itself failed, or went first
+        roots = sorted(r for r, s in states.items() if s.state in ("collective-failed", "crashed")) or order.first
+    return HangAnalysis(states, g, cycles, roots, waiting, order)
 
 
 def _stream_order_edges(run: Run, states: dict, waiting: set, g: nx.DiGraph) -> None:
@@ -324,21 +347,23 @@ FAILED_STATES = frozenset(("peer-lost", "collective-failed", "crashed", "raised"
 
 def abort_text(hang: HangAnalysis) -> str | None:
     """How the job ended when it aborted instead of hanging: some rank failed (gloo's size check,
-    a peer that exited or crashed) and none waited for a timeout; ranks the launcher killed while
-    they waited were stopped because of that failure. None: no rank failed, or some rank hung."""
+    a peer that exited or crashed) and none waited for a timeout; ranks killed while they waited
+    are named as their evidence allows (ending.py: the first to go, or stopped by the launcher
+    after it). None: no rank failed, or some rank hung."""
     states = {r: s.state for r, s in hang.states.items()}
     if not hang.inside or any(st in HUNG_STATES - {"killed-in-collective"} for st in states.values()):
         return None
     if not any(st in FAILED_STATES for st in states.values()):
         return None
-    return _how_they_ended({r: st for r, st in states.items() if st in _ENDED})
+    return _how_they_ended({r: st for r, st in states.items() if st in _ENDED}, hang.order)
 
 
 def _observed(hang: HangAnalysis) -> str | None:
     """What this run's ranks really did, when none of them waited until a timeout or a kill."""
     if any(hang.states[r].state in HUNG_STATES for r in hang.inside):
         return None
-    return "in this run no rank waited for a timeout: " + _how_they_ended({r: hang.states[r].state for r in hang.inside})
+    return "in this run no rank waited for a timeout: " + _how_they_ended({r: hang.states[r].state for r in hang.inside},
+                                                                           hang.order)
 
 
 # how a rank ended, in words (a state not listed here is shown as it is)
@@ -346,17 +371,18 @@ _ENDED = {"peer-lost": "failed at once with 'Connection closed/reset by peer' (a
           "collective-failed": "raised inside the collective (the op itself failed)",
           "crashed": "died of a fatal signal inside the collective (SIGABRT from a gloo check)",
           "raised": "raised an exception with the collective still pending",
-          "killed-in-collective": "was killed while it waited (the launcher stops the other ranks when one fails)"}
+          "killed-in-collective": None}  # (killed from outside: ending.killed_words, from the evidence)
 
 
-def _how_they_ended(states: dict[int, str]) -> str:
-    """'ranks 0-1 failed at once with ...; rank 2 raised inside the collective ...'."""
-    by_state: dict[str, list[int]] = {}
-    for r in sorted(states):
-        by_state.setdefault(states[r], []).append(r)
-    return "; ".join(f"rank{'s' if len(rs) != 1 else ''} {rank_ranges(rs)} {_ENDED.get(st, st)}"
-                     for st, rs in by_state.items())
-
+def _how_they_ended(states: dict[int, str], order: KillOrder) -> str:
+    """'ranks 0-1 failed at once with ...; rank 2 was killed first ...'; the rank that went first
+    (order.first) before the others."""
+    by_words: dict[str, list[int]] = {}
+    for r in sorted(states, key=lambda r: (r not in order.first, r)):
+        st = states[r]
+        words = _ENDED.get(st, st) or killed_words(r, st, order)
+        by_words.setdefault(words, []).append(r)
+    return "; ".join(f"rank{'s' if len(rs) != 1 else ''} {rank_ranges(rs)} {words}" for words, rs in by_words.items())
 
 
 def _wait_text(ev) -> str:

@@ -30,7 +30,7 @@ from ..base.settings import Settings
 from ..logfile import format as lf
 from ..logfile.checkpoint import checkpoint_record, roll, sizes_hash
 from ..logfile.ops import ALWAYS_ASYNC, WIRE_OPS
-from ..logfile.records import header_record
+from ..logfile.records import header_record, stop_record
 from ..logfile.writer import LogWriter, open_exclusive
 from . import callsite
 from .completions import Completions
@@ -184,6 +184,8 @@ class Recorder:
         fd, path = open_exclusive(os.path.join(cfg.directory, run_id), f"rank-{rank:05d}.{restart}")
         self.writer = LogWriter(fd, path, fastpath.writer_lock(), max_bytes=int(cfg.max_mb * 1024 * 1024))
         self.writer.snapshot_records = self._counters
+        self.writer.on_stop = self._write_failed
+        self.writer.clock = self.now_us
         self.rank = rank
         header = header_record(
             rank, world_size, run_id, torch=torch.__version__, python=sys.version.split()[0], backend=backend,
@@ -197,19 +199,38 @@ class Recorder:
         self.active = True
 
     def fail(self, exc: BaseException) -> None:
-        """Internal error: stop recording for good, say so once, never break the job."""
+        """Internal error: stop recording for good, say so once, never break the job. A record
+        the compiled path could not write is the disk's doing: the writer says so (stop)."""
+        if self.failed:
+            return
+        w = self.writer
+        code = getattr(w.counters, "error", 0) if w is not None else 0
+        if code:  # (WriterLock.error: the errno of the compiled path's failed write)
+            with w.lock:
+                w.stop(OSError(code, os.strerror(code)))
+            self._write_failed(w.stopped or os.strerror(code))
+            return
+        self._stop_recording(f"recording disabled after an internal error: {exc!r}")
+        try:
+            if w is not None:
+                with w.lock:
+                    w.write(stop_record(repr(exc), ts=self.now_us()))
+        except Exception:
+            pass
+
+    def _write_failed(self, why: str) -> None:
+        """The writer could not write the log (LogWriter.stop wrote why, writer lock held): the job
+        goes on unrecorded."""
+        self._stop_recording(f"recording stopped: could not write {self.writer.path}: {why}; the job goes on "
+                             "unrecorded, and its log says where recording stopped")
+
+    def _stop_recording(self, warning: str) -> None:
         if self.failed:
             return
         self.failed = True
         self._active_watcher = None  # maybe called from inside a Python kernel: that stays registered, idle
         self.active = False
-        warnings.warn(f"collcheck: recording disabled after an internal error: {exc!r}", RuntimeWarning, stacklevel=3)
-        try:
-            if self.writer is not None:
-                with self.writer.lock:
-                    self.writer.write({"k": lf.DISABLED, "m": repr(exc)[:500]})
-        except Exception:
-            pass
+        warnings.warn(f"collcheck: {warning}", RuntimeWarning, stacklevel=4)
 
     def after_fork_in_child(self) -> None:
         """A forked child (DataLoader worker) never writes to its parent's log."""

@@ -18,10 +18,10 @@ import gc
 import time
 from dataclasses import dataclass, field
 
-from .syntax import _DOTTED
 from .findings import Finding
 from .interprocedural import Lint
 from .program import load
+from .syntax import _DOTTED
 
 
 @dataclass

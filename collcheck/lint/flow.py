@@ -26,8 +26,8 @@ from .conditions import (
     unwrapped,
 )
 from .expressions import Evaluator, Issued
-from .syntax import alike, dotted
 from .findings import BARRIERS, Finding, Guard, complementary, local_fix
+from .syntax import alike, dotted
 from .values import CLEAN, LOCAL, RANK, Origin, Val, combine, join
 
 

@@ -15,8 +15,8 @@ import ast
 from dataclasses import replace
 
 from .expressions import Issued, _forward
-from .syntax import dotted
 from .flow import Walker
+from .syntax import dotted
 from .values import CLEAN, RANK, Origin, Val, combine, join
 
 MAX_ROUNDS = 6

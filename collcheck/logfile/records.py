@@ -220,7 +220,7 @@ SCHEMA: dict[str, tuple[dict, tuple]] = {
     lf.STACKS: ({"i": _COUNT, "op": _str, "waited_s": _seconds, "ts": _TIME, "threads": _list_of(_thread_stack)}, ()),
     lf.EXCEPTION: ({"t": _str, "m": _str, "ts": _TIME, "s": _ID}, ()),
     lf.TRAILER: ({"ts": _TIME, "wall_ns": _NS}, ()),
-    lf.DISABLED: ({"m": _str}, ()),
+    lf.DISABLED: ({"m": _str, "e": _str, "ts": _TIME}, ()),
     lf.NON_MEMBER: ({"x": _ID, "s": _ID, "h": _ID, "ts": _TIME}, ("x",)),
     lf.SYNC: ({"ts": _TIME, "s": _ID, "i": _COUNT, "w": _str}, ()),
     lf.COUNTERS: ({"c": _list_of(_counter)}, ("c",)),
@@ -359,3 +359,14 @@ def chain_record(i: int, site_ids: list) -> dict:
 def tspec_record(i: int, tensors: list) -> dict:
     """A tensor spec: [[dtype string id, [dims]], ...]."""
     return {"k": lf.TSPEC, "i": i, "t": tensors}
+
+
+def stop_record(message: str, error: str | None = None, ts: int | None = None) -> dict:
+    """Recording stopped (Q): `message` says why; `error`, the errno's name when a write of the log
+    failed (ENOSPC, EFBIG, ...: nothing follows it then); `ts`, when (µs on the log's clock)."""
+    rec = {"k": lf.DISABLED, "m": message[:500]}
+    if error is not None:
+        rec["e"] = error
+    if ts is not None:
+        rec["ts"] = ts
+    return rec

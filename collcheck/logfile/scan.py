@@ -41,7 +41,8 @@ class Scan:
     threads: list  # the names of the threads the file defines (T records), else ["MainThread"]
     exception: tuple | None = None  # (type, message, raise site (file, line, function) or None)
     trailer: bool = False
-    disabled: str | None = None
+    disabled: str | None = None  # a Q record's message: recording stopped there
+    stop_error: str | None = None  # its errno name when a write of the log failed (nothing follows it)
     watchdog: list = field(default_factory=list)
     partial: bool = False  # stopped at `limit` collectives: a preview of the file's beginning
     # all_to_all_single events (their signature ignores sizes): event -> (input rows, elements per

@@ -285,6 +285,7 @@ class Scanner:
             scan.non_member.append((strings.get(rec["x"], "?"), sites.get(rec.get("s")), rec.get("ts", 0)))
         elif kind == lf.DISABLED:
             scan.disabled = rec.get("m", "")
+            scan.stop_error = rec.get("e")
         elif kind == lf.SYNC:
             scan.syncs.append((rec.get("ts", 0), sites.get(rec.get("s")), rec.get("i"), rec.get("w", "")))
         elif kind == lf.STEP:

@@ -12,6 +12,12 @@ Bounded logs (COLLCHECK_MAX_MB): the log is written as segments, the first file 
 every string, site, tensor spec, thread and group record written so far and the recorder's
 counters, so it reads on its own. When the segments pass the cap the oldest are deleted, never
 the first file (its header and first group creations).
+
+A full disk (or quota, a file size limit, an I/O error) never goes unsaid: space is allocated
+ahead of the records, always RESERVE bytes more than they need (space.py), so when no more can
+be had the writer still has room for one last frame, a `Q` record saying why recording stopped
+(`stop`); nothing is written after it. A log cut by the disk then reads as "recording stopped",
+not as a rank killed inside its last collective.
 """
 
 from __future__ import annotations
@@ -25,32 +31,12 @@ import msgpack
 
 from . import format as lf
 from .checkpoint import group_entry, vocabulary
-from .records import chain_record, site_record, string_record, tspec_record
+from .records import chain_record, site_record, stop_record, string_record, tspec_record
+from .space import RESERVE, Counters, allocate, error_name
 
 _pack = msgpack.Packer(use_bin_type=True).pack  # not thread-safe: only used under the lock
 SEGMENTS = 8  # a capped log is kept as about this many segments
 MIN_SEGMENT = 16 * 1024
-
-
-class Counters:
-    """The current segment's file and the bytes written to it, for the pure-Python path: the
-    compiled path's WriterLock has the same fields and methods, and copies frames into a shared
-    mapping of the file instead (capture/native/fastpath.cpp)."""
-
-    def __init__(self):
-        self.fd = -1
-        self.written = 0
-        self.segment_bytes = 0  # 0: never start a new segment
-
-    def append(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            n = os.write(self.fd, view)
-            view = view[n:]
-        self.written += len(data)
-
-    def trim(self) -> None:
-        """Before the file is closed (the WriterLock gives back the space it reserved)."""
 
 
 def open_exclusive(directory: str, base: str) -> tuple[int, str]:
@@ -95,6 +81,11 @@ class LogWriter:
         self._tspecs: dict[tuple, int] = {}
         self._groups = hashlib.blake2b(digest_size=8)  # every group record's lasting fields (vocabulary)
         self.closed = False
+        # why recording stopped (a write failed: ENOSPC, EDQUOT, EFBIG, EIO...): its Q record is
+        # the file's last; None while it records
+        self.stopped: str | None = None
+        self.on_stop = lambda why: None  # the recorder's: say it once, stop recording (writer lock held)
+        self.clock = None  # () -> µs on the log's clock, for the stop record's `ts` (the recorder's)
         self.colls = 0  # C records written so far (the frame field), when the caller passes eids
         # how many C records have been written, for frames without one; the compiled path,
         # which writes C records itself, replaces it with its own counter
@@ -203,29 +194,78 @@ class LogWriter:
             self.next_segment()
 
     def _write_all(self, data: bytes) -> None:
-        self.counters.append(data)
+        if self.stopped is not None:
+            return
+        try:
+            self.counters.append(data)
+        except OSError as exc:
+            self.stop(exc, data)
+
+    def stop(self, exc: OSError, unwritten: bytes = b"") -> None:
+        """A write failed (or its room could not be allocated): write the Q record that says so
+        into the room kept for it (after `unwritten`, the frame that failed, when both fit), write
+        nothing after it, and tell the recorder (writer lock held; the compiled path's failed
+        writes come here through Recorder.fail)."""
+        if self.stopped is not None or self.closed:
+            return
+        why = exc.strerror or str(exc) or type(exc).__name__
+        name = error_name(exc)
+        self.stopped = f"{why} ({name})" if name else why
+        if hasattr(self.lock, "closed"):
+            self.lock.closed = True  # the compiled path writes nothing more either
+        last = lf.frame(_pack(stop_record(f"could not write the log: {why}", name, self.clock() if self.clock else None)),
+                        self.colls_written())
+        if self.counters.written == 0 and not unwritten and self.header is not None:  # (a segment's first frame)
+            last = lf.frame(_pack(dict(self.header, seg=self.segment) if self.segment else self.header), 0) + last
+        tries = [unwritten + last, last] if unwritten and len(unwritten) + len(last) <= RESERVE else [last]
+        self._pending.clear()
+        self._done.clear()
+        for data in tries:
+            try:
+                self.counters.append_reserved(data)
+                break
+            except OSError:
+                pass  # no room at all (a file system that cannot allocate ahead): the log ends as it is
+        if self.counters.written == 0:  # not even its header: no log rather than one no reader takes
+            try:
+                os.unlink(self._segment_path(self.segment) if self.segment else self.path)
+            except OSError:
+                pass
+        self.on_stop(self.stopped)
 
     def next_segment(self) -> None:
         """Go on in a new segment file that reads on its own; delete the oldest segments (never
         the first file) while the log is over its cap. Writer lock held; the compiled path calls
-        it too, after its own write."""
+        it too, after its own write. A new file that cannot be made or hold its first frame
+        leaves the stop record in the current one."""
         c = self.counters
-        if self.header is None or self.closed:
+        if self.header is None or self.closed or self.stopped is not None:
+            return
+        path = self._segment_path(self.segment + 1)
+        snapshot = [_pack(dict(self.header, seg=self.segment + 1))] + self._kept
+        snapshot += [_pack(r) for r in self.snapshot_records()]
+        first = lf.frame(b"".join(snapshot), self.colls_written())
+        flags = os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+        try:
+            fd = os.open(path, flags, 0o644)
+            try:
+                allocate(fd, len(first) + RESERVE)
+            except OSError:
+                os.close(fd)
+                os.unlink(path)
+                raise
+        except OSError as exc:
+            self.stop(exc)
             return
         if self.segment == 0:
             self._first_size = c.written
         else:
             self._segments.append((self._segment_path(self.segment), c.written))
         self.segment += 1
-        path = self._segment_path(self.segment)
-        flags = os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
-        fd = os.open(path, flags, 0o644)
         c.trim()
         os.close(c.fd)
         c.fd, c.written = fd, 0
-        snapshot = [_pack(dict(self.header, seg=self.segment))] + self._kept
-        snapshot += [_pack(r) for r in self.snapshot_records()]
-        self._write_all(lf.frame(b"".join(snapshot), self.colls_written()))
+        self._write_all(first)
         total = self._first_size + sum(size for _, size in self._segments) + c.written
         while self._segments and total > self.max_bytes:
             old, size = self._segments.pop(0)
@@ -245,5 +285,7 @@ class LogWriter:
                 self.closed = True
                 if hasattr(self.lock, "closed"):
                     self.lock.closed = True  # what the compiled path checks
-                self.counters.trim()
-                os.close(self.counters.fd)
+                try:
+                    self.counters.trim()
+                finally:
+                    os.close(self.counters.fd)

@@ -70,8 +70,33 @@ def load_run(target: str | list[str] | Source, workers: int | None = None, previ
             "e.g. aborted by one of gloo's size checks): what they issued is not known and was not compared"
             if run.source == "flight-recorder" else
             f"no log for rank(s) {rank_ranges(missing)}: they never reached init_process_group or their logs are missing")
+    run.unchecked += stopped_notes(run)
     run.warnings += run.unchecked
     return run
+
+
+def stopped_ranks(run) -> list[tuple[list[int], str]]:
+    """[(ranks, why)]: the ranks whose logs say recording stopped (a full disk...), by reason."""
+    by_why: dict[str, list[int]] = {}
+    for r in sorted(run.ranks) if run is not None else ():
+        why = run.ranks[r].stopped
+        if why is not None:
+            by_why.setdefault(why, []).append(r)
+    return [(ranks, why) for why, ranks in by_why.items()]
+
+
+def stopped_notes(run: Run) -> list[str]:
+    """One line per reason recording stopped with the ranks it stopped on: what they did after
+    their last record is not known, so the run cannot be called clean."""
+    notes = []
+    for ranks, why in stopped_ranks(run):
+        counts = sorted({len(run.ranks[r]) for r in ranks})
+        n = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+        one = len(ranks) == 1
+        notes.append(f"rank{'' if one else 's'} {rank_ranges(ranks)}: recording stopped after {n} collectives "
+                     f"({one_line(why, 300)}): what {'it' if one else 'they'} did after that is not known and was "
+                     "not checked")
+    return notes
 
 
 def reads_by_kinds(paths: list[str], sample: int = 8) -> bool:

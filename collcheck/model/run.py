@@ -190,13 +190,17 @@ class RankLog:
             last = max(d[0] for d in scan.damage)
             self.unknown_completion = {i for i in scan.pending if scan.off[i] < last}
             self.pending -= self.unknown_completion
+        self.disabled = scan.disabled  # recording stopped (a Q record): what came after is not known
+        self.stop_error = scan.stop_error
+        if self.disabled is not None:  # (their completions would have been written after it)
+            self.unknown_completion |= self.pending
+            self.pending = set()
         self.errors: dict[int, str] = scan.errors
         self.unconfirmed: list[int] = scan.unconfirmed  # returned, completion unknown (scan.Scan)
         self.non_member = scan.non_member  # [(api, site, ts)] calls torch skipped: not in the group
         self.threads = scan.threads
         self.exception = scan.exception
         self.trailer = scan.trailer
-        self.disabled = scan.disabled
         self.watchdog = scan.watchdog
         self.syncs = scan.syncs  # [(ts, site, event id, what)] where the CPU waited for its stream
         self.steps = scan.steps  # [(ts, optimizer index)] where its optimizers finished a step
@@ -248,6 +252,16 @@ class RankLog:
         if not ids or len(col) < len(self.sig):
             return array("I", bytes(4 * min(end, len(idx))))
         return array("I", [ids.get(col[i], 0) for i in idx[:end]])
+
+    @property
+    def stopped(self) -> str | None:
+        """Why recording stopped before the process ended ('could not write the log: No space
+        left on device (ENOSPC)', 'an internal error in collcheck: ...'); None when it did not."""
+        if self.disabled is None:
+            return None
+        if self.stop_error is not None:
+            return f"{self.disabled} ({self.stop_error})"
+        return f"an internal error in collcheck: {self.disabled}"
 
     @property
     def crash(self) -> str | None:
@@ -338,8 +352,8 @@ class RankLog:
                 out.append((n1, e1 - e0 - n1 + n0))
         end = self.eid_of(len(self) - 1) + 1 if len(self) else max(runs[-1][1], 0)
         written = max(self.colls_written, max(self.lost, default=-1) + 1)
-        if any(d[2] is None for d in self.damage):
-            out.append((len(self), None))  # the damage ran to the end of the file
+        if any(d[2] is None for d in self.damage) or self.disabled is not None:
+            out.append((len(self), None))  # the damage ran to the end of the file, or recording stopped
         elif written > end:
             out.append((len(self), written - end))
         return out
@@ -394,12 +408,17 @@ class RankLog:
 
     @property
     def state(self) -> str:
-        """finished | raised | crashed | stuck | killed-in-collective | killed | damaged, for a
-        Flight Recorder dump dumped | waiting-at-dump (a collective enqueued, never completed), and
-        for the log of a process still running running | running-in-collective.
+        """finished | raised | crashed | stuck | killed-in-collective | killed | damaged |
+        recording-stopped, for a Flight Recorder dump dumped | waiting-at-dump (a collective
+        enqueued, never completed), and for the log of a process still running running |
+        running-in-collective.
 
         A partial (preview) log's end is not known yet: it reads as finished. `crashed`: a
-        fatal signal (SIGABRT from a gloo check, SIGSEGV) dumped its stacks beside the log."""
+        fatal signal (SIGABRT from a gloo check, SIGSEGV) dumped its stacks beside the log.
+        `recording-stopped`: the log says recording stopped (`stopped`), so what the rank did
+        after its last record is not known, how it ended neither (unless its trailer says)."""
+        if self.disabled is not None:
+            return "recording-stopped"
         if self.exception is not None:
             return "raised"
         if self.damage and not self.trailer:

@@ -132,7 +132,8 @@ def rank_actions(run: Run, rank: int) -> list[dict]:
         end = {"k": "end", "state": "killed"}
     # cut by the hang: the rank stopped inside a collective, so what it would have done
     # next was never recorded (what-ifs may let it follow its peers, see follow_peers)
-    end["cut"] = state in ("stuck", "killed-in-collective", "waiting-at-dump") or (state == "raised" and errored_last)
+    end["cut"] = state in ("stuck", "killed-in-collective", "waiting-at-dump", "recording-stopped") or (
+        state == "raised" and errored_last)
     # the recorded op errored and was the rank's last: nothing continues after it
     for a in actions:
         if a["k"] == "op" and a.get("e") and a is _last_op(actions):

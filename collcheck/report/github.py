@@ -12,7 +12,7 @@ import os
 
 from ..base.guard import guarded
 from ..base.untrusted import one_line, visible
-from ..model import group_label
+from ..model import group_label, rank_ranges, stopped_ranks
 from . import MESSAGE_CHARS
 
 MAX_LINE = 2**31 - 1
@@ -47,5 +47,10 @@ def render(report, out, launch: str | None = None) -> None:
         title = one_line(f"collcheck {f.kind} ({group_label(report.run, f.group)}, #{f.number})"
                          + (f" in launch {launch}" if launch is not None else ""))
         out.command("error", visible(f.message, MESSAGE_CHARS), **params, title=title)
+    stopped = stopped_ranks(report.run)
+    for ranks, why in stopped:  # ranks not checked to the end
+        title = one_line("collcheck: recording stopped" + (f" in launch {launch}" if launch is not None else ""))
+        text = f"rank{'s' if len(ranks) != 1 else ''} {rank_ranges(ranks)}: recording stopped: {why}; not checked after that"
+        out.command("warning", visible(text, MESSAGE_CHARS), title=title)
     if not report.findings and launch is None:
-        out.command("notice", "no divergence found", title="collcheck")
+        out.command("notice", "no divergence found" + (" in what could be checked" if stopped else ""), title="collcheck")

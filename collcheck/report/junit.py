@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from xml.etree import ElementTree as ET
 
-from ..base.untrusted import one_line, visible
-from ..model import group_label
-from . import MESSAGE_CHARS
 from ..base.guard import guarded
+from ..base.untrusted import one_line, visible
+from ..model import group_label, rank_ranges, stopped_ranks
+from . import MESSAGE_CHARS
 
 
 def render(report, out) -> None:
@@ -42,6 +42,11 @@ def suite(report, suite_name: str = "collcheck") -> ET.Element:
             failures += 1
             el = ET.SubElement(case, "failure", type=one_line(f.kind), message=one_line(f"{f.title}: ranks {f.ranks}"))
             el.text = visible(f.message, MESSAGE_CHARS)
+    for ranks, why in stopped_ranks(report.run):  # not checked to the end: skipped, not passed
+        name = f"recording of rank{'s' if len(ranks) != 1 else ''} {rank_ranges(ranks)}"
+        case = ET.SubElement(testsuite, "testcase", classname="collcheck.diff", name=name)
+        ET.SubElement(case, "skipped", message=one_line(f"recording stopped: {why}; not checked after that"))
+        cases += 1
     testsuite.set("tests", str(cases))
     testsuite.set("failures", str(failures))
     return testsuite

@@ -26,6 +26,9 @@ def show(path: str, out, limit: int = 0) -> None:
         message = log.exception[1].split("\n", 1)[0] if isinstance(log.exception[1], str) else ""
         console.print(f"uncaught exception: {one_line(log.exception[0])}: {one_line(message)}"
                       + (f"  (raised at {_site(site)})" if site else ""))
+    if log.stopped is not None:
+        console.print(f"recording stopped: {one_line(log.stopped)} (after {len(log)} collectives; what came after is "
+                      "not known)")
     if log.torn:
         console.print("the file ends in a torn record (the process died while writing)")
     for note in log.damage_notes():

@@ -11,7 +11,13 @@ from dataclasses import dataclass
 import msgpack
 
 from ..logfile import format as lf
-from ..logfile.checkpoint import checkpoint_record, group_entry, roll, signature, vocabulary
+from ..logfile.checkpoint import (
+    checkpoint_record,
+    group_entry,
+    roll,
+    signature,
+    vocabulary,
+)
 from ..logfile.records import site_record, string_record, tspec_record
 from ..logfile.writer import open_exclusive
 from .logs import _header

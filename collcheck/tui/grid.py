@@ -316,7 +316,8 @@ class Grid:
                 continue
             if r not in reached:
                 st = self.states.get(r, "?")
-                texts[r] = f"exited ({st}) before #{n}" if st in ENDED else f"stopped ({st}) before #{n}"
+                texts[r] = (f"exited ({st}) before #{n}" if st in ENDED else f"unknown from #{n} (recording stopped)"
+                            if st == "recording-stopped" else f"stopped ({st}) before #{n}")
                 continue
             i = self.index(r, row)
             log = self.run.ranks[r]

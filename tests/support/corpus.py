@@ -21,6 +21,7 @@ from .admission import Admission
 from .jobs import SCENARIOS, SESSION_ENV, Job, Launch, job, launch, program, scenario_script
 
 CAPPED_STEPS = 1200  # capped_divergence: rank 1 diverges at the world group's collective #1200
+FILL_STEPS = 2000  # fill_log.py's steps: about 100 KB of log per rank (test_write_errors.py)
 FASTPATH = "fastpath"  # the compiled recording path, built once (a recording every compiled job waits for)
 FASTPATH_BUILD_TIMEOUT = 420
 FULL = {"COLLCHECK_STACK": "full"}
@@ -73,6 +74,7 @@ def _declared() -> dict[str, Job]:
         for case in ("kill", "abort", "object"):
             jobs[f"crash_{case}" + at] = job(program("crash.py"), args=(case,), compiled=compiled, timeout=100)
     jobs["results_plain"] = job(program("results.py"), record=False, timeout=60)
+    jobs["fill_log_plain"] = job(program("fill_log.py"), args=(FILL_STEPS,), record=False, timeout=90)
     jobs["chains_extra_forward"] = job(program("chains.py"), args=("extra_forward",), timeout=120)
     jobs["chains_helper_barrier"] = job(program("chains.py"), args=("helper_barrier",), timeout=120)
     jobs["p2p_then_missing"] = job(program("p2p_then_missing.py"), 3, timeout=100)

@@ -106,6 +106,8 @@ class Job:
     # its timing is under test: at most one other shared recording runs beside it (these are
     # made first, while the unit tests run: support/admission.py)
     exclusive: bool = False
+    # RLIMIT_FSIZE of the job's processes, SIGXFSZ ignored: a write past it fails with EFBIG (0: none)
+    max_file_bytes: int = 0
 
     def environment(self) -> dict:
         return dict(self.env, COLLCHECK_FASTPATH="1" if self.compiled else "0")
@@ -142,11 +144,18 @@ class Launch:
         return f"rc {self.rc} after {self.seconds:.1f} s\n{self.stdout[-n:]}\n{self.stderr[-n:]}"
 
 
+# runs argv[2:] with its files limited to argv[1] bytes (the kernel's RLIMIT_FSIZE: a write past it
+# fails with EFBIG, SIGXFSZ ignored): an exec, so no preexec_fn runs in a process with threads
+FILE_LIMIT = ("import os, resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); n = int(sys.argv[1]); "
+              "resource.setrlimit(resource.RLIMIT_FSIZE, (n, n)); os.execv(sys.argv[2], sys.argv[2:])")
+
+
 def command(job_: Job, log_dir: str) -> list[str]:
     args = [a.replace("{dir}", str(log_dir)) for a in job_.args]
+    limit = [sys.executable, "-c", FILE_LIMIT, str(job_.max_file_bytes)] if job_.max_file_bytes else []
     if job_.nproc is None:
-        return [sys.executable, job_.script, str(log_dir), str(free_port()), *args]
-    return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(job_.nproc), "--master-addr",
+        return [*limit, sys.executable, job_.script, str(log_dir), str(free_port()), *args]
+    return [*limit, sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(job_.nproc), "--master-addr",
             "127.0.0.1", "--master-port", str(free_port()), "--max-restarts", "0", job_.script, *args]
 
 

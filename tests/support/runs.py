@@ -4,6 +4,7 @@ the recorder's LogWriter, as collcheck.synth writes its random programs."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from collcheck.logfile import format as lf
@@ -48,11 +49,17 @@ def calls(*specs, **common) -> list[Call]:
 
 
 def write(directory: str, groups: dict[str, tuple], ranks: dict[int, list[Call]], finished=None,
-          raised: dict[int, str] | None = None, backend: str = "cpu:gloo"):
+          raised: dict[int, str] | None = None, backend: str = "cpu:gloo", stopped: dict[int, int] | None = None,
+          clock: dict[int, int] | None = None, sigterm=()):
     """One log per rank of `ranks`; `finished`: the ranks that exited cleanly (default: all);
     `raised`: rank -> the RuntimeError it raised at its last call's site; the others were killed
-    where their calls end. Returns the loaded Run."""
+    where their calls end. `stopped`: rank -> an errno its writer met after its calls (LogWriter.stop:
+    nothing written after). `clock`: rank -> µs its clock is ahead of the others'; `sigterm`: the
+    ranks whose stacks faulthandler dumped beside the log at SIGTERM, in their last call.
+    Returns the loaded Run."""
     raised = raised or {}
+    stopped = stopped or {}
+    clock = clock or {}
     world = len(groups["0"])
     finished = set(ranks) if finished is None else set(finished)
     for rank, rank_calls in ranks.items():
@@ -61,7 +68,8 @@ def write(directory: str, groups: dict[str, tuple], ranks: dict[int, list[Call]]
         with w.lock:
             w.write({"k": lf.HEADER, "magic": lf.MAGIC, "v": lf.FORMAT_VERSION, "rank": rank, "world": world,
                      "run": "unit", "launch": "unit", "restart": 0, "host": "unit", "pid": 20000 + rank,
-                     "backend": backend, "wall_ns": 1_700_000_000_000_000_000, "mono_ns": 0})
+                     "backend": backend, "wall_ns": 1_700_000_000_000_000_000 + 1000 * clock.get(rank, 0),
+                     "mono_ns": 0})
             gids: dict[str, int] = {}
             for name, members in groups.items():  # every rank creates every group, as torch needs
                 rec = {"k": lf.GROUP, "op": "init" if name == "0" else "new", "ts": 0, "r": list(members),
@@ -100,6 +108,8 @@ def write(directory: str, groups: dict[str, tuple], ranks: dict[int, list[Call]]
                     w.queue({"k": lf.DONE, "i": n, "r": ts + 5, "c": ts + 40})
                 if c.step_after:
                     w.write({"k": lf.STEP, "ts": ts + 50})
+            if rank in stopped:
+                w.stop(OSError(stopped[rank], os.strerror(stopped[rank])))
             if rank in raised:
                 last = rank_calls[-1]
                 w.write({"k": lf.EXCEPTION, "t": "RuntimeError", "m": raised[rank], "ts": 100 * (len(rank_calls) + 1),
@@ -107,4 +117,9 @@ def write(directory: str, groups: dict[str, tuple], ranks: dict[int, list[Call]]
             if rank in finished:
                 w.write({"k": lf.TRAILER, "ts": 100 * (len(rank_calls) + 2)})
         w.close()
+        if rank in sigterm:
+            last = rank_calls[-1]
+            with open(path[: -len(lf.LOG_SUFFIX)] + lf.SIGTERM_SUFFIX, "w") as f:
+                f.write(f"Current thread 0x00007f0000000001 (most recent call first):\n"
+                        f'  File "{last.file or FILE}", line {last.line} in {last.func}\n')
     return load_run(directory)

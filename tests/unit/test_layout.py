@@ -35,7 +35,7 @@ LAYERS = [
 ]
 # what runs inside the training job: the standard library, msgpack and torch, nothing else
 IN_JOB = ["collcheck", "collcheck.base", "collcheck.logfile", "collcheck.logfile.format", "collcheck.logfile.ops", "collcheck.logfile.records",
-          "collcheck.logfile.checkpoint",
+          "collcheck.logfile.checkpoint", "collcheck.logfile.space",
           "collcheck.logfile.writer", "collcheck.capture", "collcheck.simnccl"]
 IN_JOB_THIRD_PARTY = {"torch", "msgpack", "typing_extensions"}  # the last: torch's own, for its frames
 

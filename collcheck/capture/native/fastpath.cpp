@@ -274,20 +274,29 @@ void watch(int64_t eid, int64_t t_ret, const c10::OperatorHandle& op, const torc
 // LogWriter.lock when the fast path is loaded: a lock Python uses like threading.Lock (waiting
 // without the GIL) and the C++ path only tries, holding the GIL (waiting there could deadlock).
 // It also owns the current segment's file (LogWriter.counters): records are copied into a shared
-// mapping of it, reserved ahead with fallocate. Measured inside a DDP step, a write(2) of one frame
+// mapping of it, allocated ahead with fallocate. Measured inside a DDP step, a write(2) of one frame
 // costs 7-8 us (0.4 us in a tight loop), the copy 0.2 us, and what is copied outlives the process
-// alike (the page cache is the file). Reserved space that was never written reads as zeros after
-// a crash (the reader's end); close and each new segment trim it. Where space cannot be reserved
-// or mapped, pwrite(2) at the same offsets. The file must be open for reading too (mmap).
+// alike (the page cache is the file). Allocated space that was never written reads as zeros after
+// a crash (the reader's end); close and each new segment trim it. Where space cannot be allocated
+// ahead or mapped, pwrite(2) at the same offsets. The file must be open for reading too (mmap).
+//
+// kReserve bytes past the last frame are always allocated (as logfile/writer.py's RESERVE): when
+// the disk, a quota or a file size limit refuses more, `error` keeps the errno, nothing more is
+// written, and the room is left for the stop record (append_reserved, LogWriter.stop).
+constexpr int64_t kReserve = 4096;
+
 struct WriterLock {
   std::mutex mu;
   bool closed = false;        // LogWriter.close() sets it under the lock: no write after it
   int fd = -1;                // the current segment's file
   int64_t written = 0;        // bytes in the current segment
   int64_t segment_bytes = 0;  // start a new one (LogWriter.next_segment) past this; 0: never
+  int64_t allocated = 0;      // [0, allocated) of the file allocated (fallocate)
+  int error = 0;              // errno of the first write that failed (or its allocation): no write since
   char* map = nullptr;        // [map_start, map_end) of the file, mapped
   int64_t map_start = 0, map_end = 0;
   bool mappable = true;
+  bool can_allocate = true;   // false: the file system cannot allocate ahead (pwrite, no room kept)
   ~WriterLock() { unmap(); }
 
   bool acquire(bool blocking, double timeout) {
@@ -308,7 +317,8 @@ struct WriterLock {
   void set_fd(int f) {  // a new segment's file (the caller trimmed the previous one)
     unmap();
     fd = f;
-    mappable = true;
+    mappable = can_allocate = true;
+    allocated = 0;
     const int flags = f >= 0 ? fcntl(f, F_GETFL) : -1;
     if (flags >= 0 && (flags & O_APPEND)) fcntl(f, F_SETFL, flags & ~O_APPEND);  // writes go at `written`
   }
@@ -317,49 +327,91 @@ struct WriterLock {
     map = nullptr;
     map_start = map_end = 0;
   }
-  int64_t chunk() const {  // space reserved at a time: 1 MiB, less for small segments
+  int64_t chunk() const {  // space allocated at a time: 1 MiB, less for small segments
     int64_t c = 1 << 20;
     if (segment_bytes > 0) c = std::max<int64_t>(64 << 10, std::min<int64_t>(c, segment_bytes / 4));
     return c;
   }
-  bool reserve(int64_t n) {  // [written, written + n) mapped
-    if (map && written + n <= map_end) return true;
-    if (!mappable || fd < 0) return false;
+  static bool cannot_allocate(int e) {  // the file system, not the disk, says no
+    return e == EOPNOTSUPP || e == ENOSYS || e == EINVAL || e == EBADF || e == ENODEV || e == ESPIPE;
+  }
+  // [0, need) allocated: a chunk at a time while there is room, else exactly `need`; `error` set
+  // when the room cannot be had, can_allocate cleared where the file system allocates nothing ahead
+  void allocate(int64_t need) {
+    if (need <= allocated || !can_allocate) return;
+    const int64_t step = chunk();
+    int failed = 0;
+    for (const int64_t end : {(need + step - 1) / step * step, need}) {
+      int r;
+      do r = fallocate(fd, 0, allocated, end - allocated); while (r != 0 && errno == EINTR);
+      if (r == 0) {
+        allocated = end;
+        return;
+      }
+      if (cannot_allocate(errno)) {
+        can_allocate = mappable = false;
+        return;
+      }
+      failed = errno;
+    }
+    error = failed;
+  }
+  // room for n more bytes (and kReserve after them): true when they can be copied into the
+  // mapping; false to pwrite them, or, with `error` set, to write nothing
+  bool reserve(int64_t n) {
+    const int64_t need = written + n + kReserve;
+    if (map && need <= map_end) return true;
+    if (fd < 0) return false;
+    allocate(need);
+    if (error) return false;  // a full disk fails here, never as SIGBUS on a later copy
+    if (!mappable || allocated < need) return false;
     unmap();
-    const int64_t page = sysconf(_SC_PAGESIZE), step = chunk();
+    const int64_t page = sysconf(_SC_PAGESIZE);
     const int64_t start = written / page * page;
-    const int64_t end = (written + n + step - 1) / step * step;
-    // blocks allocated now: a full disk fails here, never as SIGBUS on a later copy
-    void* p = MAP_FAILED;
-    if (fallocate(fd, 0, written, end - written) == 0)
-      p = mmap(nullptr, static_cast<size_t>(end - start), PROT_READ | PROT_WRITE, MAP_SHARED, fd, start);
+    void* p = mmap(nullptr, static_cast<size_t>(allocated - start), PROT_READ | PROT_WRITE, MAP_SHARED, fd, start);
     if (p == MAP_FAILED) {
       mappable = false;
       return false;
     }
     map = static_cast<char*>(p);
     map_start = start;
-    map_end = end;
+    map_end = allocated;
     return true;
   }
-  bool append(const char* data, size_t n) {
-    if (reserve(static_cast<int64_t>(n))) {
-      std::memcpy(map + (written - map_start), data, n);
-      written += static_cast<int64_t>(n);
-      return true;
-    }
+  bool put(const char* data, size_t n) {  // pwrite(2) at `written`
     for (size_t off = 0; off < n;) {
       const ssize_t w = ::pwrite(fd, data + off, n - off, written + static_cast<int64_t>(off));
       if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) return false;
+      if (w <= 0) {
+        error = w < 0 && errno ? errno : EIO;
+        return false;
+      }
       off += static_cast<size_t>(w);
     }
     written += static_cast<int64_t>(n);
     return true;
   }
-  void trim() {  // before the file is closed: give back the reserved space that was not written
+  bool append(const char* data, size_t n) {
+    if (error) return false;
+    if (reserve(static_cast<int64_t>(n))) {
+      std::memcpy(map + (written - map_start), data, n);
+      written += static_cast<int64_t>(n);
+      return true;
+    }
+    return !error && put(data, n);
+  }
+  bool append_reserved(const char* data, size_t n) {  // the stop record, into the room kept for it
+    if (map && written + static_cast<int64_t>(n) <= map_end) {
+      std::memcpy(map + (written - map_start), data, n);
+      written += static_cast<int64_t>(n);
+      return true;
+    }
+    return put(data, n);
+  }
+  void trim() {  // before the file is closed: give back the allocated space that was not written
     unmap();
     if (fd >= 0) (void)!ftruncate(fd, written);
+    allocated = std::min(allocated, written);
   }
 };
 
@@ -692,6 +744,19 @@ void cache_template(long tid, py::bytes head, py::bytes mid, int pairs, int64_t 
   shared.packed[tid] = std::move(p);
 }
 
+// LogWriter's writes through the lock (writer lock held): OSError when they fail
+void write_bytes(WriterLock& l, py::bytes data, bool reserved) {
+  char* p = nullptr;
+  Py_ssize_t n = 0;
+  if (PyBytes_AsStringAndSize(data.ptr(), &p, &n) != 0) throw py::error_already_set();
+  const bool ok = reserved ? l.append_reserved(p, static_cast<size_t>(n)) : l.append(p, static_cast<size_t>(n));
+  if (!ok) {
+    errno = l.error ? l.error : EIO;
+    PyErr_SetFromErrno(PyExc_OSError);
+    throw py::error_already_set();
+  }
+}
+
 void define_emit(py::module_& m) {
   py::class_<WriterLock>(m, "WriterLock")
       .def(py::init<>())
@@ -704,17 +769,11 @@ void define_emit(py::module_& m) {
       .def_readwrite("written", &WriterLock::written)
       .def_readwrite("segment_bytes", &WriterLock::segment_bytes)
       .def("append",
-           [](WriterLock& l, py::bytes data) {  // LogWriter's writes (writer lock held)
-             char* p = nullptr;
-             Py_ssize_t n = 0;
-             if (PyBytes_AsStringAndSize(data.ptr(), &p, &n) != 0) throw py::error_already_set();
-             if (!l.append(p, static_cast<size_t>(n))) {
-               errno = errno ? errno : EIO;
-               PyErr_SetFromErrno(PyExc_OSError);
-               throw py::error_already_set();
-             }
-           })
+           [](WriterLock& l, py::bytes data) { write_bytes(l, data, false); })  // LogWriter's writes (lock held)
+      .def("append_reserved", [](WriterLock& l, py::bytes data) { write_bytes(l, data, true); })
       .def_readonly("mappable", &WriterLock::mappable)  // false: mapping failed, pwrite(2) instead
+      .def_readonly("error", &WriterLock::error)  // errno of the write that failed (0: none)
+      .def_readonly("allocated", &WriterLock::allocated)
       .def("trim", &WriterLock::trim);
   m.def("cache", &cache_template);
   m.def("next_eid", []() { return shared.next_eid++; });  // the writer lock is held by the caller

@@ -21,10 +21,11 @@ from .timeline import cell_text
 
 STATE_STYLE = {"finished": "green", "raised": "bold red", "timed-out": "bold red", "stuck": "bold magenta",
                "killed-in-collective": "bold magenta", "killed": "red", "missing-log": "grey50",
-               "damaged": "yellow"}
+               "damaged": "yellow", "recording-stopped": "yellow"}
 STATE_TEXT = {"finished": "finished", "raised": "raised an exception", "timed-out": "timed out in a collective",
               "stuck": "stuck (per watchdog)", "killed-in-collective": "killed while in collective",
-              "killed": "killed", "missing-log": "no log", "damaged": "log damaged: its end is not known"}
+              "killed": "killed", "missing-log": "no log", "damaged": "log damaged: its end is not known",
+              "recording-stopped": "recording stopped: its end is not known"}
 
 
 MAX_SOURCE_BYTES = 8 << 20  # a call site's file larger than this is not read for the source pane

@@ -249,3 +249,26 @@ def test_a_failing_watcher_stops_recording_with_one_warning_at_the_line_that_set
     assert [w.filename for w in caught] == [__file__] and rec.failed and rec.active is False
     rec.active = True  # (the watcher is dropped: no second warning)
     assert len(caught) == 1
+
+
+def test_a_log_the_disk_refuses_stops_recording_with_one_warning_and_the_job_goes_on(tmp_path, monkeypatch):
+    """The log's file turns into /dev/full (the kernel's ENOSPC on every write): the writer stops,
+    the recorder says so once and records nothing more; nothing is raised to the job."""
+    import os
+
+    from collcheck.logfile import format as lf
+
+    monkeypatch.setattr(fastpath, "writer_lock", lambda: None)  # (the Python path's writer)
+    rec = Recorder(Settings(directory=str(tmp_path), run_id="r"))
+    rec.open(0, 1, "cpu:gloo")
+    w = rec.writer
+    full = os.open("/dev/full", os.O_WRONLY)
+    os.dup2(full, w.counters.fd)
+    os.close(full)
+    with pytest.warns(RuntimeWarning, match=r"recording stopped: could not write .*rank-00000\.0\.msgpack: No space "
+                                            r"left on device \(ENOSPC\)") as caught:
+        rec.record({"k": lf.STEP, "ts": 1})
+        rec.record({"k": lf.STEP, "ts": 2})
+        rec.fail(RuntimeError("later"))
+    assert len(caught) == 1 and rec.failed and rec.active is False
+    assert w.stopped == "No space left on device (ENOSPC)"

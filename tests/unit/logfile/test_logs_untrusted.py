@@ -86,7 +86,8 @@ def _write_rank(path: str, rank: int) -> None:
                     {"k": lf.STACKS, "i": 4, "op": "barrier", "waited_s": 1.5, "ts": 490,
                      "threads": [{"id": 2, "n": "worker", "f": [[FILE, 10, "main"], [FILE, 20, "step"]]}]},
                     {"k": lf.GROUP, "op": "destroy", "s": site, "ts": 495, "all": True},
-                    {"k": lf.DISABLED, "m": "RuntimeError('x')"},
+                    {"k": lf.DISABLED, "m": "could not write the log: No space left on device", "e": "ENOSPC",
+                     "ts": 496},
                     {"k": lf.EXCEPTION, "t": "RuntimeError", "m": "boom", "ts": 498, "s": other},
                     {"k": lf.COUNTERS, "c": [[0, 1], [1 << 34, 1]]}, {"k": lf.API, "i": 1},
                     {"k": lf.CHECKPOINT, "n": 5, "c": [[0, 5, 2 ** 64 - 1]], "w": "end", "o": [4], "x": [3]}):
