@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ..model import Run, Sequences, rank_ranges
-from .align import align_group, group_members
+from .align import align_group
 from .chains import chain_findings
 from .explain import better_fix, explain
 from .findings import Finding
@@ -57,14 +57,14 @@ def analyse(run: Run) -> Report:
     # a rank still running may yet issue what the others did: its sequence has not ended
     unended = hang.inside | {r for r, s in hang.states.items() if s.state == "running"}
     findings += group_creation_findings(run)
+    noted = set(run.warnings)
     for name in run.group_names():
         seqs = sequences.group(name)
-        lengths = Counter(len(s) for s in seqs.seq.values())
-        counts[name] = lengths.most_common(1)[0][0] if lengths else 0
+        counts[name] = _usual_length(seqs)
         aligned = align_group(run, seqs, unended, cut_short)
         first = min((f.position for f in aligned), default=None)
-        aligned = chain_findings(run, seqs, group_members(run, seqs), first) + aligned
-        _note_cut(run, seqs)
+        aligned = chain_findings(run, seqs, seqs.members, first) + aligned
+        _note_cut(run, seqs, noted)
         findings += aligned + split_findings(run, seqs, min((f.position for f in aligned), default=None))
     p2p_findings = match_p2p(run, sequences)
     if p2p_findings:  # clocks of different processes cannot order them among themselves
@@ -93,21 +93,30 @@ def analyse(run: Run) -> Report:
     return Report(run, findings, hang, counts, sequences)
 
 
-def _note_cut(run: Run, seqs) -> None:
+def _usual_length(seqs) -> int:
+    """The number of collectives most members issued on the group."""
+    lengths = {len(s) for s in seqs.seq.values()}
+    if len(lengths) <= 1:
+        return next(iter(lengths), 0)
+    return Counter(len(s) for s in seqs.seq.values()).most_common(1)[0][0]
+
+
+def _note_cut(run: Run, seqs, noted: set) -> None:
     """Say from where a group could be checked (capped logs) and how far on ranks whose logs lost
-    some of its collectives."""
+    some of its collectives (`noted`: the run's warnings so far, as a set)."""
+    notes = []
     if seqs.start:
         why = ("the ranks' Flight Recorder buffers wrapped" if run.source == "flight-recorder"
                else "capped logs deleted their oldest segments")
-        note = f"group {seqs.name}: checked from #{seqs.start} ({why}; every member kept the collectives from there)"
-        if note not in run.warnings:
+        notes.append(f"group {seqs.name}: checked from #{seqs.start} ({why}; every member kept the collectives from there)")
+    if seqs.open:
+        members = set(run.group_members(seqs.name))
+        notes += [f"group {seqs.name}: rank {r} checked up to #{len(seqs.index.get(r, ()))} only (its log lost "
+                  "collectives after that)" for r in sorted(seqs.open) if r in members or r in seqs.index]
+    for note in notes:
+        if note not in noted:
+            noted.add(note)
             run.warnings.append(note)
-    for r in sorted(seqs.open):
-        if r in run.group_members(seqs.name) or r in seqs.index:
-            note = (f"group {seqs.name}: rank {r} checked up to #{len(seqs.index.get(r, ()))} only "
-                    "(its log lost collectives after that)")
-            if note not in run.warnings:
-                run.warnings.append(note)
 
 
 def _note_in_flight(run: Run, hang: HangAnalysis) -> None:

@@ -13,7 +13,7 @@ def add_parser(commands) -> None:
     p = commands.add_parser("stats", help=execute.__doc__)
     add_launch_arguments(p)
     p.add_argument("--format", choices=["text", "json"], default="text")
-    p.add_argument("--top", type=int, default=20, help="call sites shown in the table (most time first)")
+    p.add_argument("--top", type=int, default=20, help="call sites (most time first) and groups shown in the tables")
     p.set_defaults(handler=execute)
 
 

@@ -137,10 +137,22 @@ def scan_bytes(data: bytes, path: str, limit: int | None = None, keep_seq: bool 
     return scan
 
 
+WORTH_A_WORKER = 8 << 20  # bytes of logs from which a second process pays for its start and the results' transfer
+
+
 def scan_many(paths: list[str], workers: int, limit: int | None = None) -> list[Scan]:
-    """Scan files, in `workers` processes when it pays off (not for short previews)."""
+    """Scan files, in `workers` processes when it pays off: many logs, or a few big ones (not for
+    short previews)."""
+    few = len(paths) < 8 and (len(paths) < 2 or sum(_size(p) for p in paths) < WORTH_A_WORKER * len(paths))
     return in_workers(functools.partial(scan_file, limit=limit), paths, workers, "reading logs",
-                      alone=len(paths) < 8 or (limit is not None and limit * len(paths) < 2_000_000))
+                      alone=few or (limit is not None and limit * len(paths) < 2_000_000))
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0  # (reading it says what is wrong)
 
 
 def in_workers(work, items: list, workers: int, what: str, alone: bool = False, size=None) -> list:

@@ -7,7 +7,7 @@ reader, the scanner and this package, never a view.
 
 from ..logfile.ops import P2P_OPS, ROOTED_OPS
 from .groups import group_label
-from .ranks import rank_ranges
+from .ranks import members_text, rank_ranges
 from .run import (
     DTYPE_SIZES,
     REDUCE_OPS,
@@ -22,4 +22,4 @@ from .load import load_run, reads_by_kinds
 from .sequences import Channel, GroupSequences, Sequences
 
 __all__ = ["DTYPE_SIZES", "P2P_OPS", "REDUCE_OPS", "ROOTED_OPS", "Channel", "Event", "Group", "GroupCreation",
-           "GroupSequences", "RankLog", "Run", "Sequences", "Signature", "group_label", "load_run", "rank_ranges", "reads_by_kinds"]
+           "GroupSequences", "RankLog", "Run", "Sequences", "Signature", "group_label", "load_run", "members_text", "rank_ranges", "reads_by_kinds"]

@@ -52,9 +52,9 @@ def load_run(target: str | list[str] | Source, workers: int | None = None, previ
         summaries = [s for p, s in zip(paths, summaries) if p in keep]
         paths, headers = kept, [h for h, _ in summaries]
     run.source = headers[0].get("source", "collcheck")
-    for h in headers:  # converted Flight Recorder dumps: what they could not support
-        run.warnings += [n for n in h.get("notes", []) if isinstance(n, str) and n not in run.warnings]
-        run.unchecked += [n for n in h.get("unchecked", []) if isinstance(n, str) and n not in run.unchecked]
+    # converted Flight Recorder dumps: what they could not support (each note once)
+    run.warnings += dict.fromkeys(n for h in headers for n in h.get("notes", ()) if isinstance(n, str))
+    run.unchecked += dict.fromkeys(n for h in headers for n in h.get("unchecked", ()) if isinstance(n, str))
     kinds = _kinds(paths, summaries)
     read = [members[0][0] for members in kinds]
     for scan, members in zip(scan_many(read, workers, preview), kinds):

@@ -24,7 +24,10 @@ class GroupSequences:
     first loss and is `open`: what it issued after is not known, so it is never taken to have
     stopped there."""
 
-    def __init__(self, run: Run, name: str, p2p_ids: frozenset[int], cuts: dict[int, "_Cuts"]):
+    def __init__(self, run: Run, name: str, p2p_ids: frozenset[int], cuts: dict[int, "_Cuts"],
+                 holders: list[int] | None = None, dropped: list[int] | None = None):
+        """`holders`: the ranks with events in the group, `dropped`: those whose capped logs lost
+        their oldest segments (Sequences knows both for every group; None: every rank)."""
         self.run = run
         self.name = name
         self.index: dict[int, object] = {}  # rank -> event indices (a range when nothing is left out)
@@ -34,7 +37,8 @@ class GroupSequences:
             if cut.unlocated and name not in run.ranks[rank].by_group:
                 self.open.add(rank)  # it may have issued some on the group: they were lost
         shared: dict[tuple, tuple] = {}  # (signature column, index) -> (index, sequence): ranks of one kind
-        for rank, log in run.ranks.items():
+        for rank in run.ranks if holders is None else holders:
+            log = run.ranks[rank]
             idx = log.by_group.get(name)
             if idx is None:
                 continue
@@ -50,7 +54,18 @@ class GroupSequences:
                     shared[key] = self._sequence(log.sig, idx, p2p_ids)
                 idx, seq = shared[key]
             self.index[rank], self.seq[rank] = idx, seq
-        self.start = self._align_starts(run, name)
+        self.start = self._align_starts(run, name, run.ranks if dropped is None else dropped)
+        self._members: list[int] | None = None
+
+    @property
+    def members(self) -> list[int]:
+        """The members compared: those of the group's recorded members that have logs (else the
+        ranks that issued on it), sorted."""
+        if self._members is None:
+            declared = self.run.group_members(self.name)
+            ranks = self.run.ranks
+            self._members = sorted(r for r in declared if r in ranks) if declared else sorted(self.seq)
+        return self._members
 
     @staticmethod
     def _sequence(sig: array, idx, p2p_ids: frozenset) -> tuple:
@@ -61,12 +76,13 @@ class GroupSequences:
         seq = sig if isinstance(idx, range) and len(idx) == len(sig) else array("I", (sig[i] for i in idx))
         return idx, seq
 
-    def _align_starts(self, run: Run, name: str) -> int:
+    def _align_starts(self, run: Run, name: str, ranks) -> int:
         """Capped logs whose oldest segments were deleted start in the middle of a group: slot 0
         is the first `j` that every member still has (its `start`); what a rank kept from before
         it is left out. Without deleted segments the start is 0."""
         firsts = {}
-        for rank, log in run.ranks.items():
+        for rank in ranks:
+            log = run.ranks[rank]
             if not log.dropped:
                 continue
             idx = self.index.get(rank)
@@ -162,11 +178,19 @@ class Sequences:
         self._p2p_at: dict[tuple, list[int]] = {}
         self._channels: dict[tuple, Channel] | None = None
         self.cuts = {r: _cuts(log, self.p2p_ids) for r, log in run.ranks.items() if log.losses}
+        self._holders: dict[str, list[int]] | None = None  # group -> ranks with events in it
+        self._dropped = [r for r, log in run.ranks.items() if log.dropped]
 
     def group(self, name: str) -> GroupSequences:
         seqs = self._groups.get(name)
         if seqs is None:
-            seqs = self._groups[name] = GroupSequences(self.run, name, self.p2p_ids, self.cuts)
+            if self._holders is None:  # (once: each group's sequences then visit its own ranks only)
+                self._holders = {}
+                for rank, log in self.run.ranks.items():
+                    for g in log.by_group:
+                        self._holders.setdefault(g, []).append(rank)
+            seqs = self._groups[name] = GroupSequences(self.run, name, self.p2p_ids, self.cuts,
+                                                       self._holders.get(name, []), self._dropped)
         return seqs
 
     def collectives(self, rank: int, group: str) -> int:
