@@ -73,14 +73,16 @@ class GroupIndex:
         return ", ".join(out[:most] + (["…"] if len(out) > most else []))
 
     def _mesh_coordinates(self) -> dict[int, dict[str, set[int]]]:
-        """rank -> mesh dimension -> its indices in that dimension's groups (a few kept)."""
-        out: dict[int, dict[str, set[int]]] = {}
-        for members, desc in self._labelled.values():
-            if not desc.startswith(MESH):
-                continue
-            dim = desc[len(MESH):]
+        """rank -> mesh dimension -> its indices in that dimension's groups (a few kept), for the
+        ranks labels name: the first member of each mesh group."""
+        mesh = [(desc[len(MESH):], members) for members, desc in self._labelled.values()
+                if desc.startswith(MESH) and members]
+        out: dict[int, dict[str, set[int]]] = {members[0]: {} for _, members in mesh}
+        for dim, members in mesh:
             for i, r in enumerate(members):
-                dims = out.setdefault(r, {})
+                dims = out.get(r)
+                if dims is None:
+                    continue
                 idx = dims.get(dim)
                 if idx is None:
                     if len(dims) > MAX_COORDINATES:

@@ -10,7 +10,7 @@ so "slot k" and "message k" mean the same everywhere.
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from ..logfile.ops import P2P_OPS
@@ -144,27 +144,52 @@ def _cuts(log, p2p_ids: frozenset[int]) -> _Cuts:
     """For each loss of the log, the groups it hit: a group whose next collective after the loss
     has the `j` that follows its last one before lost none of it; the others are cut there. When
     the gaps found do not add up to what was lost, the groups with no collective after the loss
-    are cut too (they may have lost their last ones)."""
+    are cut too (they may have lost their last ones).
+
+    One pass over each group's collectives: a gap in a group's `j`s counts for every loss between
+    the two collectives around it (losses come in log order), whatever the number of groups and
+    losses."""
     cut = _Cuts()
+    losses = log.losses  # (event index, collectives lost or None), in log order
+    if not losses:
+        return cut
     sig, seq = log.sig, log.seq
     framed = log.header.get("v", 1) >= 2  # format 1 has no `j`: every loss is unlocated
-    groups = {name: [i for i in idx if sig[i] not in p2p_ids] for name, idx in log.by_group.items()}
-    for n, count in log.losses:
-        cut.first = n if cut.first is None else cut.first
-        located, without_later = 0, []
-        for name, idx in groups.items():
-            k = bisect_left(idx, n)
-            if k == len(idx):
-                without_later.append((name, k))
-                continue
-            gap = seq[idx[k]] - (seq[idx[k - 1]] if k else -1) - 1 if framed else 1
-            located += gap
-            if gap:
-                cut.groups.setdefault(name, k)
-        if count is None or located != count or not framed or not p2p_ids.isdisjoint(sig):
-            cut.unlocated = True
-            for name, k in without_later:
-                cut.groups.setdefault(name, k)
+    anyway = not framed or not p2p_ids.isdisjoint(sig)  # every loss is unlocated
+    at = [n for n, _ in losses]
+    cut.first = at[0]
+    located = [0] * (len(at) + 1)  # gaps found per loss, as differences from the loss before
+    first_gap: dict[str, tuple[int, int]] = {}  # group -> (the first loss that hit it, slots kept)
+    ends: dict[str, tuple[int, int]] = {}  # group -> (its last collective, its number of collectives)
+    for name, idx in log.by_group.items():
+        idx = [i for i in idx if sig[i] not in p2p_ids]
+        ends[name] = (idx[-1] if idx else -1, len(idx))
+        before, last_j = -1, -1
+        for k, i in enumerate(idx):
+            gap = seq[i] - last_j - 1 if framed else 1
+            if gap:  # the losses after collective `before` and up to this one
+                lo, hi = bisect_right(at, before), bisect_right(at, i)
+                if lo < hi:
+                    located[lo] += gap
+                    located[hi] -= gap
+                    first_gap.setdefault(name, (lo, k))
+            before, last_j = i, seq[i] if framed else 0
+    unlocated: list[int] = []  # losses whose gaps do not add up (in log order)
+    found = 0
+    for p, (_, count) in enumerate(losses):
+        found += located[p]
+        if anyway or count is None or found != count:
+            unlocated.append(p)
+    cut.unlocated = bool(unlocated)
+    after = [at[p] for p in unlocated]
+    for name, (last, n) in ends.items():  # cut where a gap is, or at the end from the first unlocated loss after it
+        q = bisect_right(after, last)
+        end = unlocated[q] if q < len(unlocated) else None
+        gap = first_gap.get(name)
+        if gap is not None and (end is None or gap[0] < end):
+            cut.groups[name] = gap[1]
+        elif end is not None:
+            cut.groups[name] = n
     return cut
 
 
