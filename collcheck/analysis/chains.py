@@ -33,6 +33,8 @@ def chain_findings(run: Run, seqs: GroupSequences, members: list[int], upto: int
     if upto is not None:
         end = min(end, upto)
     end = min(end, _common_prefix(seqs, members, end))
+    if not end:
+        return []  # (no slot to compare)
     # ranks read by kinds share their chain columns and indices: each distinct pair is compared once
     kinds: dict[tuple, list[int]] = {}
     for r in members:

@@ -94,11 +94,16 @@ class Scan:
         return e0 + i - n0
 
 
+def _prefix(limit: int) -> int:
+    """Bytes read first for a log's first `limit` collectives (records are ~50-100 bytes: usually enough)."""
+    return 65536 + 160 * limit
+
+
 def scan_file(path: str, limit: int | None = None) -> Scan:
     """Scan a whole log, or only its first `limit` collectives (reading about that much of it)."""
     if limit is None:
         return scan_bytes(read_bytes(path), path)
-    want = 65536 + 160 * limit  # records are ~50-100 bytes: usually enough
+    want = _prefix(limit)
     data = read_prefix(path, want)
     scan = scan_bytes(data, path, limit)
     if not scan.partial and len(data) == want:
@@ -143,9 +148,10 @@ WORTH_A_WORKER = 8 << 20  # bytes of logs from which a second process pays for i
 def scan_many(paths: list[str], workers: int, limit: int | None = None) -> list[Scan]:
     """Scan files, in `workers` processes when it pays off: many logs, or a few big ones (not for
     short previews)."""
-    few = len(paths) < 8 and (len(paths) < 2 or sum(_size(p) for p in paths) < WORTH_A_WORKER * len(paths))
-    return in_workers(functools.partial(scan_file, limit=limit), paths, workers, "reading logs",
-                      alone=few or (limit is not None and limit * len(paths) < 2_000_000))
+    read = sum(_size(p) if limit is None else min(_size(p), _prefix(limit)) for p in paths)
+    small = len(paths) < 2 or read < WORTH_A_WORKER * len(paths)  # (bytes read per log, on average)
+    alone = small and (len(paths) < 8 or (limit is not None and limit * len(paths) < 2_000_000))
+    return in_workers(functools.partial(scan_file, limit=limit), paths, workers, "reading logs", alone=alone)
 
 
 def _size(path: str) -> int:

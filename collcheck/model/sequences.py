@@ -73,7 +73,7 @@ class GroupSequences:
         if p2p_ids and not p2p_ids.isdisjoint(sig):
             idx = array("I", (i for i in idx if sig[i] not in p2p_ids))
         # one group and no P2P: the rank's whole signature column is the sequence
-        seq = sig if isinstance(idx, range) and len(idx) == len(sig) else array("I", (sig[i] for i in idx))
+        seq = sig if isinstance(idx, range) and len(idx) == len(sig) else array("I", map(sig.__getitem__, idx))
         return idx, seq
 
     def _align_starts(self, run: Run, name: str, ranks) -> int:
