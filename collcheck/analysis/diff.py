@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from ..base import collector
 from ..model import Run, Sequences, rank_ranges
 from .align import align_group
 from .chains import chain_findings
@@ -49,6 +50,12 @@ class Report:
 
 
 def analyse(run: Run) -> Report:
+    """Every finding of the run (the cycle collector paused meanwhile: base/collector.py)."""
+    with collector.paused():
+        return _analyse(run)
+
+
+def _analyse(run: Run) -> Report:
     sequences = Sequences(run)
     hang = analyse_hang(run, sequences)
     findings: list[Finding] = []
@@ -58,6 +65,7 @@ def analyse(run: Run) -> Report:
     unended = hang.inside | {r for r, s in hang.states.items() if s.state == "running"}
     findings += group_creation_findings(run)
     noted = set(run.warnings)
+    a2a = any(log.a2a for log in run.ranks.values())  # (split sizes to check: all_to_all_single only)
     for name in run.group_names():
         seqs = sequences.group(name)
         counts[name] = _usual_length(seqs)
@@ -65,7 +73,9 @@ def analyse(run: Run) -> Report:
         first = min((f.position for f in aligned), default=None)
         aligned = chain_findings(run, seqs, seqs.members, first) + aligned
         _note_cut(run, seqs, noted)
-        findings += aligned + split_findings(run, seqs, min((f.position for f in aligned), default=None))
+        findings += aligned
+        if a2a:
+            findings += split_findings(run, seqs, min((f.position for f in aligned), default=None))
     p2p_findings = match_p2p(run, sequences)
     if p2p_findings:  # clocks of different processes cannot order them among themselves
         first = min(f.time for f in p2p_findings)

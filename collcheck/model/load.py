@@ -15,6 +15,7 @@ import functools
 import os
 from concurrent.futures import ThreadPoolExecutor
 
+from ..base import collector
 from ..base.settings import Settings
 from ..base.untrusted import one_line
 from ..inputs.discover import Source, discover
@@ -32,12 +33,18 @@ FOLD_FROM = 8  # ranks from which loading compares checkpoints before reading lo
 def load_run(target: str | list[str] | Source, workers: int | None = None, preview: int | None = None,
              running=None) -> Run:
     """Load a run directory (or a log file, a list of log files, Flight Recorder dumps: what
-    inputs.discover finds for `target`, or found) and check that they belong together.
+    inputs.discover finds for `target`, or found) and check that they belong together; the
+    cycle collector paused meanwhile (base/collector.py).
 
     `preview`: read only each rank's first `preview` collectives (fast first screen of a
     huge run in the TUI); the logs' ends are then unknown (`RankLog.partial`). `running`: the
     ranks whose processes still run (the live checker knows); by default, those of this host
     whose process is alive (liveness.py)."""
+    with collector.paused():
+        return _load_run(target, workers, preview, running)
+
+
+def _load_run(target: str | list[str] | Source, workers: int | None, preview: int | None, running) -> Run:
     source = target if isinstance(target, Source) else discover(target)
     paths = source.logs  # (Flight Recorder dumps: converted to logs once)
     run = Run(source.path if source.path is not None else os.path.commonpath(paths))
