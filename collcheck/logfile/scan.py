@@ -148,10 +148,13 @@ WORTH_A_WORKER = 8 << 20  # bytes of logs from which a second process pays for i
 def scan_many(paths: list[str], workers: int, limit: int | None = None) -> list[Scan]:
     """Scan files, in `workers` processes when it pays off: many logs, or a few big ones (not for
     short previews)."""
-    read = sum(_size(p) if limit is None else min(_size(p), _prefix(limit)) for p in paths)
-    small = len(paths) < 2 or read < WORTH_A_WORKER * len(paths)  # (bytes read per log, on average)
-    alone = small and (len(paths) < 8 or (limit is not None and limit * len(paths) < 2_000_000))
+    few = len(paths) < 8 or (limit is not None and limit * len(paths) < 2_000_000)
+    alone = few and (len(paths) < 2 or _bytes_read(paths, limit) < WORTH_A_WORKER * len(paths))
     return in_workers(functools.partial(scan_file, limit=limit), paths, workers, "reading logs", alone=alone)
+
+
+def _bytes_read(paths: list[str], limit: int | None) -> int:
+    return sum(_size(p) if limit is None else min(_size(p), _prefix(limit)) for p in paths)
 
 
 def _size(path: str) -> int:
