@@ -35,7 +35,7 @@ MAX_FINDINGS_PER_GROUP = 20
 def align_group(run: Run, seqs: GroupSequences, waiting: set[int], cut_short: frozenset[int] = frozenset()) -> list[Finding]:
     """Findings for one group; `waiting` are ranks blocked in some collective at the end,
     `cut_short` ranks whose log was ended from outside (crashed, killed while computing)."""
-    members = group_members(run, seqs)
+    members = seqs.members
     if len(members) < 2:
         return []
     distinct = {id(seqs.seq.get(r)): seqs.seq.get(r, array("I")) for r in members}  # (ranks of a kind share one)
@@ -55,11 +55,6 @@ def _agreeing(a: array, i: int, b: array, j: int, most: int) -> int:
             return n
         n += k
     return most
-
-
-def group_members(run: Run, seqs: GroupSequences) -> list[int]:
-    declared = run.group_members(seqs.name)
-    return sorted(r for r in declared if r in run.ranks) if declared else sorted(seqs.seq)
 
 
 class _Aligner:

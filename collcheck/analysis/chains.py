@@ -33,13 +33,15 @@ def chain_findings(run: Run, seqs: GroupSequences, members: list[int], upto: int
     if upto is not None:
         end = min(end, upto)
     end = min(end, _common_prefix(seqs, members, end))
+    if not end:
+        return []  # (no slot to compare)
     # ranks read by kinds share their chain columns and indices: each distinct pair is compared once
     kinds: dict[tuple, list[int]] = {}
     for r in members:
         log = run.ranks[r]
         kinds.setdefault((id(log.chain), id(log.chain_sites), id(seqs.index[r])), []).append(r)
     logs = [run.ranks[rs[0]] for rs in kinds.values()]
-    if all(log.chain_sites == logs[0].chain_sites for log in logs[1:]) and len(
+    if all(log.chain_table == logs[0].chain_table for log in logs[1:]) and len(
             {log.local_chains(seqs.index[log.rank], end).tobytes() for log in logs}) == 1:
         return []  # the same chains, interned alike: nothing to compare (the common case, C speed)
     columns: dict[bytes, list[int]] = {}  # distinct chain columns -> the ranks that have it

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from ..base import collector
 from ..model import Run, Sequences, rank_ranges
-from .align import align_group, group_members
+from .align import align_group
 from .chains import chain_findings
 from .explain import better_fix, explain
 from .findings import Finding
@@ -49,6 +50,12 @@ class Report:
 
 
 def analyse(run: Run) -> Report:
+    """Every finding of the run (the cycle collector paused meanwhile: base/collector.py)."""
+    with collector.paused():
+        return _analyse(run)
+
+
+def _analyse(run: Run) -> Report:
     sequences = Sequences(run)
     hang = analyse_hang(run, sequences)
     findings: list[Finding] = []
@@ -57,15 +64,18 @@ def analyse(run: Run) -> Report:
     # a rank still running may yet issue what the others did: its sequence has not ended
     unended = hang.inside | {r for r, s in hang.states.items() if s.state == "running"}
     findings += group_creation_findings(run)
+    noted = set(run.warnings)
+    a2a = any(log.a2a for log in run.ranks.values())  # (split sizes to check: all_to_all_single only)
     for name in run.group_names():
         seqs = sequences.group(name)
-        lengths = Counter(len(s) for s in seqs.seq.values())
-        counts[name] = lengths.most_common(1)[0][0] if lengths else 0
+        counts[name] = _usual_length(seqs)
         aligned = align_group(run, seqs, unended, cut_short)
         first = min((f.position for f in aligned), default=None)
-        aligned = chain_findings(run, seqs, group_members(run, seqs), first) + aligned
-        _note_cut(run, seqs)
-        findings += aligned + split_findings(run, seqs, min((f.position for f in aligned), default=None))
+        aligned = chain_findings(run, seqs, seqs.members, first) + aligned
+        _note_cut(run, seqs, noted)
+        findings += aligned
+        if a2a:
+            findings += split_findings(run, seqs, min((f.position for f in aligned), default=None))
     p2p_findings = match_p2p(run, sequences)
     if p2p_findings:  # clocks of different processes cannot order them among themselves
         first = min(f.time for f in p2p_findings)
@@ -93,25 +103,36 @@ def analyse(run: Run) -> Report:
     return Report(run, findings, hang, counts, sequences)
 
 
-def _note_cut(run: Run, seqs) -> None:
+def _usual_length(seqs) -> int:
+    """The number of collectives most members issued on the group."""
+    lengths = {len(s) for s in seqs.seq.values()}
+    if len(lengths) <= 1:
+        return next(iter(lengths), 0)
+    return Counter(len(s) for s in seqs.seq.values()).most_common(1)[0][0]
+
+
+def _note_cut(run: Run, seqs, noted: set) -> None:
     """Say from where a group could be checked (capped logs) and how far on ranks whose logs lost
-    some of its collectives."""
+    some of its collectives or whose recording stopped (`noted`: the run's warnings so far, as a set)."""
+    notes = []
     if seqs.start:
         why = ("the ranks' Flight Recorder buffers wrapped" if run.source == "flight-recorder"
                else "capped logs deleted their oldest segments")
-        note = f"group {seqs.name}: checked from #{seqs.start} ({why}; every member kept the collectives from there)"
-        if note not in run.warnings:
-            run.warnings.append(note)
-    cut: dict[tuple, list[int]] = {}  # (slots kept, recording stopped) -> ranks
-    for r in sorted(seqs.open):
-        if r in run.group_members(seqs.name) or r in seqs.index:
-            cut.setdefault((len(seqs.index.get(r, ())), run.ranks[r].stopped is not None), []).append(r)
-    for (k, stopped), ranks in sorted(cut.items()):
-        one = len(ranks) == 1
-        why = (f"{'its' if one else 'their'} recording stopped there" if stopped
-               else f"{'its log' if one else 'their logs'} lost collectives after that")
-        note = f"group {seqs.name}: rank{'' if one else 's'} {rank_ranges(ranks)} checked up to #{k} only ({why})"
-        if note not in run.warnings:
+        notes.append(f"group {seqs.name}: checked from #{seqs.start} ({why}; every member kept the collectives from there)")
+    if seqs.open:
+        members = set(run.group_members(seqs.name))
+        cut: dict[tuple, list[int]] = {}  # (slots kept, recording stopped) -> ranks
+        for r in sorted(seqs.open):
+            if r in members or r in seqs.index:
+                cut.setdefault((len(seqs.index.get(r, ())), run.ranks[r].stopped is not None), []).append(r)
+        for (k, stopped), ranks in sorted(cut.items()):
+            one = len(ranks) == 1
+            why = (f"{'its' if one else 'their'} recording stopped there" if stopped
+                   else f"{'its log' if one else 'their logs'} lost collectives after that")
+            notes.append(f"group {seqs.name}: rank{'' if one else 's'} {rank_ranges(ranks)} checked up to #{k} only ({why})")
+    for note in notes:
+        if note not in noted:
+            noted.add(note)
             run.warnings.append(note)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import networkx as nx
 
@@ -29,7 +30,7 @@ WAITING_STATES = frozenset(("stuck", "timed-out", "killed-in-collective", "peer-
 HUNG_STATES = WAITING_STATES - {"peer-lost"}
 
 
-@dataclass
+@dataclass(slots=True)
 class RankState:
     rank: int
     # finished | raised | crashed | stuck | killed-in-collective | killed | timed-out | peer-lost |
@@ -61,9 +62,10 @@ class HangAnalysis:
         return bool(inside) and not self.graph.number_of_edges() and all(
             self.states[r].state in SNAPSHOT_WAITING for r in inside)
 
-    @property
+    @cached_property
     def inside(self) -> set[int]:
-        """Ranks that ended inside a collective they never completed (waiting, failed or crashed)."""
+        """Ranks that ended inside a collective they never completed (waiting, failed or crashed);
+        found once (the states are final when the analysis is made; a world may be a million)."""
         return _inside(self.states)
 
 
@@ -232,7 +234,7 @@ def analyse_hang(run: Run, sequences: Sequences | None = None) -> HangAnalysis:
         if said:
             st.detail = f"{st.detail}; {said}" if st.detail else said
     g = nx.DiGraph()
-    g.add_nodes_from(states)
+    g.add_nodes_from(run.ranks)  # (a rank without a log has no edge: a world of a million is not walked)
     channels = Channels(run, sequences or Sequences(run))
     for rank, st in states.items():  # (gloo's sends have no completion of their own: the recv's tells)
         st.blocked = [ev for ev in st.blocked if not channels.delivered(rank, ev)]

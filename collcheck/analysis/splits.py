@@ -24,7 +24,7 @@ def split_findings(run: Run, seqs: GroupSequences, before: int | None) -> list[F
         return []
     at: dict[int, dict[int, tuple]] = {}  # position -> rank -> (event index, sizes)
     for r in members:
-        for ev, sizes in run.ranks[r].a2a.items():
+        for ev, sizes in run.ranks[r].a2a_by_group.get(seqs.name, {}).items():
             p = seqs.slot(r, ev)
             if p is not None and (before is None or p < before):
                 at.setdefault(p, {})[r] = (ev, sizes)

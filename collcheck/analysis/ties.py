@@ -72,11 +72,8 @@ class Ties:
         meant it (a collective called without `group=`)."""
         if len(ranks) < 2:
             return None
-        wanted = tuple(ranks)
-        for name in self.al.run.group_names():
-            if name != self.al.name and tuple(sorted(self.al.run.group_members(name))) == wanted:
-                return name
-        return None
+        return next((name for name in self.al.run.group_index.named_by_members(tuple(ranks)) if name != self.al.name),
+                    None)
 
     def _in_step(self, rank: int, i: int) -> bool | None:
         """Whether the rank's event i is the call its own loop (every group) issues there; None:

@@ -15,7 +15,7 @@ def add_parser(commands) -> None:
     add_launch_arguments(p)
     p.add_argument("--format", choices=["text", "json"], default="text")
     p.add_argument("--top", type=values.count(0, 1 << 20), default=20,
-                   help="call sites shown in the table (most time first)")
+                   help="call sites (most time first) and groups shown in the tables")
     p.set_defaults(handler=execute)
 
 

@@ -95,11 +95,16 @@ class Scan:
         return e0 + i - n0
 
 
+def _prefix(limit: int) -> int:
+    """Bytes read first for a log's first `limit` collectives (records are ~50-100 bytes: usually enough)."""
+    return 65536 + 160 * limit
+
+
 def scan_file(path: str, limit: int | None = None) -> Scan:
     """Scan a whole log, or only its first `limit` collectives (reading about that much of it)."""
     if limit is None:
         return scan_bytes(read_bytes(path), path)
-    want = 65536 + 160 * limit  # records are ~50-100 bytes: usually enough
+    want = _prefix(limit)
     data = read_prefix(path, want)
     scan = scan_bytes(data, path, limit)
     if not scan.partial and len(data) == want:
@@ -138,10 +143,26 @@ def scan_bytes(data: bytes, path: str, limit: int | None = None, keep_seq: bool 
     return scan
 
 
+WORTH_A_WORKER = 8 << 20  # bytes of logs from which a second process pays for its start and the results' transfer
+
+
 def scan_many(paths: list[str], workers: int, limit: int | None = None) -> list[Scan]:
-    """Scan files, in `workers` processes when it pays off (not for short previews)."""
-    return in_workers(functools.partial(scan_file, limit=limit), paths, workers, "reading logs",
-                      alone=len(paths) < 8 or (limit is not None and limit * len(paths) < 2_000_000))
+    """Scan files, in `workers` processes when it pays off: many logs, or a few big ones (not for
+    short previews)."""
+    few = len(paths) < 8 or (limit is not None and limit * len(paths) < 2_000_000)
+    alone = few and (len(paths) < 2 or _bytes_read(paths, limit) < WORTH_A_WORKER * len(paths))
+    return in_workers(functools.partial(scan_file, limit=limit), paths, workers, "reading logs", alone=alone)
+
+
+def _bytes_read(paths: list[str], limit: int | None) -> int:
+    return sum(_size(p) if limit is None else min(_size(p), _prefix(limit)) for p in paths)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0  # (reading it says what is wrong)
 
 
 def in_workers(work, items: list, workers: int, what: str, alone: bool = False, size=None) -> list:

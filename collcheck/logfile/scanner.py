@@ -5,6 +5,7 @@ lookups and struct checks; the rest goes the general way, checked in full agains
 
 from __future__ import annotations
 
+from array import array
 from struct import error as StructError
 
 from . import format as lf
@@ -12,7 +13,8 @@ from .decode import Decoder, Tables, a2a_sizes, signature
 from .reader import LogError, LogStream, shown
 from .records import DONE2, DONE3, TS_J, coll_problem, signature_problem
 
-MAX_GROUPS = 0xFFFF  # groups of one log (group slots are kept in 16 bits)
+MAX_GROUPS = 1 << 20  # groups of one log (beyond: their collectives are unreadable)
+NARROW_SLOTS = 0xFFFF  # group slots kept in 16 bits per collective until a log has more groups
 
 # A collective of other keys than these goes the hot loop's general way (`Scanner.collective`)
 _PLAIN_KEYS = frozenset(("k", "o", "g", "t", "r", "p", "s", "ch", "ts", "j", "d"))
@@ -52,16 +54,17 @@ class Scanner:
         it needs a string, tensor spec or group whose record was lost (`lost`). It is checked in
         full, and its keys kept for the hot loop's checks when they are of the usual kinds."""
         scan, get = self.scan, rec.get
-        key = (get("o"), get("g"), get("t"), get("r"), get("p"), get("s"), get("ch"))
+        key = (get("o"), get("t"), get("r"), get("p"), get("s"), get("ch"))
         ext = key + (get("u"), get("l"), get("a"), get("n"), get("x"))
         world = scan.header["world"]
         full = ext + (get("tag"), get("sp"), get("h"), get("st"))
         try:
             sid = self.full.get(full)
+            g = self.gslot.get(get("g"))
         except TypeError:  # a value that is not hashable: not in the schema (below)
-            sid = None
+            sid = g = None
         why = coll_problem(rec, world)
-        if why is None and (sid is None or None in rec.values()):  # (a nil reads as absent in the keys)
+        if why is None and (sid is None or g is None or None in rec.values()):  # (a nil reads as absent in the keys)
             why = signature_problem(rec, world)
         if why is not None:
             scan.malformed.setdefault(at, why)
@@ -80,9 +83,8 @@ class Scanner:
                 scan.signatures.append(fields)
                 if fields[0] == "alltoall_base_":
                     self.a2a_sizes[sid] = a2a_sizes(rec, self.tables)
-            g = self.gslot.get(key[1])
             if g is None:
-                g = self.slot_of(key[1])
+                g = self.slot_of(get("g"))
         except KeyError:  # it needs a record that was lost
             scan.lost.append(eid)
             return None
@@ -107,7 +109,7 @@ class Scanner:
         pend_add = completed.append
         runs = scan.eid_runs  # [(event index, event id)] where the ids jump (dropped or damaged records)
         run_n = run_e = n = 0
-        coll, done_kind, header_kind = lf.COLL, lf.DONE, lf.HEADER
+        coll, done_kind, header_kind, group_kind = lf.COLL, lf.DONE, lf.HEADER, lf.GROUP
         row, done3, done2 = TS_J.pack, DONE3.pack, DONE2.pack  # (logfile/records.py's ranges, checked in C)
         kind = None
         try:
@@ -124,16 +126,18 @@ class Scanner:
                     try:
                         row(get("ts"), get("j"))
                         if size <= _PLAIN_MOST:
-                            key = (get("o"), get("g"), get("t"), get("r"), get("p"), s, ch)
+                            key = (get("o"), get("t"), get("r"), get("p"), s, ch)
                             hit = plain.get(key)
                             if hit is None:
                                 key += (get("u"), get("l"), get("a"), get("n"), get("x"))
                                 hit = ext.get(key)
                         else:
-                            key = (get("o"), get("g"), get("t"), get("r"), get("p"), s, ch, get("u"), get("l"), get("a"),
+                            key = (get("o"), get("t"), get("r"), get("p"), s, ch, get("u"), get("l"), get("a"),
                                    get("n"), get("x"))
                             hit = ext.get(key)
-                        usual = hit is not None and done.__class__ is tuple and size == hit[1] + (done != ())
+                        g = gslot.get(get("g"))  # (keys leave the group out: a job may use 100,000 groups)
+                        usual = (hit is not None and g is not None and done.__class__ is tuple
+                                 and size == hit[1] + (done != ()))
                     except (StructError, TypeError):  # (a value of the wrong type; one not hashable)
                         usual = False
                     if usual and done:  # completions of earlier collectives: [event ids back, ...] (format 2)
@@ -156,7 +160,6 @@ class Scanner:
                                 unconfirmed.append(i)
                     if usual:
                         sid = hit[0]
-                        g = gslot[key[1]]
                     else:
                         found = self.collective(rec, done, at, eid, (run_n, run_e, n))
                         if found is None:
@@ -199,6 +202,8 @@ class Scanner:
                     n = run_n = run_e = 0  # segments were deleted before this one: start again
                 else:
                     self._other(rec, at)
+                    if kind == group_kind:
+                        gid_append = scan.gid.append  # (wider past NARROW_SLOTS groups: slot_of)
         except (KeyError, TypeError, IndexError, OverflowError, ValueError) as exc:  # (logfile/records.py should make it none)
             raise LogError(f"{shown(stream.path)}: malformed {shown(kind)!r} record ({type(exc).__name__})") from None
 
@@ -236,6 +241,8 @@ class Scanner:
                     raise KeyError(local)  # (its collectives are unreadable)
                 s = self.group_index[name] = len(self.groups)
                 self.groups.append([name, tuple(ranks) if ranks is not None else None, desc or ""])
+                if s > NARROW_SLOTS and self.scan.gid.typecode == "H":
+                    self.scan.gid = array("I", self.scan.gid)  # (the hot loop binds the new column's append)
             self.gslot[local] = s
         if ranks is not None and self.groups[s][1] is None:
             self.groups[s][1] = tuple(ranks)

@@ -8,7 +8,7 @@ reader, the scanner and this package, never a view.
 from ..logfile.ops import P2P_OPS, ROOTED_OPS
 from .groups import group_label
 from .load import load_run, reads_by_kinds, stopped_ranks
-from .ranks import rank_ranges
+from .ranks import members_text, rank_ranges
 from .run import (
     DTYPE_SIZES,
     REDUCE_OPS,
@@ -22,5 +22,5 @@ from .run import (
 from .sequences import Channel, GroupSequences, Sequences
 
 __all__ = ["DTYPE_SIZES", "P2P_OPS", "REDUCE_OPS", "ROOTED_OPS", "Channel", "Event", "Group", "GroupCreation",
-           "GroupSequences", "RankLog", "Run", "Sequences", "Signature", "group_label", "load_run", "rank_ranges", "reads_by_kinds",
-           "stopped_ranks"]
+           "GroupSequences", "RankLog", "Run", "Sequences", "Signature", "group_label", "load_run", "members_text",
+           "rank_ranges", "reads_by_kinds", "stopped_ranks"]

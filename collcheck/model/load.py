@@ -15,6 +15,7 @@ import functools
 import os
 from concurrent.futures import ThreadPoolExecutor
 
+from ..base import collector
 from ..base.settings import Settings
 from ..base.untrusted import one_line
 from ..inputs.discover import Source, discover
@@ -32,12 +33,18 @@ FOLD_FROM = 8  # ranks from which loading compares checkpoints before reading lo
 def load_run(target: str | list[str] | Source, workers: int | None = None, preview: int | None = None,
              running=None) -> Run:
     """Load a run directory (or a log file, a list of log files, Flight Recorder dumps: what
-    inputs.discover finds for `target`, or found) and check that they belong together.
+    inputs.discover finds for `target`, or found) and check that they belong together; the
+    cycle collector paused meanwhile (base/collector.py).
 
     `preview`: read only each rank's first `preview` collectives (fast first screen of a
     huge run in the TUI); the logs' ends are then unknown (`RankLog.partial`). `running`: the
     ranks whose processes still run (the live checker knows); by default, those of this host
     whose process is alive (liveness.py)."""
+    with collector.paused():
+        return _load_run(target, workers, preview, running)
+
+
+def _load_run(target: str | list[str] | Source, workers: int | None, preview: int | None, running) -> Run:
     source = target if isinstance(target, Source) else discover(target)
     paths = source.logs  # (Flight Recorder dumps: converted to logs once)
     run = Run(source.path if source.path is not None else os.path.commonpath(paths))
@@ -52,9 +59,9 @@ def load_run(target: str | list[str] | Source, workers: int | None = None, previ
         summaries = [s for p, s in zip(paths, summaries) if p in keep]
         paths, headers = kept, [h for h, _ in summaries]
     run.source = headers[0].get("source", "collcheck")
-    for h in headers:  # converted Flight Recorder dumps: what they could not support
-        run.warnings += [n for n in h.get("notes", []) if isinstance(n, str) and n not in run.warnings]
-        run.unchecked += [n for n in h.get("unchecked", []) if isinstance(n, str) and n not in run.unchecked]
+    # converted Flight Recorder dumps: what they could not support (each note once)
+    run.warnings += dict.fromkeys(n for h in headers for n in h.get("notes", ()) if isinstance(n, str))
+    run.unchecked += dict.fromkeys(n for h in headers for n in h.get("unchecked", ()) if isinstance(n, str))
     kinds = _kinds(paths, summaries)
     read = [members[0][0] for members in kinds]
     for scan, members in zip(scan_many(read, workers, preview), kinds):

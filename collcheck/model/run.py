@@ -21,6 +21,7 @@ from ..logfile.decode import LogFile, Tables
 from ..logfile.ops import P2P_OPS, SHAPE_FREE_OPS
 from ..logfile.reader import read_text
 from ..logfile.scan import Scan
+from .group_index import GroupIndex
 
 REDUCE_OPS = {0: "SUM", 1: "AVG", 2: "PRODUCT", 3: "MIN", 4: "MAX", 5: "BAND", 6: "BOR", 7: "BXOR", 8: "PREMUL_SUM"}
 DTYPE_SIZES = {
@@ -235,6 +236,12 @@ class RankLog:
         return {key: self.run.chain_id(frames) for key, frames in self.chain_sites.items()}
 
     @cached_property
+    def chain_table(self) -> int:
+        """A number two ranks share exactly when their chain keys name the same chains (their
+        `chain_sites` are equal): compared once per rank, not once per group."""
+        return self.run.chain_tables.setdefault(frozenset(self._chain_ids.items()), len(self.run.chain_tables))
+
+    @cached_property
     def chain_set(self) -> frozenset:
         """Every run-wide chain id the rank issued a collective from (any group)."""
         return frozenset(self._chain_ids.values())
@@ -307,6 +314,14 @@ class RankLog:
                     lists[g].append(i)
                 self._by_group = {self.groups[s].name: idx for s, idx in lists.items()}
         return self._by_group
+
+    @cached_property
+    def a2a_by_group(self) -> dict[str, dict]:
+        """group name -> its all_to_all_single events -> their sizes (`a2a`, split by group)."""
+        out: dict[str, dict] = {}
+        for i, sizes in self.a2a.items():
+            out.setdefault(self.groups[self.gid[i]].name, {})[i] = sizes
+        return out
 
     def group_events(self, name: str):
         return self.by_group.get(name, range(0))
@@ -452,13 +467,14 @@ class Run:
         self._site_ids: dict[tuple, int] = {}
         self._chains: dict[tuple, int] = {}  # a call chain (frames outermost first) -> its id, from 1
         self.chains: list[tuple] = [()]  # id -> the chain (0: none known)
+        self.chain_tables: dict[frozenset, int] = {}  # a rank's chain keys -> chain ids: RankLog.chain_table
         self.world = 0
         self.warnings: list[str] = []
         # ranks or groups nothing could be compared in (missing logs, empty dumps): a run without
         # findings is then 'incomplete', not 'clean'. Each is also among the warnings.
         self.unchecked: list[str] = []
         self.source = "collcheck"  # what wrote the logs: "collcheck", or "flight-recorder" (converted dumps)
-        self._group_table: dict | None = None  # group name -> (members, desc): groups.py
+        self._groups: tuple[int, GroupIndex] | None = None  # (ranks it was built from, the index)
         self._files: OrderedDict[str, LogFile] = OrderedDict()
 
     @property
@@ -502,13 +518,16 @@ class Run:
             self._files.popitem(last=False)
         return file
 
+    @property
+    def group_index(self) -> GroupIndex:
+        """Every group's members and description, indexed once (again when ranks were added)."""
+        if self._groups is None or self._groups[0] != len(self.ranks):
+            self._groups = (len(self.ranks), GroupIndex(self.ranks))
+        return self._groups[1]
+
     def group_members(self, name: str) -> tuple:
         """Global ranks of a group, as recorded by the ranks that know it."""
-        for log in self.ranks.values():
-            for g in log.groups:
-                if g.name == name and g.ranks is not None:
-                    return tuple(g.ranks)
-        return tuple(sorted(r for r, log in self.ranks.items() if any(g.name == name for g in log.groups)))
+        return self.group_index.members(name)
 
     def global_rank(self, group: str, group_rank: int | None) -> int | None:
         """A group rank (a root or P2P peer) as a global rank; as given when the group's members
@@ -519,8 +538,4 @@ class Run:
         return members[group_rank]
 
     def group_names(self) -> list[str]:
-        seen: dict[str, None] = {}
-        for r in sorted(self.ranks):
-            for g in self.ranks[r].groups:
-                seen.setdefault(g.name)
-        return list(seen)
+        return list(self.group_index.names)

@@ -10,7 +10,7 @@ so "slot k" and "message k" mean the same everywhere.
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from ..logfile.ops import P2P_OPS
@@ -24,7 +24,10 @@ class GroupSequences:
     first loss and is `open`: what it issued after is not known, so it is never taken to have
     stopped there."""
 
-    def __init__(self, run: Run, name: str, p2p_ids: frozenset[int], cuts: dict[int, "_Cuts"]):
+    def __init__(self, run: Run, name: str, p2p_ids: frozenset[int], cuts: dict[int, "_Cuts"],
+                 holders: list[int] | None = None, dropped: list[int] | None = None):
+        """`holders`: the ranks with events in the group, `dropped`: those whose capped logs lost
+        their oldest segments (Sequences knows both for every group; None: every rank)."""
         self.run = run
         self.name = name
         self.index: dict[int, object] = {}  # rank -> event indices (a range when nothing is left out)
@@ -34,7 +37,8 @@ class GroupSequences:
             if cut.unlocated and name not in run.ranks[rank].by_group:
                 self.open.add(rank)  # it may have issued some on the group: they were lost
         shared: dict[tuple, tuple] = {}  # (signature column, index) -> (index, sequence): ranks of one kind
-        for rank, log in run.ranks.items():
+        for rank in run.ranks if holders is None else holders:
+            log = run.ranks[rank]
             idx = log.by_group.get(name)
             if idx is None:
                 continue
@@ -50,7 +54,18 @@ class GroupSequences:
                     shared[key] = self._sequence(log.sig, idx, p2p_ids)
                 idx, seq = shared[key]
             self.index[rank], self.seq[rank] = idx, seq
-        self.start = self._align_starts(run, name)
+        self.start = self._align_starts(run, name, run.ranks if dropped is None else dropped)
+        self._members: list[int] | None = None
+
+    @property
+    def members(self) -> list[int]:
+        """The members compared: those of the group's recorded members that have logs (else the
+        ranks that issued on it), sorted."""
+        if self._members is None:
+            declared = self.run.group_members(self.name)
+            ranks = self.run.ranks
+            self._members = sorted(r for r in declared if r in ranks) if declared else sorted(self.seq)
+        return self._members
 
     @staticmethod
     def _sequence(sig: array, idx, p2p_ids: frozenset) -> tuple:
@@ -58,15 +73,16 @@ class GroupSequences:
         if p2p_ids and not p2p_ids.isdisjoint(sig):
             idx = array("I", (i for i in idx if sig[i] not in p2p_ids))
         # one group and no P2P: the rank's whole signature column is the sequence
-        seq = sig if isinstance(idx, range) and len(idx) == len(sig) else array("I", (sig[i] for i in idx))
+        seq = sig if isinstance(idx, range) and len(idx) == len(sig) else array("I", map(sig.__getitem__, idx))
         return idx, seq
 
-    def _align_starts(self, run: Run, name: str) -> int:
+    def _align_starts(self, run: Run, name: str, ranks) -> int:
         """Capped logs whose oldest segments were deleted start in the middle of a group: slot 0
         is the first `j` that every member still has (its `start`); what a rank kept from before
         it is left out. Without deleted segments the start is 0."""
         firsts = {}
-        for rank, log in run.ranks.items():
+        for rank in ranks:
+            log = run.ranks[rank]
             if not log.dropped:
                 continue
             idx = self.index.get(rank)
@@ -128,27 +144,52 @@ def _cuts(log, p2p_ids: frozenset[int]) -> _Cuts:
     """For each loss of the log, the groups it hit: a group whose next collective after the loss
     has the `j` that follows its last one before lost none of it; the others are cut there. When
     the gaps found do not add up to what was lost, the groups with no collective after the loss
-    are cut too (they may have lost their last ones)."""
+    are cut too (they may have lost their last ones).
+
+    One pass over each group's collectives: a gap in a group's `j`s counts for every loss between
+    the two collectives around it (losses come in log order), whatever the number of groups and
+    losses."""
     cut = _Cuts()
+    losses = log.losses  # (event index, collectives lost or None), in log order
+    if not losses:
+        return cut
     sig, seq = log.sig, log.seq
     framed = log.header.get("v", 1) >= 2  # format 1 has no `j`: every loss is unlocated
-    groups = {name: [i for i in idx if sig[i] not in p2p_ids] for name, idx in log.by_group.items()}
-    for n, count in log.losses:
-        cut.first = n if cut.first is None else cut.first
-        located, without_later = 0, []
-        for name, idx in groups.items():
-            k = bisect_left(idx, n)
-            if k == len(idx):
-                without_later.append((name, k))
-                continue
-            gap = seq[idx[k]] - (seq[idx[k - 1]] if k else -1) - 1 if framed else 1
-            located += gap
-            if gap:
-                cut.groups.setdefault(name, k)
-        if count is None or located != count or not framed or not p2p_ids.isdisjoint(sig):
-            cut.unlocated = True
-            for name, k in without_later:
-                cut.groups.setdefault(name, k)
+    anyway = not framed or not p2p_ids.isdisjoint(sig)  # every loss is unlocated
+    at = [n for n, _ in losses]
+    cut.first = at[0]
+    located = [0] * (len(at) + 1)  # gaps found per loss, as differences from the loss before
+    first_gap: dict[str, tuple[int, int]] = {}  # group -> (the first loss that hit it, slots kept)
+    ends: dict[str, tuple[int, int]] = {}  # group -> (its last collective, its number of collectives)
+    for name, idx in log.by_group.items():
+        idx = [i for i in idx if sig[i] not in p2p_ids]
+        ends[name] = (idx[-1] if idx else -1, len(idx))
+        before, last_j = -1, -1
+        for k, i in enumerate(idx):
+            gap = seq[i] - last_j - 1 if framed else 1
+            if gap:  # the losses after collective `before` and up to this one
+                lo, hi = bisect_right(at, before), bisect_right(at, i)
+                if lo < hi:
+                    located[lo] += gap
+                    located[hi] -= gap
+                    first_gap.setdefault(name, (lo, k))
+            before, last_j = i, seq[i] if framed else 0
+    unlocated: list[int] = []  # losses whose gaps do not add up (in log order)
+    found = 0
+    for p, (_, count) in enumerate(losses):
+        found += located[p]
+        if anyway or count is None or found != count:
+            unlocated.append(p)
+    cut.unlocated = bool(unlocated)
+    after = [at[p] for p in unlocated]
+    for name, (last, n) in ends.items():  # cut where a gap is, or at the end from the first unlocated loss after it
+        q = bisect_right(after, last)
+        end = unlocated[q] if q < len(unlocated) else None
+        gap = first_gap.get(name)
+        if gap is not None and (end is None or gap[0] < end):
+            cut.groups[name] = gap[1]
+        elif end is not None:
+            cut.groups[name] = n
     return cut
 
 
@@ -162,11 +203,19 @@ class Sequences:
         self._p2p_at: dict[tuple, list[int]] = {}
         self._channels: dict[tuple, Channel] | None = None
         self.cuts = {r: _cuts(log, self.p2p_ids) for r, log in run.ranks.items() if log.losses}
+        self._holders: dict[str, list[int]] | None = None  # group -> ranks with events in it
+        self._dropped = [r for r, log in run.ranks.items() if log.dropped]
 
     def group(self, name: str) -> GroupSequences:
         seqs = self._groups.get(name)
         if seqs is None:
-            seqs = self._groups[name] = GroupSequences(self.run, name, self.p2p_ids, self.cuts)
+            if self._holders is None:  # (once: each group's sequences then visit its own ranks only)
+                self._holders = {}
+                for rank, log in self.run.ranks.items():
+                    for g in log.by_group:
+                        self._holders.setdefault(g, []).append(rank)
+            seqs = self._groups[name] = GroupSequences(self.run, name, self.p2p_ids, self.cuts,
+                                                       self._holders.get(name, []), self._dropped)
         return seqs
 
     def collectives(self, rank: int, group: str) -> int:

@@ -7,7 +7,7 @@ import os
 from rich.table import Table
 
 from ..base.untrusted import one_line
-from ..model import REDUCE_OPS, load_run
+from ..model import REDUCE_OPS, load_run, members_text
 from .console import make_console
 
 SHOW_WIDTH = 140  # the default width (COLUMNS unset, not a terminal): room for the table's 13 columns
@@ -52,7 +52,7 @@ def show(path: str, out, limit: int = 0) -> None:
                   one_line(e.thread), dur, state)
     console.print(t)
     for c in log.creations:
-        console.print(f"group {one_line(c.op)}: {one_line(c.name)} ranks={list(c.ranks) if c.ranks else '?'}"
+        console.print(f"group {one_line(c.op)}: {one_line(c.name)} ranks={members_text(c.ranks) if c.ranks else '?'}"
                       + (f" at {_site(c.site, short=True)}" if c.site else ""))
     for api, site, _ in log.non_member:
         console.print(f"skipped by torch (not a member of the group): {one_line(api)}"

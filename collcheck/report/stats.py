@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import statistics
 
@@ -85,10 +86,12 @@ def renderables(st, top: int = 20, title: bool = True) -> list:
     g = Table(title="groups")
     for col in ("group", "members", "collectives/rank", "bytes/rank"):
         g.add_column(col)
-    for gs in st.groups.values():
+    for gs in itertools.islice(st.groups.values(), top):
         g.add_row(Text(one_line(group_label(run, gs.name))), rank_ranges(gs.members) if gs.members else "?",
                   str(gs.calls), str(gs.bytes))
     out.append(g)
+    if len(st.groups) > top:
+        out.append(Text(f"... {len(st.groups) - top} more groups (--top, or --format json for all)"))
     out += [_host_table(h) for h in st.hosts if h.sample and len(h.groups) > 1]
     if skew.slots:
         w = Table(title=f"stragglers: who came last to the {len(skew.slots)} collectives every member completed "

@@ -14,7 +14,7 @@ from ..analysis.fold import fold_identical
 from ..base.untrusted import one_line, visible
 from ..model import P2P_OPS, group_label, rank_ranges
 from ..model.framework_calls import render_chain, split_chain
-from . import MESSAGE_CHARS
+from . import MESSAGE_CHARS, shown_warnings
 from .console import make_console
 
 MAX_COLUMNS = 8
@@ -184,8 +184,11 @@ def render(report, out, context: int = 4) -> None:
     console.print(head)
     if run.running:
         console.print(snapshot_text(run), style="bold", markup=False)
-    for w in run.warnings:
+    listed, more = shown_warnings(run.warnings)
+    for w in listed:
         console.print(f"warning: {one_line(w)}", markup=False)
+    if more:
+        console.print(more, markup=False)
     if not report.findings:
         console.print("No divergence in what could be checked; the warnings above say what could not be."
                       if report.verdict == "incomplete" else "No divergence: every group's collectives line up on all ranks.")

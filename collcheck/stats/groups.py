@@ -41,7 +41,8 @@ def barely_used_hints(run, groups: dict[str, GroupStats]) -> list[Hint]:
     barely = sorted((n for n, calls in used.items() if calls <= BARELY_USED), key=lambda n: (len(n), n))
     if len(barely) < MIN_BARELY_USED:
         return []
-    took = {r: sum(us or 0 for name, us in calls if name in barely) for r, calls in _creations(run).items()}
+    few = set(barely)
+    took = {r: sum(us or 0 for name, us in calls if name in few) for r, calls in _creations(run).items()}
     gain = max(took.values(), default=0) / 1e6
     site = min((c.site for n in barely for c in created[n] if c.site is not None), default=None)
     where = where_text(site)

@@ -98,7 +98,8 @@ def site_stats(run: Run, events: dict[int, list]) -> tuple[list[SiteStats], dict
     for key, s in sites.items():
         s.ranks = sorted(calls[key])
         s.calls = max(calls[key].values())
-        s.bytes_per_call = int(statistics.median(sizes[key]))
+        v = sizes[key]
+        s.bytes_per_call = v[0] if len(v) == 1 else int(statistics.median(v))
     groups = {name: GroupStats(name, run.group_members(name), max(c for c, _ in per.values()),
                                max(b for _, b in per.values())) for name, per in group_calls.items()}
     return sorted(sites.values(), key=lambda s: (-s.total_s, -s.calls)), groups

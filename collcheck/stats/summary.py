@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..base import collector
 from ..model import Run
 from .concurrency import HostLoad, host_load
 from .groups import group_hints
@@ -27,6 +28,12 @@ class Stats:
 
 
 def compute(run: Run) -> Stats:
+    """Every statistic of the run (the cycle collector paused meanwhile: base/collector.py)."""
+    with collector.paused():
+        return _compute(run)
+
+
+def _compute(run: Run) -> Stats:
     events = rank_events(run)
     sites, groups = site_stats(run, events)
     skew = arrival_skew(run, events)

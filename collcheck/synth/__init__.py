@@ -12,7 +12,7 @@ it into one log per rank, after applying `Fault`s to single ranks; `Fault.expect
 says which finding the analysis must report first.
 """
 
-from .bulk import write_clean_run
+from .bulk import write_clean_run, write_groups_run
 from .logs import rank_events, write_run
 from .program import (
     DTYPES,
@@ -30,4 +30,5 @@ from .program import (
 )
 
 __all__ = ["DTYPES", "FAULT_KINDS", "INTERNAL_FILE", "ROLE", "SIZES", "USER_FILE", "Expected", "Fault", "Op",
-           "Program", "fault_candidates", "generate_program", "rank_events", "write_clean_run", "write_run"]
+           "Program", "fault_candidates", "generate_program", "rank_events", "write_clean_run", "write_groups_run",
+           "write_run"]

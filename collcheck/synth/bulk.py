@@ -70,6 +70,7 @@ def write_clean_run(directory: str, world: int, n_events: int, groups=None, run_
 
 
 def _bulk_body(pack, n_events, names, members, mine, body_ops, odd: Divergence | None) -> bytes:
+    mine = frozenset(mine)
     chunks = []
     strings: dict[str, int] = {}
 
@@ -163,3 +164,58 @@ def _issued(n_events: int, subgroups: list, gids: dict, body_ops: list, odd: Div
                     spec = len(body_ops)
             world_slot += 1
         yield g, b, spec
+
+
+def write_groups_run(directory: str, n_groups: int, calls: int = 1, world: int = 2, run_id: str = "bench-groups",
+                     wall_ns: int = 1_700_000_000_000_000_000) -> list[str]:
+    """A clean run of `world` ranks that creates `n_groups` groups of every rank, one after the
+    other, each used by `calls` all-reduces right after its creation (a job that makes a group per
+    layer, per step or per pair of ranks), laid out as the recorder writes it: a group's `seen`
+    and `new` records in one frame, then one frame per collective."""
+    pack = msgpack.Packer(use_bin_type=True).pack
+    members = list(range(world))
+    strings = {USER_FILE: 0, "train_step": 1, "allreduce_": 2, "float32": 3, "default_pg": 4}
+    sites = [(USER_FILE, 100, "train_step"), (USER_FILE, 110, "train_step")]
+    head = [pack(string_record(i, s)) for s, i in strings.items()]
+    head += [pack(site_record(i, 0, line, 1)) for i, (_, line, _) in enumerate(sites)]
+    head.append(pack(tspec_record(0, [[3, [1024]]])))
+    digest = hashlib.blake2b(digest_size=8)
+    world_rec = {"k": lf.GROUP, "op": "seen", "gid": 0, "g": "0", "d": "default_pg", "r": members}
+    init = {"k": lf.GROUP, "op": "init", "ts": 0, "gid": 0, "g": "0", "r": members, "d": "default_pg", "s": 0}
+    for rec in (world_rec, init):
+        digest.update(group_entry(rec))
+        head.append(pack(rec))
+    head.append(pack({"k": lf.THREAD, "h": 0, "n": "MainThread", "id": 1}))
+    chunks = [lf.frame(b"".join(head), 0)]
+    sig = signature("allreduce_", (("float32", (1024,)),), SUM, None)
+    sequences = []
+    n = 0
+    for g in range(1, n_groups + 1):
+        seen = {"k": lf.GROUP, "op": "seen", "gid": g, "g": str(g), "d": "", "r": members}
+        new = {"k": lf.GROUP, "op": "new", "ts": 100 * n + 50, "gid": g, "g": str(g), "r": members, "s": 0, "us": 30}
+        digest.update(group_entry(seen))
+        digest.update(group_entry(new))
+        chunks.append(lf.frame(pack(seen) + pack(new), n))
+        h = 0
+        for j in range(calls):
+            rec = {"k": lf.COLL, "o": 2, "g": g, "ts": 100 * n + 60, "j": j, "t": 0, "s": 1, "r": SUM}
+            if n:  # the previous collective's completion rides along, as the recorder writes it
+                rec["d"] = [[1, 95, 60]]
+            h = roll(h, sig)
+            chunks.append(lf.frame(pack(rec), n))
+            n += 1
+        sequences.append((lf.seq_key(g, "allreduce_", None), calls, h))
+    tail = pack({"k": lf.DONE, "i": n - 1, "r": 100 * n - 95, "c": 100 * n - 60}) if n else b""
+    tail += pack(checkpoint_record(n, sequences, "end", interned=vocabulary(strings, sites, (), digest.digest())))
+    chunks.append(lf.frame(tail + pack({"k": lf.TRAILER, "ts": 100 * n + 1000, "wall_ns": 0}), n))
+    body = b"".join(chunks)
+    paths = []
+    for rank in range(world):
+        fd, path = open_exclusive(directory, f"rank-{rank:05d}.0")
+        data = lf.frame(pack(_header(Program(world, {}, [], run_id=run_id), rank, wall_ns)), 0) + body
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.close(fd)
+        paths.append(path)
+    return paths

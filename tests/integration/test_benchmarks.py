@@ -84,6 +84,32 @@ def test_bench_diff_runs_two_trees_alternating_side_by_side(tmp_path):
     assert missing.returncode == 2 and "not a collcheck source tree" in missing.stderr
 
 
+@pytest.mark.timeout(300)
+def test_bench_many_groups_times_each_command_per_size():
+    """Two runs of many groups: diff, stats and the TUI's first screen each timed in a process of
+    its own, the runs clean, the cost per added group computed from the two."""
+    small, big = run_json("bench_many_groups", "--groups", "600", "--scaling", "200")
+    assert (small["groups"], big["groups"]) == (200, 600) and big["bytes"] > small["bytes"] > 0
+    for row in (small, big):
+        assert row["diff"]["exit"] == 0 and row["diff"]["verdict"] == "clean", row
+        assert row["stats"]["exit"] == 0 and row["tui"]["exit"] == 0 and not row["tui"]["error"], row
+        # stats' groups table shows --top groups: a few dozen lines, not one per group
+        assert row["stats"]["lines"] < 200, row
+        for c in ("diff", "stats", "tui"):
+            assert row[c]["s"] > 0 and row[c]["peak_rss_mb"] > 10 and row[c]["within"] in (True, False)
+    assert small["diff"]["us_per_added_group"] is None
+    assert big["diff"]["us_per_added_group"] == pytest.approx((big["diff"]["s"] - small["diff"]["s"]) / 400 * 1e6)
+
+
+@pytest.mark.timeout(120)
+def test_bench_fr_json_refuses_a_dump_of_more_values_within_the_limit():
+    """25 MiB of empty entries (8.7 million values) under a 1 GiB address-space limit: one line,
+    exit 2, far below the limit."""
+    (res,) = run_json("bench_fr_json", "--mib", "25", "--limit-gib", "1")
+    assert res["exit"] == 2 and res["lines"] == 1 and "more than 8,388,608 values" in res["stderr"], res
+    assert res["bounded"] and res["peak_rss_mb"] < 512, res
+
+
 def _report_json(proc) -> dict:
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout[proc.stdout.rindex("\n{") + 1:])  # the report, then its figures as JSON
@@ -137,7 +163,7 @@ def test_paired_ratio_compares_recorded_blocks_with_their_neighbours():
 
 
 @pytest.mark.parametrize("name", ["bench_record", "bench_steps", "bench_diff", "bench_tui", "bench_cpu", "bench_live",
-                                  "bench_fixes"])
+                                  "bench_fixes", "bench_many_groups", "bench_fr_json"])
 def test_benchmark_scripts_run_from_a_clone(name):
     """Each benchmark is a script with --help, outside the installed package."""
     proc = subprocess.run([sys.executable, bench(name), "--help"], capture_output=True, text=True, timeout=60,

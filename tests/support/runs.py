@@ -50,16 +50,17 @@ def calls(*specs, **common) -> list[Call]:
 
 def write(directory: str, groups: dict[str, tuple], ranks: dict[int, list[Call]], finished=None,
           raised: dict[int, str] | None = None, backend: str = "cpu:gloo", stopped: dict[int, int] | None = None,
-          clock: dict[int, int] | None = None, sigterm=()):
+          clock: dict[int, int] | None = None, sigterm=(), descs: dict[str, str] | None = None):
     """One log per rank of `ranks`; `finished`: the ranks that exited cleanly (default: all);
     `raised`: rank -> the RuntimeError it raised at its last call's site; the others were killed
     where their calls end. `stopped`: rank -> an errno its writer met after its calls (LogWriter.stop:
     nothing written after). `clock`: rank -> µs its clock is ahead of the others'; `sigterm`: the
-    ranks whose stacks faulthandler dumped beside the log at SIGTERM, in their last call.
-    Returns the loaded Run."""
+    ranks whose stacks faulthandler dumped beside the log at SIGTERM, in their last call; `descs`:
+    group -> its group_desc (a DeviceMesh's: mesh_<dim>). Returns the loaded Run."""
     raised = raised or {}
     stopped = stopped or {}
     clock = clock or {}
+    descs = descs or {}
     world = len(groups["0"])
     finished = set(ranks) if finished is None else set(finished)
     for rank, rank_calls in ranks.items():
@@ -76,7 +77,8 @@ def write(directory: str, groups: dict[str, tuple], ranks: dict[int, list[Call]]
                        "m": rank in members}
                 if rank in members:
                     gids[name] = len(gids)
-                    w.queue({"k": lf.GROUP, "op": "seen", "gid": gids[name], "g": name, "d": "", "r": list(members)})
+                    w.queue({"k": lf.GROUP, "op": "seen", "gid": gids[name], "g": name, "d": descs.get(name, ""),
+                             "r": list(members)})
                     rec.update(gid=gids[name], g=name)
                 w.write(rec)
             w.queue({"k": lf.THREAD, "h": 0, "n": "MainThread", "id": 1})

@@ -127,7 +127,7 @@ def _counted(op):
     def run(self):
         self.ops_left -= 1
         if self.ops_left < 0:
-            raise _Refused(f"refused: more than {MAX_VALUES} values, more than any Flight Recorder dump holds")
+            raise _Refused(f"refused: more than {MAX_VALUES:,} values, more than any Flight Recorder dump holds")
         op(self)
     return run
 
@@ -246,9 +246,27 @@ def _unpickle(data: bytes, fast: bool):
         return _DataOnlyFast(io.BufferedReader(io.BytesIO(data), buffer_size=max(len(data), 1 << 16))).load()
 
 
+# every value of a JSON document follows one of these (a key: `{` or `,`; a value: `[`, `,` or `:`), or
+# starts it: their count bounds the values parsing would build (more when strings hold them)
+_JSON_STARTS = (b"{", b"[", b",", b":")
+
+
+def _json(data: bytes, fast: bool):
+    """A JSON dump parsed under a pickle's bounds: at most MAX_VALUES values, counted before a
+    value is built (160 MiB of `{},` would be 56 million dicts: 4 GB); in a worker, under the
+    same address-space and CPU-time limits as the C unpickler."""
+    values = 1 + sum(data.count(c) for c in _JSON_STARTS)
+    if values > MAX_VALUES:
+        raise _Refused(f"refused: more than {MAX_VALUES:,} values, more than any Flight Recorder dump holds")
+    if not (fast and fast_decoding()):
+        return json.loads(data)
+    with _limited(len(data)):
+        return json.loads(data)
+
+
 def _decode(path: str, data: bytes, kind: str, fast: bool = False):
     try:
-        return _unpickle(data, fast) if kind == "pickle" else json.loads(data)
+        return _unpickle(data, fast) if kind == "pickle" else _json(data, fast)
     except _Refused as exc:
         raise LogError(f"{path}: not loaded: {exc}") from None
     except RecursionError:

@@ -16,7 +16,7 @@ from rich.text import Text
 from ...analysis.fold import fold_identical
 from ...base.untrusted import one_line, visible
 from ...model import rank_ranges
-from ...report import MESSAGE_CHARS
+from ...report import MESSAGE_CHARS, shown_warnings
 from .timeline import cell_text
 
 STATE_STYLE = {"finished": "green", "raised": "bold red", "timed-out": "bold red", "stuck": "bold magenta",
@@ -47,8 +47,11 @@ def overview(report) -> RGroup:
     color = {"clean": "green", "incomplete": "yellow"}.get(report.verdict, "red")
     head.append(report.verdict.upper(), style=f"bold {color}")
     head.append(f"   findings: {len(report.findings)}\n")
-    for w in run.warnings:
+    listed, more = shown_warnings(run.warnings)
+    for w in listed:
         head.append(f"warning: {visible(w)}\n", style="yellow")
+    if more:
+        head.append(more.replace("--format json", "collcheck diff --format json") + "\n", style="yellow")
     groups = Table(title="groups", title_justify="left", show_edge=False, pad_edge=False)
     for c in ("group", "ranks", "collectives / rank"):
         groups.add_column(c)

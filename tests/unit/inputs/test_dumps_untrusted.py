@@ -133,6 +133,8 @@ def _bomb_cases(root: Path) -> list:
     add("shared-entries", {0: dump([one] * 200_000, GROUPS), 1: dump([one] * 200_000, GROUPS)})
     add("rank-in-file-name", {0: _good()}, files={"rank_100000000": pickle.dumps(_good(1), protocol=2)})
     add("rank-far-from-the-others", {0: _good()}, files={"rank_1000000": pickle.dumps(_good(1), protocol=2)})
+    empty = json.dumps(dump([], GROUPS))[:-3] + "[" + "{}," * fr_load.MAX_VALUES + "{}]}"
+    add("json-empty-entries", {1: _good(1)}, files={"rank_0": empty.encode()})
     for world in ("1000000000000", "1048575"):
         dumps = {r: _good(r) for r in (0, 1)}
         for d in dumps.values():
@@ -223,6 +225,26 @@ def test_shared_references_beyond_the_file_size_are_refused(bombs):
     """200,000 references to one entry (a 400 KB file): refused, not converted entry by entry."""
     r = _bounded(bombs, "shared-entries", codes=(2,))
     assert "more values than a Flight Recorder dump of its size holds" in r["err"], r
+
+
+def test_a_json_dump_of_more_values_than_any_dump_is_refused_before_it_is_parsed(bombs):
+    """8.4 million empty entries (25 MB of `{},`): refused from a count of its bytes before a
+    value is built, as a pickle of as many values is (benchmarks/bench_fr_json.py: 160 MiB of
+    them under a 2 GiB limit)."""
+    r = _bounded(bombs, "json-empty-entries", codes=(2,))
+    assert f"more than {fr_load.MAX_VALUES:,} values" in r["err"] and len(r["err"].strip().splitlines()) == 1, r
+
+
+def test_json_and_pickle_dumps_are_read_under_one_value_bound(tmp_path, monkeypatch):
+    """A JSON dump reads as its pickle does; with the bound (load.MAX_VALUES) below what it holds,
+    one line and exit 2, as for the pickle."""
+    dumps = {0: _good(), 1: _good(1)}
+    for fmt in ("json", "pickle"):
+        assert _cli("diff", "--format", "json", str(write_dumps(tmp_path / fmt, dumps, fmt)),
+                    cache=tmp_path / f"c-{fmt}").code in (0, 1)
+    monkeypatch.setattr(fr_load, "MAX_VALUES", 50)
+    for fmt in ("json", "pickle"):
+        _one_line_error(_cli("diff", str(tmp_path / fmt), cache=tmp_path / f"small-{fmt}"), "more than 50")
 
 
 def test_a_rank_number_in_a_file_name_allocates_nothing(bombs):
