@@ -154,7 +154,9 @@ def _cuts(log, p2p_ids: frozenset[int]) -> _Cuts:
     if not losses:
         return cut
     sig, seq = log.sig, log.seq
-    framed = log.header.get("v", 1) >= 2  # format 1 has no `j`: every loss is unlocated
+    # format 1 has no `j`: every loss is unlocated; nor do logs read without it (their only losses
+    # are at their end: nothing after them to locate them by)
+    framed = log.header.get("v", 1) >= 2 and len(seq) == len(sig)
     anyway = not framed or not p2p_ids.isdisjoint(sig)  # every loss is unlocated
     at = [n for n, _ in losses]
     cut.first = at[0]

@@ -18,7 +18,16 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from .admission import Admission
-from .jobs import SCENARIOS, SESSION_ENV, Job, Launch, job, launch, program, scenario_script
+from .jobs import (
+    SCENARIOS,
+    SESSION_ENV,
+    Job,
+    Launch,
+    job,
+    launch,
+    program,
+    scenario_script,
+)
 
 CAPPED_STEPS = 1200  # capped_divergence: rank 1 diverges at the world group's collective #1200
 FILL_STEPS = 2000  # fill_log.py's steps: about 100 KB of log per rank (test_write_errors.py)
