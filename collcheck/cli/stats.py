@@ -28,7 +28,7 @@ def execute(args) -> int:
     found = launches(args)
     if len(found) > 1:
         return _several(args, found)
-    st = compute(load_run(found[0].source))
+    st = compute(load_run(found[0].source, times=True))
     if args.launch is not None and args.format == "json":
         from ..report.json_report import write_json
         from ..report.launches import with_launch
@@ -51,7 +51,7 @@ def _several(args, found) -> int:
     def results():
         for launch in found:
             try:
-                yield launch.id, launch.world, compute(load_run(launch.source)), None
+                yield launch.id, launch.world, compute(load_run(launch.source, times=True)), None
             except LogError as exc:
                 yield launch.id, launch.world, None, str(exc)
 

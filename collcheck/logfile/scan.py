@@ -3,7 +3,8 @@
 Only what the matcher needs is kept per event: a signature id, a group slot and the
 byte offset of the record (about 14 bytes). Everything else (call site, label, times)
 is decoded again from that offset when a report asks for the event (`RankLog.event`,
-decode.LogFile). The loop that fills the columns is scanner.py's.
+decode.LogFile); the statistics, which read the times of every event, ask the scan to keep
+those too (`Times`: 22 bytes more an event). The loop that fills the columns is scanner.py's.
 """
 
 from __future__ import annotations
@@ -17,6 +18,27 @@ from dataclasses import dataclass, field
 from ..base import progress
 from .reader import LogStream, parse_header, read_bytes, read_prefix
 from .scanner import Scanner
+
+
+@dataclass
+class Times:
+    """What the statistics read of every collective besides the matcher's columns, as decoding it
+    again would give it (decode.LogFile.events): its issue time, the time of the first completion
+    record read for it (its completion, else its return), its call site, whether it was async or
+    native, and the tensors a collective of a shape-free signature was issued with."""
+
+    issued: array = field(default_factory=lambda: array("q"))  # `ts` (µs since the log's origin; 0: none)
+    done: array = field(default_factory=lambda: array("q"))  # the first completion's time, where `timed`
+    timed: bytearray = field(default_factory=bytearray)  # 1: a completion record was read
+    site: array = field(default_factory=lambda: array("i"))  # its position in Scan.sites; -1: none
+    flags: bytearray = field(default_factory=bytearray)  # 1: async_op, 2: native
+    tensors: dict = field(default_factory=dict)  # event -> its tensor spec's id (a shape-free op's), then the spec
+    wide: bool = False  # a completion time out of int64's range: not kept (the events are decoded instead)
+
+    def clear(self) -> None:
+        for col in (self.issued, self.done, self.timed, self.site, self.flags):
+            del col[:]
+        self.tensors.clear()
 
 
 @dataclass
@@ -78,6 +100,7 @@ class Scan:
     # call site alone (a chain of one frame), -1 none; `chain_sites` resolves every key used
     chain: array = field(default_factory=lambda: array("i"))
     chain_sites: dict = field(default_factory=dict)  # key -> ((file, line, function), ...) outermost first
+    times: Times | None = None  # kept when asked (scan_bytes' `times`)
 
     def event_of(self, eid: int) -> int | None:
         """The event index of an event id (None: not among the events read)."""
@@ -100,34 +123,35 @@ def _prefix(limit: int) -> int:
     return 65536 + 160 * limit
 
 
-def scan_file(path: str, limit: int | None = None) -> Scan:
+def scan_file(path: str, limit: int | None = None, times: bool = False) -> Scan:
     """Scan a whole log, or only its first `limit` collectives (reading about that much of it)."""
     if limit is None:
-        return scan_bytes(read_bytes(path), path)
+        return scan_bytes(read_bytes(path), path, times=times)
     want = _prefix(limit)
     data = read_prefix(path, want)
-    scan = scan_bytes(data, path, limit)
+    scan = scan_bytes(data, path, limit, times=times)
     if not scan.partial and len(data) == want:
-        scan = scan_bytes(read_prefix(path, None), path, limit)  # it held fewer: read it all
+        scan = scan_bytes(read_prefix(path, None), path, limit, times=times)  # it held fewer: read it all
     return scan
 
 
-def scan_bytes(data: bytes, path: str, limit: int | None = None, keep_seq: bool = False) -> Scan:
+def scan_bytes(data: bytes, path: str, limit: int | None = None, keep_seq: bool = False, times: bool = False) -> Scan:
     """Columns of one log's bytes; with `limit`, stop after that many collectives (`partial`):
-    their completions may lie beyond, so a partial scan reports none as pending.
+    their completions may lie beyond, so a partial scan reports none as pending. `times`: keep
+    the statistics' columns too (`Times`).
 
     A record that needs a string, tensor spec or group whose record was lost to damage is
     left out (a collective: counted in `lost`); a lost call site only makes its site unknown."""
     header = parse_header(data, path)
     scan = Scan(path, header, len(data), 0, False, None, array("I"), array("H"), array("Q"), [], [], set(), {},
-                [], [], [])
+                [], [], [], times=Times() if times else None)
     stream = LogStream(data, path, expand_done=False, check_colls=False)
     scanner = Scanner(scan, keep_seq)
     scanner.read(stream, limit)
     if not keep_seq and (stream.damage or scan.lost or scan.dropped or len(scan.eid_runs) > 1):
         # collectives were lost or dropped: their recorded sequence numbers (`j`) place the rest;
         # read again to keep them (a clean log, the usual case, does without: 8 bytes an event)
-        return scan_bytes(data, path, limit, keep_seq=True)
+        return scan_bytes(data, path, limit, keep_seq=True, times=times)
     scan.good_bytes = stream.good_bytes
     scan.torn, scan.junk, scan.damage = stream.torn, stream.junk, stream.damage
     scan.malformed.update(stream.malformed)
@@ -140,18 +164,21 @@ def scan_bytes(data: bytes, path: str, limit: int | None = None, keep_seq: bool 
     scan.chain_sites = tables.chain_sites(set(scan.chain))
     scan.groups = [tuple(g) for g in scanner.groups]
     scan.threads = list(tables.threads.values()) or ["MainThread"]
+    if scan.times is not None:
+        scanner.resolve_times(scan.times)
     return scan
 
 
 WORTH_A_WORKER = 8 << 20  # bytes of logs from which a second process pays for its start and the results' transfer
 
 
-def scan_many(paths: list[str], workers: int, limit: int | None = None) -> list[Scan]:
+def scan_many(paths: list[str], workers: int, limit: int | None = None, times: bool = False) -> list[Scan]:
     """Scan files, in `workers` processes when it pays off: many logs, or a few big ones (not for
     short previews)."""
     few = len(paths) < 8 or (limit is not None and limit * len(paths) < 2_000_000)
     alone = few and (len(paths) < 2 or _bytes_read(paths, limit) < WORTH_A_WORKER * len(paths))
-    return in_workers(functools.partial(scan_file, limit=limit), paths, workers, "reading logs", alone=alone)
+    return in_workers(functools.partial(scan_file, limit=limit, times=times), paths, workers, "reading logs",
+                      alone=alone)
 
 
 def _bytes_read(paths: list[str], limit: int | None) -> int:

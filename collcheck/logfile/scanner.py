@@ -10,6 +10,7 @@ from struct import error as StructError
 
 from . import format as lf
 from .decode import Decoder, Tables, a2a_sizes, signature
+from .ops import SHAPE_FREE_OPS
 from .reader import LogError, LogStream, shown
 from .records import DONE2, DONE3, TS_J, coll_problem, signature_problem
 
@@ -47,6 +48,7 @@ class Scanner:
         self.ext: dict[tuple, tuple] = {}  # (the same, with role, label, async, native and API: `collective`)
         self.full: dict[tuple, int] = {}
         self.a2a_sizes: dict[int, tuple] = {}  # local signature id -> all_to_all_single sizes
+        self.shape_free: set[int] = set()  # local signature ids of the ops whose signatures leave sizes out
 
     def collective(self, rec: dict, done, at: int, eid: int, run: tuple) -> tuple | None:
         """(local signature id, group slot) of a collective off the hot path, its completions
@@ -71,7 +73,7 @@ class Scanner:
             scan.lost.append(eid)
             return None
         if done:
-            self.complete(done, eid, *run)
+            self.complete(done, eid, *run, ts=get("ts"))
         try:
             if sid is None:
                 fields = signature(rec, self.tables)
@@ -83,6 +85,8 @@ class Scanner:
                 scan.signatures.append(fields)
                 if fields[0] == "alltoall_base_":
                     self.a2a_sizes[sid] = a2a_sizes(rec, self.tables)
+                if fields[0] in SHAPE_FREE_OPS:
+                    self.shape_free.add(sid)
             if g is None:
                 g = self.slot_of(get("g"))
         except KeyError:  # it needs a record that was lost
@@ -107,6 +111,7 @@ class Scanner:
         errors, unconfirmed = scan.errors, scan.unconfirmed
         completed = self.completed
         pend_add = completed.append
+        timing = scan.times is not None  # (the statistics' columns too: `_times_of`)
         runs = scan.eid_runs  # [(event index, event id)] where the ids jump (dropped or damaged records)
         run_n = run_e = n = 0
         coll, done_kind, header_kind, group_kind = lf.COLL, lf.DONE, lf.HEADER, lf.GROUP
@@ -158,6 +163,8 @@ class Scanner:
                             completed[i] = 1
                             if len(entry) < 3:  # returned, completion not known
                                 unconfirmed.append(i)
+                            if timing:
+                                self._done_time(i, (get("ts") or 0) - entry[-1])
                     if usual:
                         sid = hit[0]
                     else:
@@ -180,6 +187,8 @@ class Scanner:
                     if keep_seq:
                         seq_append(get("j", 0))
                     pend_add(0)
+                    if timing:
+                        self._times_of(get, n, sid, s)
                     n += 1
                     if n == limit:
                         scan.partial = True
@@ -191,6 +200,8 @@ class Scanner:
                         if i is None:
                             continue
                     completed[i] = 1
+                    if timing:
+                        self._done_time(i, rec.get("c", rec.get("r", 0)))
                     if "e" in rec:
                         errors[i] = rec["e"]
                     elif "c" not in rec:
@@ -207,8 +218,8 @@ class Scanner:
         except (KeyError, TypeError, IndexError, OverflowError, ValueError) as exc:  # (logfile/records.py should make it none)
             raise LogError(f"{shown(stream.path)}: malformed {shown(kind)!r} record ({type(exc).__name__})") from None
 
-    def complete(self, done: tuple, eid: int, run_n: int, run_e: int, n: int) -> None:
-        """The completions a collective carries (`d`), checked (the hot loop's slow path)."""
+    def complete(self, done: tuple, eid: int, run_n: int, run_e: int, n: int, ts: int | None = None) -> None:
+        """The completions a collective carries (`d`), checked (the hot loop's slow path); `ts`: its."""
         scan = self.scan
         for entry in done:
             i = eid - entry[0] - run_e + run_n
@@ -219,6 +230,41 @@ class Scanner:
             self.completed[i] = 1
             if len(entry) < 3:  # returned, completion not known
                 scan.unconfirmed.append(i)
+            if scan.times is not None:
+                self._done_time(i, (ts or 0) - entry[-1])
+
+    def _times_of(self, get, n: int, sid: int, site) -> None:
+        """The statistics' columns (scan.Times) of collective n, as decode.LogFile.events gives it."""
+        t = self.scan.times
+        t.issued.append(get("ts", 0))
+        t.site.append(-1 if site is None else site)
+        t.flags.append((1 if get("a") else 0) | (2 if get("n") else 0))
+        t.done.append(0)
+        t.timed.append(0)
+        if sid in self.shape_free:
+            t.tensors[n] = get("t")
+
+    def _done_time(self, i: int, at: int) -> None:
+        """Event i's completion record says `at` (µs since the origin; the first one read counts)."""
+        t = self.scan.times
+        if not t.timed[i]:
+            t.timed[i] = 1
+            try:
+                t.done[i] = at
+            except OverflowError:  # (two int64s apart: a log from nothing real)
+                t.wide = True
+
+    def resolve_times(self, times) -> None:
+        """At the end of the log: sites as positions in Scan.sites, tensor spec ids as their specs
+        (an id not defined: left out, the signature's stand)."""
+        ids = list(self.tables.sites)
+        if ids != list(range(len(ids))):
+            at = {sid: k for k, sid in enumerate(ids)}
+            times.site = array("i", [at.get(s, -1) for s in times.site])
+        elif times.site and max(times.site) >= len(ids):
+            times.site = array("i", [s if s < len(ids) else -1 for s in times.site])
+        specs = self.tables.tspecs
+        times.tensors = {i: specs[t] for i, t in times.tensors.items() if t in specs}
 
     def pending(self) -> list[int]:
         """The events whose completion was not read."""
@@ -263,6 +309,8 @@ class Scanner:
             for table in (scan.errors, scan.a2a):
                 table.clear()
             del self.completed[:]
+            if scan.times is not None:
+                scan.times.clear()
             del scan.unconfirmed[:], scan.lost[:]
             self.dropped_now = True
         self.segment = max(self.segment, seg)

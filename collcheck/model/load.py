@@ -31,7 +31,7 @@ FOLD_FROM = 8  # ranks from which loading compares checkpoints before reading lo
 
 
 def load_run(target: str | list[str] | Source, workers: int | None = None, preview: int | None = None,
-             running=None) -> Run:
+             running=None, times: bool = False) -> Run:
     """Load a run directory (or a log file, a list of log files, Flight Recorder dumps: what
     inputs.discover finds for `target`, or found) and check that they belong together; the
     cycle collector paused meanwhile (base/collector.py).
@@ -39,18 +39,20 @@ def load_run(target: str | list[str] | Source, workers: int | None = None, previ
     `preview`: read only each rank's first `preview` collectives (fast first screen of a
     huge run in the TUI); the logs' ends are then unknown (`RankLog.partial`). `running`: the
     ranks whose processes still run (the live checker knows); by default, those of this host
-    whose process is alive (liveness.py)."""
+    whose process is alive (liveness.py). `times`: every log read in full (no ranks read by kinds)
+    and the times of its collectives kept (`RankLog.times`), for the statistics."""
     with collector.paused():
-        return _load_run(target, workers, preview, running)
+        return _load_run(target, workers, preview, running, times)
 
 
-def _load_run(target: str | list[str] | Source, workers: int | None, preview: int | None, running) -> Run:
+def _load_run(target: str | list[str] | Source, workers: int | None, preview: int | None, running,
+              times: bool = False) -> Run:
     source = target if isinstance(target, Source) else discover(target)
     paths = source.logs  # (Flight Recorder dumps: converted to logs once)
     run = Run(source.path if source.path is not None else os.path.commonpath(paths))
     if workers is None:
         workers = Settings.from_env().check("COLLCHECK_WORKERS").workers or (os.cpu_count() or 1)
-    fold = preview is None and len(paths) >= FOLD_FROM
+    fold = preview is None and len(paths) >= FOLD_FROM and not times
     summaries = _summaries(paths, workers, fold, source.headers)
     headers = [h for h, _ in summaries]
     kept = _same_run(paths, headers)
@@ -64,7 +66,7 @@ def _load_run(target: str | list[str] | Source, workers: int | None, preview: in
     run.unchecked += dict.fromkeys(n for h in headers for n in h.get("unchecked", ()) if isinstance(n, str))
     kinds = _kinds(paths, summaries)
     read = [members[0][0] for members in kinds]
-    for scan, members in zip(scan_many(read, workers, preview), kinds):
+    for scan, members in zip(scan_many(read, workers, preview, times), kinds):
         sig_map = [run.sig_id(Signature(*t)) for t in scan.signatures]
         first = _add(run, RankLog(run, scan, sig_map), running)
         for path, header, tail in members[1:]:

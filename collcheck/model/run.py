@@ -31,6 +31,17 @@ DTYPE_SIZES = {
 }
 
 
+def tensor_bytes(tensors: tuple) -> int:
+    """The bytes of tensors ((dtype, shape), ...) (a dtype not known: 4 bytes an element)."""
+    n = 0
+    for dtype, shape in tensors:
+        k = DTYPE_SIZES.get(dtype, 4)
+        for d in shape:
+            k *= d
+        n += k
+    return n
+
+
 @dataclass(frozen=True)
 class Signature:
     """What every member of a group must agree on for one collective."""
@@ -63,13 +74,7 @@ class Signature:
 
     @property
     def nbytes(self) -> int:
-        n = 0
-        for dtype, shape in self.tensors:
-            k = DTYPE_SIZES.get(dtype, 4)
-            for d in shape:
-                k *= d
-            n += k
-        return n
+        return tensor_bytes(self.tensors)
 
     def describe(self) -> str:
         t = ", ".join(f"{d}[{'x'.join(map(str, s)) or 'scalar'}]" for d, s in self.tensors)
@@ -221,7 +226,11 @@ class RankLog:
         # the `j` each group goes on from (groups with no collective since: their count then)
         self.dropped = scan.dropped
         self.starts = {self.groups[slot].name: j for slot, j in scan.starts.items()}
-        self.site_set = like.site_set if like is not None else {run.site_id(site) for site in scan.sites}
+        site_ids = [run.site_id(site) for site in scan.sites] if like is None else None
+        self.site_set = like.site_set if like is not None else set(site_ids)
+        # the statistics' columns (load_run(times=True)), and the run-wide ids of the sites they name
+        self.times = scan.times if like is None else None
+        self.time_sites = site_ids if self.times is not None else None
         self.chain = scan.chain  # each event's chain key (scan.Scan.chain)
         self.chain_sites = scan.chain_sites
         self.base_us = h.get("wall_ns", 0) // 1000

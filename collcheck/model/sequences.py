@@ -57,6 +57,14 @@ class GroupSequences:
         self.start = self._align_starts(run, name, run.ranks if dropped is None else dropped)
         self._members: list[int] | None = None
 
+    @classmethod
+    def plain(cls, run: Run, name: str, index: dict, seq: dict) -> "GroupSequences":
+        """The sequences of a group whose ranks lost nothing and issued no P2P op (Sequences makes
+        them all at once): each rank's events in the group, as they are."""
+        self = cls.__new__(cls)
+        self.run, self.name, self.index, self.seq, self.open, self.start, self._members = run, name, index, seq, set(), 0, None
+        return self
+
     @property
     def members(self) -> list[int]:
         """The members compared: those of the group's recorded members that have logs (else the
@@ -195,6 +203,22 @@ def _cuts(log, p2p_ids: frozenset[int]) -> _Cuts:
     return cut
 
 
+def _by_group(sig: array, by_group: dict) -> dict[str, array]:
+    """group -> the signature ids of its events (`by_group`: their indices), in one pass."""
+    if len(by_group) == 1:
+        (name, idx), = by_group.items()
+        return {name: sig if isinstance(idx, range) and len(idx) == len(sig) else array("I", map(sig.__getitem__, idx))}
+    order = array("I")
+    for idx in by_group.values():
+        order.extend(idx)
+    picked = array("I", map(sig.__getitem__, order))
+    out, at = {}, 0
+    for name, idx in by_group.items():
+        out[name] = picked[at:at + len(idx)]
+        at += len(idx)
+    return out
+
+
 class Sequences:
     """Every group's slots and every channel's messages of one run, built on first use."""
 
@@ -207,18 +231,63 @@ class Sequences:
         self.cuts = {r: _cuts(log, self.p2p_ids) for r, log in run.ranks.items() if log.losses}
         self._holders: dict[str, list[int]] | None = None  # group -> ranks with events in it
         self._dropped = [r for r, log in run.ranks.items() if log.dropped]
+        self._plain: dict[int, dict] | None = None
 
     def group(self, name: str) -> GroupSequences:
         seqs = self._groups.get(name)
         if seqs is None:
             if self._holders is None:  # (once: each group's sequences then visit its own ranks only)
-                self._holders = {}
-                for rank, log in self.run.ranks.items():
-                    for g in log.by_group:
-                        self._holders.setdefault(g, []).append(rank)
-            seqs = self._groups[name] = GroupSequences(self.run, name, self.p2p_ids, self.cuts,
-                                                       self._holders.get(name, []), self._dropped)
+                self._index_groups()
+                seqs = self._groups.get(name)
+            if seqs is None:
+                seqs = self._groups[name] = GroupSequences(self.run, name, self.p2p_ids, self.cuts,
+                                                           self._holders.get(name, []), self._dropped)
         return seqs
+
+    @property
+    def plain(self) -> dict[int, dict]:
+        """rank -> its events by group (RankLog.by_group), for the ranks whose sequence in each
+        group is their events there, as they are: logs that lost nothing and hold no P2P op, in a
+        run where no log lost its beginning (else none)."""
+        if self._plain is None:
+            self._plain = {}
+            if not self._dropped:
+                without_p2p: dict[int, bool] = {}  # id of a signature column -> no P2P op in it
+                for rank, log in self.run.ranks.items():
+                    if rank not in self.cuts:
+                        key = id(log.sig)
+                        if key not in without_p2p:
+                            without_p2p[key] = self.p2p_ids.isdisjoint(log.sig)
+                        if without_p2p[key]:
+                            self._plain[rank] = log.by_group
+        return self._plain
+
+    def _index_groups(self) -> None:
+        """Each group's ranks with events in it; and, at once, the sequences of every group whose
+        ranks are all `plain` (and no log's losses are of groups not known): each kind of rank's
+        signature column is cut by group once, not group by group."""
+        self._holders = {}
+        ranks = self.run.ranks
+        for rank, log in ranks.items():
+            for g in log.by_group:
+                self._holders.setdefault(g, []).append(rank)
+        plain = self.plain
+        if not plain or any(cut.unlocated for cut in self.cuts.values()):
+            return
+        cut_up: dict[tuple, dict] = {}  # (signature column, its groups' indices) -> group -> signature ids
+        seqs = {}  # plain rank -> its signature ids by group
+        for rank, by_group in plain.items():
+            sig = ranks[rank].sig
+            key = (id(sig), id(by_group))
+            if key not in cut_up:
+                cut_up[key] = _by_group(sig, by_group)
+            seqs[rank] = cut_up[key]
+        everyone = len(plain) == len(ranks)
+        make = GroupSequences.plain
+        for name, holders in self._holders.items():
+            if everyone or all(r in plain for r in holders):
+                self._groups[name] = make(self.run, name, {r: plain[r][name] for r in holders},
+                                          {r: seqs[r][name] for r in holders})
 
     def collectives(self, rank: int, group: str) -> int:
         """How many collectives (P2P left out) the rank issued on the group."""

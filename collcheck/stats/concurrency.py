@@ -14,12 +14,14 @@ compare unlike with unlike).
 from __future__ import annotations
 
 import statistics
-from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import accumulate
 
-from ..model import P2P_OPS, Run
+import numpy as np
+
+from ..model import Run
+from ..model.timing import Timings, first_seen
 
 MIN_SAMPLES = 10  # collectives timed at one count of groups at once, to compare it with another
 
@@ -61,49 +63,62 @@ class HostLoad:
         return sum(k * len(v) for k, v in self.by_count.items()) / n if n else 0.0
 
 
-def _union(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[list[int]] = []
-    for a, b in sorted(intervals):
-        if out and a <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return [(a, b) for a, b in out]
+def _busy_edges(group: np.ndarray, begin: np.ndarray, end: np.ndarray) -> tuple[list, list]:
+    """Each group's busy time (the union of its collectives' intervals) as edges: (the instants,
+    sorted, and how many groups are busy from each on)."""
+    edges: list[tuple] = []
+    current = hi = lo = None
+    order = np.lexsort((end, begin, group))
+    for g, a, b in zip(group[order].tolist(), begin[order].tolist(), end[order].tolist()):
+        if g == current and a <= hi:
+            hi = max(hi, b)
+            continue
+        if current is not None:
+            edges += ((lo, 1), (hi, -1))
+        current, lo, hi = g, a, b
+    if current is not None:
+        edges += ((lo, 1), (hi, -1))
+    edges.sort()
+    return [t for t, _ in edges], list(accumulate(d for _, d in edges))
 
 
-def host_load(run: Run, events: dict[int, list]) -> list[HostLoad]:
-    """One entry per host, most ranks first. `events`: sites.rank_events."""
+def host_load(run: Run, timings: Timings) -> list[HostLoad]:
+    """One entry per host, most ranks first. `timings`: model.Timings."""
     hosts: dict[str, list[int]] = {}
     for rank, log in run.ranks.items():
         hosts.setdefault(str(log.header.get("host", "?")), []).append(rank)
+    apis: dict[str, int] = {}
+    api = np.array([apis.setdefault(k[0], len(apis)) for k in timings.kinds], dtype=np.int64)[timings.kind]
     out = []
     for host, ranks in hosts.items():
         headers = [run.ranks[r].header for r in ranks]
         cpus = [h["cpus"] for h in headers if isinstance(h.get("cpus"), int)]
         threads = [h["threads"] for h in headers if isinstance(h.get("threads"), int)]
         load = HostLoad(host, sorted(ranks), min(cpus) if cpus else None, max(threads) if threads else None)
-        done = [e for r in ranks for e in events[r]
-                if e.t_done is not None and e.error is None and e.sig.op not in P2P_OPS]
-        busy: dict[str, list[tuple[int, int]]] = {}
-        for e in done:
-            busy.setdefault(e.group, []).append((e.t_issue, max(e.t_done, e.t_issue + 1)))
-        load.groups = sorted(busy)
-        # +1 where a group's busy interval starts, -1 where it ends: groups active at any instant
-        edges = sorted((t, d) for spans in busy.values() for a, b in _union(spans) for t, d in ((a, 1), (b, -1)))
-        times = [t for t, _ in edges]
-        active = list(accumulate(d for _, d in edges))
-        kinds = Counter((e.sig.api, e.sized.nbytes) for e in done)
-        if kinds:
-            load.sample = kinds.most_common(1)[0][0]
-        sites: Counter = Counter()
-        for e in done:
-            if (e.sig.api, e.sized.nbytes) != load.sample:
-                continue
-            sites[e.site] += 1
-            mid = (e.t_issue + e.t_done) / 2
-            i = bisect_right(times, mid) - 1
-            count = max(1, active[i] if i >= 0 else 1)
-            load.by_count.setdefault(count, []).append(e.t_done - e.t_issue)
-        load.sample_site = sites.most_common(1)[0][0] if sites else None
+        done = [t.ok & ~timings.p2p[t.sig] for t in (timings[r] for r in ranks)]
+        cols = {name: np.concatenate([getattr(timings[r], name)[m] for r, m in zip(ranks, done)])
+                for name in ("issue", "done", "group", "sig", "nbytes", "site")}
+        if not len(cols["issue"]):
+            out.append(load)
+            continue
+        issue, end = cols["issue"], cols["done"]
+        load.groups = sorted(timings.groups[g] for g in np.unique(cols["group"]).tolist())
+        times, active = _busy_edges(cols["group"], issue, np.maximum(end, issue + 1))
+        kind = api[cols["sig"]]
+        kinds = Counter(zip(kind.tolist(), cols["nbytes"].tolist()))
+        (a, nbytes), _ = kinds.most_common(1)[0]
+        load.sample = (list(apis)[a], nbytes)
+        sample = (kind == a) & (cols["nbytes"] == nbytes)
+        site = Counter(cols["site"][sample].tolist()).most_common(1)[0][0]
+        load.sample_site = run.sites[site] if site >= 0 else None
+        mid = (issue[sample] + end[sample]) / 2
+        i = np.searchsorted(np.array(times, dtype=issue.dtype), mid, side="right") - 1
+        count = np.maximum(np.where(i >= 0, np.array(active)[np.maximum(i, 0)], 1), 1)
+        counts, at = first_seen(count)
+        took = (end[sample] - issue[sample])[np.argsort(at, kind="stable")].tolist()
+        k = 0
+        for c, n in zip(counts.tolist(), np.bincount(at, minlength=len(counts)).tolist()):
+            load.by_count[c] = took[k:k + n]
+            k += n
         out.append(load)
     return sorted(out, key=lambda h: (-len(h.ranks), h.host))

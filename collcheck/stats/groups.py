@@ -23,12 +23,13 @@ def _creations(run) -> dict[int, list[tuple[str | None, int | None]]]:
     back: a non-member's k-th call is named after a member's k-th (groups created with
     use_local_synchronization, by their members only, keep only the names they have)."""
     seqs = {r: [c for c in log.creations if c.op in ("new", "split")] for r, log in run.ranks.items()}
-    aligned = len({len(s) for s in seqs.values()}) == 1
-    n = max((len(s) for s in seqs.values()), default=0)
-    name_at = [next((s[k].name for s in seqs.values() if s[k].name is not None), None) if aligned else None
-               for k in range(n)]
-    return {r: [(c.name if c.name is not None else name_at[k], c.took_us) for k, c in enumerate(s)]
-            for r, s in seqs.items()}
+    names = {r: [c.name for c in s] for r, s in seqs.items()}
+    if any(None in ns for ns in names.values()):  # (non-members: named after a member's)
+        aligned = len({len(s) for s in seqs.values()}) == 1
+        name_at = [next((n for n in col if n is not None), None) for col in zip(*names.values())] if aligned else []
+        names = {r: [n if n is not None or not aligned else name_at[k] for k, n in enumerate(ns)]
+                 for r, ns in names.items()}
+    return {r: list(zip(names[r], [c.took_us for c in s])) for r, s in seqs.items()}
 
 
 def barely_used_hints(run, groups: dict[str, GroupStats]) -> list[Hint]:
@@ -38,13 +39,13 @@ def barely_used_hints(run, groups: dict[str, GroupStats]) -> list[Hint]:
             if c.op in ("new", "split") and c.member and c.name is not None:
                 created.setdefault(c.name, []).append(c)
     used = {name: groups[name].calls if name in groups else 0 for name in created}
-    barely = sorted((n for n, calls in used.items() if calls <= BARELY_USED), key=lambda n: (len(n), n))
+    barely = sorted([n for n, calls in used.items() if calls <= BARELY_USED], key=lambda n: (len(n), n))
     if len(barely) < MIN_BARELY_USED:
         return []
     few = set(barely)
-    took = {r: sum(us or 0 for name, us in calls if name in few) for r, calls in _creations(run).items()}
+    took = {r: sum([us or 0 for name, us in calls if name in few]) for r, calls in _creations(run).items()}
     gain = max(took.values(), default=0) / 1e6
-    site = min((c.site for n in barely for c in created[n] if c.site is not None), default=None)
+    site = min([c.site for n in barely for c in created[n] if c.site is not None], default=None)
     where = where_text(site)
     shown = ", ".join(f"{n} ({used[n]})" for n in barely[:8]) + (" ..." if len(barely) > 8 else "")
     text = (f"{where}: {len(barely)} of the {len(created)} groups created were used for at most {BARELY_USED} "

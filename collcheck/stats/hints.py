@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import math
 import statistics
-from bisect import bisect_right
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..model import P2P_OPS, Run, rank_ranges
-from .sites import SiteStats
+from ..model.timing import EXACT, Timings, ints, summable
+from .sites import SiteStats, by_key
 from .skew import Skew
 
 MIN_LOOP = 3  # collectives back to back from one site that make a loop worth fusing
@@ -55,22 +57,32 @@ def where_text(site: tuple | None) -> str:
     return f"{site[0]}:{site[1]}" if site else "?"
 
 
-def _loops(run: Run, site: SiteStats, events: dict[int, list]) -> list[int]:
-    """How many collectives one pass of the loop issues, for each run of this site's collectives
+def _loops(run: Run, candidates: list[SiteStats], timings: Timings) -> dict[int, list[int]]:
+    """How many collectives one pass of the loop issues, for each run of a call site's collectives
     issued back to back (rank by rank, in its group's order): the run's shortest period of sizes
-    (a per-parameter loop repeats its parameters' sizes every step); runs of at least two."""
-    periods = []
-    for rank in site.ranks:
-        evs = events[rank]
-        sizes: list[int] = []
-        for e in [*(evs[i] for i in run.ranks[rank].group_events(site.group)), None]:
-            if e is not None and e.site == site.site and e.sig.api == site.api and e.sig.role == site.role:
-                sizes.append(e.sized.nbytes)
-                continue
-            if len(sizes) >= 2:
-                periods.append(_period(sizes))
-            sizes = []
-    return periods
+    (a per-parameter loop repeats its parameters' sizes every step); runs of at least two. Per
+    candidate (by its index), from every rank's events cut once into runs of one group, site,
+    API and role."""
+    site_ids = {site: k for k, site in enumerate(run.sites)}
+    codes: dict[tuple, int] = {}  # (api, role) -> its code
+    code = np.array([codes.setdefault((s.api, s.role), len(codes)) for s in run.signatures] or [0], dtype=np.int64)
+    group_at = {name: k for k, name in enumerate(timings.groups)}
+    keys = [(group_at.get(s.group, -1), site_ids.get(s.site, -2) if s.site is not None else -1,
+             codes.get((s.api, s.role), -1)) for s in candidates]
+    wanted = set(keys)
+    periods: dict[tuple, list[int]] = {}  # (rank, group, site, code) -> periods
+    for rank, t in timings.items():
+        order = np.argsort(t.group, kind="stable")  # each group's events in the log's order
+        g, site, c = t.group[order], t.site[order], code[t.sig[order]]
+        change = np.ones(len(order), dtype=bool)
+        change[1:] = (g[1:] != g[:-1]) | (site[1:] != site[:-1]) | (c[1:] != c[:-1])
+        starts = np.flatnonzero(change)
+        ends = np.append(starts[1:], len(order)).tolist()
+        nbytes = t.nbytes[order]
+        for a, b, key in zip(starts.tolist(), ends, zip(g[starts].tolist(), site[starts].tolist(), c[starts].tolist())):
+            if b - a >= 2 and key in wanted:
+                periods.setdefault((rank, *key), []).append(_period(nbytes[a:b].tolist()))
+    return {k: [p for r in s.ranks for p in periods.get((r, *keys[k]), ())] for k, s in enumerate(candidates)}
 
 
 def _period(seq: list) -> int:
@@ -78,11 +90,12 @@ def _period(seq: list) -> int:
     return next((p for p in range(1, n // 2 + 1) if n % p == 0 and seq[p:] == seq[:-p]), n)
 
 
-def _cost_model(events: dict[int, list], op: str) -> tuple[float, float] | None:
+def _cost_model(timings: Timings, op: str) -> tuple[float, float] | None:
     """(fixed µs, µs per byte) fitted by least squares to every completed collective of `op`, the
     per-byte cost at most that of FLOOR_MBS."""
-    points = [(e.sized.nbytes, e.t_done - e.t_issue) for evs in events.values()
-              for e in evs if e.sig.op == op and e.t_done is not None and e.error is None]
+    of_op = np.array([s.op == op for s in timings.run.signatures] or [False])
+    points = [p for t in timings.values() for p in zip(t.nbytes[t.ok & of_op[t.sig]].tolist(),
+                                                       (t.done - t.issue)[t.ok & of_op[t.sig]].tolist())]
     if len(points) < 3:
         return None
     xs, ys = [p[0] for p in points], [p[1] for p in points]
@@ -95,16 +108,16 @@ def _cost_model(events: dict[int, list], op: str) -> tuple[float, float] | None:
     return fixed, slope
 
 
-def fuse_hints(run: Run, sites: list[SiteStats], events: dict[int, list]) -> list[Hint]:
+def fuse_hints(run: Run, sites: list[SiteStats], timings: Timings) -> list[Hint]:
     out, models = [], {}
-    for s in sites:
-        if s.op in P2P_OPS or s.calls < MIN_LOOP or not s.durations_us:
-            continue
-        loops = _loops(run, s, events)
+    candidates = [s for s in sites if s.op not in P2P_OPS and s.calls >= MIN_LOOP and s.durations_us]
+    found = _loops(run, candidates, timings) if candidates else {}
+    for k, s in enumerate(candidates):
+        loops = found[k]
         if not loops or statistics.median(loops) < MIN_LOOP:
             continue
         if s.op not in models:  # (one fit per op, whatever the number of sites)
-            models[s.op] = _cost_model(events, s.op)
+            models[s.op] = _cost_model(timings, s.op)
         model = models[s.op]
         if model is None:
             continue
@@ -210,33 +223,59 @@ def _groups_effect(s: SiteStats, hosts: list) -> str:
     return f" ({'; '.join(out)})" if out else ""
 
 
-def overlap_hints(sites: list[SiteStats], events: dict[int, list]) -> list[Hint]:
-    hidden: dict[tuple, dict[int, float]] = {}  # site key -> rank -> what could be hidden, µs
-    gaps: dict[tuple, list[int]] = {}
-    sync_only: dict[tuple, bool] = {}
-    for rank, evs in events.items():
-        issues = sorted(e.t_issue for e in evs)
-        for e in evs:
-            key = (e.site, e.sig.api, e.sig.op, e.group, e.sig.role)
-            sync_only[key] = sync_only.get(key, True) and not (e.async_op or e.native)
-            if e.t_done is None or e.error is not None or e.sig.op in P2P_OPS:
-                continue
-            i = bisect_right(issues, e.t_done)
-            if i == len(issues):  # the rank's last collective: what follows is not known
-                continue
-            gap = issues[i] - e.t_done
-            gaps.setdefault(key, []).append(gap)
-            per_rank = hidden.setdefault(key, {})
-            per_rank[rank] = per_rank.get(rank, 0.0) + min(e.t_done - e.t_issue, gap)
+def _overlap_columns(events: dict) -> tuple[list[tuple], list[tuple]]:
+    """Per rank (key ids, synchronous, issue µs, completion µs, completed and not P2P), and the
+    keys (site, api, op, group, role) the ids index: from model.Timings, or from events (objects
+    with model.Event's fields)."""
+    if isinstance(events, Timings):
+        ids, keys = events.site_keys()
+        return [(ids[r], t.sync, t.issue, t.done, t.ok & ~events.p2p[t.sig]) for r, t in events.items()], keys
+    at: dict[tuple, int] = {}
+    out = []
+    for evs in events.values():
+        key = np.array([at.setdefault((e.site, e.sig.api, e.sig.op, e.group, e.sig.role), len(at)) for e in evs],
+                       dtype=np.int64)
+        timed = [e.t_done is not None and e.error is None and e.sig.op not in P2P_OPS for e in evs]
+        out.append((key, np.array([not (e.async_op or e.native) for e in evs], dtype=bool),
+                    ints([e.t_issue for e in evs], EXACT), ints([e.t_done if t else 0 for e, t in zip(evs, timed)], EXACT),
+                    np.array(timed, dtype=bool)))
+    return out, list(at)
+
+
+def overlap_hints(sites: list[SiteStats], events: dict) -> list[Hint]:
+    """`events`: model.Timings (or rank -> its events)."""
+    cols, keys = _overlap_columns(events)
+    sync_only = np.ones(len(keys), dtype=bool)
+    found = []  # per rank: (key, gap µs, what could be hidden µs) of each collective followed by another
+    for key, sync, issue, done, timed in cols:
+        sync_only[key[~sync]] = False
+        issues = np.sort(issue)
+        after = np.searchsorted(issues, done[timed], side="right")
+        known = after < len(issues)  # (the rank's last collective: what follows is not known)
+        which = np.flatnonzero(timed)[known]
+        gap = issues[after[known]] - done[which]
+        found.append((key[which], gap, np.minimum(done[which] - issue[which], gap)))
+    key = np.concatenate([k for k, _, _ in found]) if found else np.zeros(0, np.int64)
+    rank = np.concatenate([np.full(len(k), r, dtype=np.int64) for r, (k, _, _) in zip(events, found)]) if found else key
+    gaps = np.concatenate([g for _, g, _ in found]) if found else key
+    order, runs, run_key, _, first_run = by_key(key, rank) if len(key) else (key, key, key, key, key)
+    # per key: the most a rank could hide (µs), and where its gaps are
+    hidden = np.maximum.reduceat(np.add.reduceat(summable(np.concatenate([c for _, _, c in found]))[order], runs),
+                                 first_run).tolist() if len(key) else []
+    keyed = dict(zip(run_key[first_run].tolist(), range(len(first_run))))
+    bounds = np.append(runs[first_run], len(order)).tolist() if len(key) else []
+    gaps = gaps[order]
+    at = {k: i for i, k in enumerate(keys)}
     out = []
     for s in sites:
-        key = (s.site, s.api, s.op, s.group, s.role)
-        if not sync_only.get(key) or key not in hidden:
+        k = at.get((s.site, s.api, s.op, s.group, s.role))
+        if k is None or not sync_only[k] or k not in keyed:
             continue
-        gain = max(hidden[key].values()) / 1e6
+        j = keyed[k]
+        gain = (0.0 + hidden[j]) / 1e6
         if gain < MIN_HIDDEN_S or gain < MIN_HIDDEN_SHARE * s.total_s:
             continue
-        gap = statistics.median(gaps[key])
+        gap = statistics.median(gaps[bounds[j]:bounds[j + 1]].tolist())
         where = where_text(s.site)
         text = (f"{where}: {s.api} is synchronous ({s.calls} calls per rank, {s.total_s:.4f} s inside them, median "
                 f"{s.median_us:.0f} µs) and each is followed by {gap:.0f} µs (median) of work before the next "
@@ -248,11 +287,12 @@ def overlap_hints(sites: list[SiteStats], events: dict[int, list]) -> list[Hint]
     return out
 
 
-def hints(run: Run, sites: list[SiteStats], skew: Skew, events: dict[int, list], hosts: list) -> list[Hint]:
-    """Every hint of these kinds, most time to gain first. `hosts`: concurrency.host_load."""
-    fuse = fuse_hints(run, sites, events)
+def hints(run: Run, sites: list[SiteStats], skew: Skew, timings: Timings, hosts: list) -> list[Hint]:
+    """Every hint of these kinds, most time to gain first. `timings`: model.Timings; `hosts`:
+    concurrency.host_load."""
+    fuse = fuse_hints(run, sites, timings)
     found = (fuse + batch_hints(sites, {h.site for h in fuse}, hosts) + straggler_hints(skew, sites)
-             + overlap_hints(sites, events))
+             + overlap_hints(sites, timings))
     return _one_per_site(sorted(found, key=lambda h: -h.gain_s))
 
 

@@ -11,7 +11,10 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..model import Run
+from ..model.timing import Timings, first_seen, summable
 
 # wire op -> bus bandwidth factor for a group of n ranks
 _BUS = {"allreduce_": lambda n: 2 * (n - 1) / n, "allreduce_coalesced_": lambda n: 2 * (n - 1) / n,
@@ -67,39 +70,76 @@ class GroupStats:
     bytes: int = 0  # per rank (the most any member issued)
 
 
-def rank_events(run: Run) -> dict[int, list]:
-    """Every rank's events, materialised once for all of the statistics (each is read several times)."""
-    return {rank: log.events() for rank, log in sorted(run.ranks.items())}
+def rank_events(run: Run, timings: Timings | None = None) -> dict[int, list]:
+    """Every rank's decoded events (those `timings` decoded already are not decoded again)."""
+    return {rank: (timings[rank].events if timings is not None and timings[rank].events is not None else log.events())
+            for rank, log in sorted(run.ranks.items())}
 
 
-def site_stats(run: Run, events: dict[int, list]) -> tuple[list[SiteStats], dict[str, GroupStats]]:
-    """Every call site's statistics, most time first, and every group's. `events`: rank_events."""
-    sites: dict[tuple, SiteStats] = {}
-    calls: dict[tuple, dict[int, int]] = {}
-    sizes: dict[tuple, list[int]] = {}
-    group_calls: dict[str, dict[int, list[int]]] = {}
-    for rank, evs in events.items():
-        for e in evs:
-            key = (e.site, e.sig.api, e.sig.op, e.group, e.sig.role)
-            s = sites.get(key)
-            if s is None:
-                s = sites[key] = SiteStats(e.site, e.sig.api, e.sig.op, e.group, key[4])
-            nbytes = e.sized.nbytes
-            calls.setdefault(key, {}).setdefault(rank, 0)
-            calls[key][rank] += 1
-            sizes.setdefault(key, []).append(nbytes)
-            if e.t_done is not None and e.error is None:
-                d = max(0, e.t_done - e.t_issue)
-                s.durations_us.append(d)
-                s.per_rank_us[rank] = s.per_rank_us.get(rank, 0) + d
-            g = group_calls.setdefault(e.group, {}).setdefault(rank, [0, 0])
-            g[0] += 1
-            g[1] += nbytes
-    for key, s in sites.items():
-        s.ranks = sorted(calls[key])
-        s.calls = max(calls[key].values())
-        v = sizes[key]
-        s.bytes_per_call = v[0] if len(v) == 1 else int(statistics.median(v))
-    groups = {name: GroupStats(name, run.group_members(name), max(c for c, _ in per.values()),
-                               max(b for _, b in per.values())) for name, per in group_calls.items()}
-    return sorted(sites.values(), key=lambda s: (-s.total_s, -s.calls)), groups
+def by_key(key: np.ndarray, rank: np.ndarray) -> tuple:
+    """Events grouped by key (ids 0..k-1, each used), then rank: (the events' order, the start of
+    each (key, rank) run in it, each run's key and rank, the index of each key's first run)."""
+    order = np.argsort(key, kind="stable")  # (within a key: rank by rank, each in its log's order)
+    k, r = key[order], rank[order]
+    change = np.ones(len(order), dtype=bool)
+    change[1:] = (k[1:] != k[:-1]) | (r[1:] != r[:-1])
+    runs = np.flatnonzero(change)
+    run_key = k[runs]
+    first = np.ones(len(runs), dtype=bool)
+    first[1:] = run_key[1:] != run_key[:-1]
+    return order, runs, run_key, r[runs], np.flatnonzero(first)
+
+
+def site_stats(run: Run, timings: Timings) -> tuple[list[SiteStats], dict[str, GroupStats]]:
+    """Every call site's statistics, most time first, and every group's. `timings`: model.Timings;
+    counted by key and rank all at once (numpy), then an object per call site and group."""
+    ids, keys = timings.site_keys()
+    cols = list(timings.values())
+    if not keys:
+        return [], {}
+    key = np.concatenate([ids[r] for r in timings])
+    rank = np.concatenate([np.full(len(t), t.rank, dtype=np.int64) for t in cols])
+    nbytes = np.concatenate([t.nbytes for t in cols])
+    ok = np.concatenate([t.ok for t in cols])
+    took = summable(np.maximum(np.concatenate([t.done - t.issue for t in cols]), 0))
+    order, runs, run_key, run_rank, first_run = by_key(key, rank)
+    calls = np.maximum.reduceat(np.diff(np.append(runs, len(order))), first_run).tolist()
+    ranks = _split(run_rank.tolist(), first_run)
+    # bytes per call: the median over calls (statistics.median's, from the middle two)
+    counts = np.bincount(key, minlength=len(keys))
+    start = np.cumsum(counts) - counts
+    sizes = nbytes[np.lexsort((nbytes, key))]
+    lo, hi = sizes[start + (counts - 1) // 2].tolist(), sizes[start + counts // 2].tolist()
+    per_call = [a if n % 2 else int((a + b) / 2) for a, b, n in zip(lo, hi, counts.tolist())]
+    # durations of the completed calls, and their total per rank
+    done = ok[order]
+    durations = _split(took[order][done].tolist(), np.searchsorted(key[order][done], np.arange(len(keys))))
+    totals = np.add.reduceat(np.where(done, took[order], 0), runs).tolist()
+    timed = np.logical_or.reduceat(done, runs).tolist()
+    per_rank: list[dict] = [{} for _ in keys]
+    for k, r, total, any_done in zip(run_key.tolist(), run_rank.tolist(), totals, timed):
+        if any_done:
+            per_rank[k][r] = total
+    sites = [SiteStats(site, api, op, group, role, ranks[k], calls[k], per_call[k], durations[k], per_rank[k])
+             for k, (site, api, op, group, role) in enumerate(keys)]
+    # most time first, then most calls (SiteStats.total_s: the rank that spent the most), a stable sort
+    spent = np.array([max(d.values(), default=0) / 1e6 for d in per_rank], dtype=float)
+    order = np.lexsort((-np.array(calls, dtype=float), -spent)).tolist()
+    return [sites[k] for k in order], _group_stats(run, timings, rank, nbytes)
+
+
+def _group_stats(run: Run, timings: Timings, rank: np.ndarray, nbytes: np.ndarray) -> dict[str, GroupStats]:
+    """Per group (in the order of its first collective): members, and the most collectives and
+    bytes a member issued on it."""
+    seen, group = first_seen(np.concatenate([t.group for t in timings.values()]))
+    order, runs, _, _, first_run = by_key(group, rank)
+    calls = np.maximum.reduceat(np.diff(np.append(runs, len(order))), first_run).tolist()
+    sent = np.maximum.reduceat(np.add.reduceat(summable(nbytes)[order], runs), first_run).tolist()
+    names, members = [timings.groups[g] for g in seen.tolist()], run.group_index.members
+    return {name: GroupStats(name, members(name), c, b) for name, c, b in zip(names, calls, sent)}
+
+
+def _split(values: list, starts) -> list[list]:
+    """`values` cut at `starts` (the first at 0)."""
+    bounds = [*np.asarray(starts).tolist()[1:], len(values)]
+    return [values[a:b] for a, b in zip([0, *bounds[:-1]], bounds)]

@@ -13,6 +13,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 
 from ..model import Run
+from ..model.timing import Timings
 
 
 @dataclass
@@ -39,21 +40,21 @@ def _busy_us(intervals: list[tuple[int, int]]) -> int:
     return total
 
 
-def training_steps(run: Run, all_events: dict[int, list]) -> Steps | None:
-    """None when no rank's optimizer stepped twice (no optimizer, or an older log). `all_events`:
-    sites.rank_events."""
+def training_steps(run: Run, timings: Timings) -> Steps | None:
+    """None when no rank's optimizer stepped twice (no optimizer, or an older log). `timings`:
+    model.Timings."""
     walls: dict[int, list[float]] = {}
     comms: dict[int, list[float]] = {}
     for rank, log in run.ranks.items():
         bounds = [log.base_us + ts for ts, opt in log.steps if opt == 0]
         if len(bounds) < 2:
             continue
-        events = [e for e in all_events[rank] if e.t_done is not None]
-        starts = [e.t_issue for e in events]
+        t = timings[rank]
+        starts, ends = t.issue[t.has_done].tolist(), t.done[t.has_done].tolist()
         for k in range(len(bounds) - 1):
             begin, end = bounds[k], bounds[k + 1]
-            spans = [(max(e.t_issue, begin), min(e.t_done, end)) for e in events[:bisect_left(starts, end)]
-                     if e.t_done > begin and e.t_issue < end]
+            spans = [(max(a, begin), min(b, end)) for a, b in zip(starts[:bisect_left(starts, end)], ends)
+                     if b > begin and a < end]
             walls.setdefault(k, []).append((end - begin) / 1e6)
             comms.setdefault(k, []).append(_busy_us(spans) / 1e6)
     if not walls:

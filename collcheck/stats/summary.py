@@ -4,9 +4,11 @@ export all show."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from ..base import collector
 from ..model import Run
+from ..model.timing import Timings
 from .concurrency import HostLoad, host_load
 from .groups import group_hints
 from .hints import Hint, hints
@@ -18,13 +20,18 @@ from .steps import Steps, training_steps
 @dataclass
 class Stats:
     run: Run
-    events: dict[int, list]  # rank -> its events (sites.rank_events)
+    timings: Timings  # rank -> its collectives' times, sites and sizes (model/timing.py)
     sites: list[SiteStats]  # most time first
     groups: dict[str, GroupStats]
     skew: Skew
     hints: list[Hint]  # most time to gain first
     steps: Steps | None
     hosts: list[HostLoad]  # most ranks first
+
+    @cached_property
+    def events(self) -> dict[int, list]:
+        """rank -> its decoded events (what the Perfetto export draws), decoded when first asked."""
+        return rank_events(self.run, self.timings)
 
 
 def compute(run: Run) -> Stats:
@@ -34,9 +41,9 @@ def compute(run: Run) -> Stats:
 
 
 def _compute(run: Run) -> Stats:
-    events = rank_events(run)
-    sites, groups = site_stats(run, events)
-    skew = arrival_skew(run, events)
-    hosts = host_load(run, events)
-    found = sorted(hints(run, sites, skew, events, hosts) + group_hints(run, groups, hosts), key=lambda h: -h.gain_s)
-    return Stats(run, events, sites, groups, skew, found, training_steps(run, events), hosts)
+    timings = Timings(run)
+    sites, groups = site_stats(run, timings)
+    skew = arrival_skew(run, timings)
+    hosts = host_load(run, timings)
+    found = sorted(hints(run, sites, skew, timings, hosts) + group_hints(run, groups, hosts), key=lambda h: -h.gain_s)
+    return Stats(run, timings, sites, groups, skew, found, training_steps(run, timings), hosts)
