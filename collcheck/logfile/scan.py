@@ -101,6 +101,9 @@ class Scan:
     chain: array = field(default_factory=lambda: array("i"))
     chain_sites: dict = field(default_factory=dict)  # key -> ((file, line, function), ...) outermost first
     times: Times | None = None  # kept when asked (scan_bytes' `times`)
+    # the whole log's tables (decode.Tables; not a partial scan's): what decoding one of its
+    # collectives again needs, without reading the log through once more
+    tables: object = None
 
     def event_of(self, eid: int) -> int | None:
         """The event index of an event id (None: not among the events read)."""
@@ -160,6 +163,7 @@ def scan_bytes(data: bytes, path: str, limit: int | None = None, keep_seq: bool 
     if not scan.partial:
         scan.pending.update(scanner.pending())
     tables = scanner.tables
+    scan.tables = None if scan.partial else tables
     scan.sites = list(tables.sites.values())
     scan.chain_sites = tables.chain_sites(set(scan.chain))
     scan.groups = [tuple(g) for g in scanner.groups]

@@ -229,6 +229,7 @@ class RankLog:
         site_ids = [run.site_id(site) for site in scan.sites] if like is None else None
         self.site_set = like.site_set if like is not None else set(site_ids)
         # the statistics' columns (load_run(times=True)), and the run-wide ids of the sites they name
+        self.tables = scan.tables  # its log's tables, as the scan read them (None: read them when needed)
         self.times = scan.times if like is None else None
         self.time_sites = site_ids if self.times is not None else None
         self.chain = scan.chain  # each event's chain key (scan.Scan.chain)
@@ -335,6 +336,10 @@ class RankLog:
     def group_events(self, name: str):
         return self.by_group.get(name, range(0))
 
+    def group_of(self, i: int) -> str:
+        """The name of event i's group."""
+        return self.groups[self.gid[i]].name
+
     def completed(self, i: int) -> bool:
         return i not in self.pending and i not in self.errors
 
@@ -387,7 +392,7 @@ class RankLog:
         with that log's times)."""
         file = self.run.log_file((self.like or self).path)
         coll, done = file.event(self.off[i], self.eid_of(i))
-        return self._event(i, coll, done, file.tables)
+        return self._event(i, coll, done, self.tables if self.tables is not None else file.tables)
 
     def events(self) -> list[Event]:
         """Every event, in order: what [event(i) for i in range(len(log))] gives, in one pass over

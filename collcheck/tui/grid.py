@@ -10,6 +10,8 @@ in issue order. Everything here works on signature ids (numpy views, no decoding
 
 from __future__ import annotations
 
+from array import array
+from bisect import bisect_left
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
 
@@ -50,50 +52,47 @@ class Column:
         return f"ranks {rank_ranges(self.ranks)}"
 
 
-def _ids(values, shared: dict | None = None) -> np.ndarray:
-    """A model index or signature column (array('I') or range) as int64 numpy; `shared`: the
-    arrays made so far, by column (ranks read by kinds share one column: made once)."""
-    if shared is not None:
-        key = (values.start, values.stop) if isinstance(values, range) else id(values)
-        made = shared.get(key)
-        if made is None:
-            made = shared[key] = (_ids(values), values)  # (kept: its id stays its own)
-        return made[0]
-    if isinstance(values, range):
-        return np.arange(values.start, values.stop, dtype=np.int64)
-    return np.frombuffer(values, dtype=np.uint32).astype(np.int64) if len(values) else np.zeros(0, np.int64)
-
-
 class RankSeq:
-    """One rank's rows per group (or channel) of the view: event indices and signature ids."""
+    """One rank's rows per group (or channel) of the view: the model's event indices and signature
+    ids (array('I') or range, shared with the model: nothing copied per group)."""
 
-    def __init__(self, rank: int, log, groups: list[str], sequences: Sequences, shared: dict | None = None):
-        self.idx: dict[str, np.ndarray] = {}
-        self.sig: dict[str, np.ndarray] = {}
-        for g in groups:
-            seqs = sequences.group(g)
-            if rank in seqs.index:
-                self.idx[g], self.sig[g] = _ids(seqs.index[rank], shared), _ids(seqs.seq[rank], shared)
+    def __init__(self, log):
+        self.log = log
+        self.idx: dict[str, object] = {}
+        self.sig: dict[str, array] = {}
+        self.channels: list[str] = []
         self.unfinished = sorted(set(log.pending) | set(log.errors))
 
-    def add_channel(self, name: str, ix: list[int], sig) -> None:
+    def add_channel(self, name: str, ix: list[int], sig: array) -> None:
         """The rank's sends (or recvs) of one point-to-point channel, as a pseudo-group."""
-        self.idx[name] = np.array(ix, dtype=np.int64)
-        self.sig[name] = _ids(sig)
+        self.idx[name], self.sig[name] = ix, sig
+        self.channels.append(name)
 
-    def key(self, state: str, contents: dict[int, int], numbers: dict[bytes, int]) -> tuple:
-        """What ranks folded into one column share. `contents`: id of a signature array -> the
-        number of its content in `numbers` (ranks read by kinds share arrays: each hashed once)."""
-        parts = [state]
-        for g, s in self.sig.items():
-            ix = self.idx[g]
-            pos = np.searchsorted(ix, self.unfinished) if self.unfinished else []
-            bad = tuple(int(p) for p, i in zip(pos, self.unfinished) if p < len(ix) and ix[p] == i)
-            content = contents.get(id(s))
-            if content is None:
-                content = contents[id(s)] = numbers.setdefault(s.tobytes(), len(numbers))
-            parts.append((g, content, bad))
-        return tuple(parts)
+    def _unfinished_at(self) -> dict[str, tuple]:
+        """group -> the positions of the rank's unfinished events in it: each event looked up in
+        its own group and the rank's channels only."""
+        out: dict[str, list] = {}
+        for i in self.unfinished:
+            for g in [self.log.group_of(i), *self.channels]:
+                ix = self.idx.get(g)
+                if ix is not None:
+                    p = bisect_left(ix, i)
+                    if p < len(ix) and ix[p] == i:
+                        out.setdefault(g, []).append(p)
+        return {g: tuple(ps) for g, ps in out.items()}
+
+    def key(self, state: str, contents: dict[tuple, int], numbers: dict[tuple, int]) -> tuple:
+        """What ranks folded into one column share: state, groups, each group's signatures and
+        where its unfinished events are. `contents`: the ids of a rank's signature arrays -> the
+        number of their content in `numbers` (ranks read by kinds share arrays: joined once)."""
+        arrays = self.sig.values()
+        ids = tuple(map(id, arrays))
+        content = contents.get(ids)
+        if content is None:
+            joined = b"".join([s.tobytes() if s.typecode == "I" else array("I", s).tobytes() for s in arrays])
+            content = contents[ids] = numbers.setdefault((joined, array("Q", map(len, arrays)).tobytes()), len(numbers))
+        bad = self._unfinished_at() if self.unfinished else {}
+        return state, tuple(self.sig), content, frozenset(bad.items())
 
 
 class Grid:
@@ -109,14 +108,19 @@ class Grid:
         members = set(run.group_members(group)) if group is not None else set(run.ranks)
         self.ranks = sorted(r for r in run.ranks if r in members) or sorted(run.ranks)
         self.states = {r: s.state for r, s in report.hang.states.items()}
-        shared: dict = {}
-        self.seqs = {r: RankSeq(r, run.ranks[r], self.groups, self.sequences, shared) for r in self.ranks}
+        self.seqs = {r: RankSeq(run.ranks[r]) for r in self.ranks}
+        for g in self.groups:  # (one pass over the groups: each holds its members' sequences)
+            seqs = self.sequences.group(g)
+            for r, ix in seqs.index.items():
+                seq = self.seqs.get(r)
+                if seq is not None:
+                    seq.idx[g], seq.sig[g] = ix, seqs.seq[r]
         self.channels: dict[str, tuple] = {}  # pseudo-group name -> (group, src, dst)
         self._cmp = self._compare_keys(self.sequences.p2p_ids)
         self._add_channels()
         folds: dict[tuple, list[int]] = {}
-        contents: dict[int, int] = {}
-        numbers: dict[bytes, int] = {}
+        contents: dict[tuple, int] = {}
+        numbers: dict[tuple, int] = {}
         for r in self.ranks:
             folds.setdefault(self.seqs[r].key(self.states.get(r, "?"), contents, numbers), []).append(r)
         self.folds = sorted(folds.values(), key=lambda rs: rs[0])
@@ -194,26 +198,36 @@ class Grid:
 
     # -- rows ------------------------------------------------------------------------
     def _build_rows(self) -> None:
-        """Rows (group, position); merged view: ordered by the earliest issue index of the slot."""
-        reps = [rs[0] for rs in self.folds]
-        gs, ps, keys = [], [], []
-        for gi, g in enumerate(self.groups):
-            n = max((len(self.seqs[r].idx.get(g, ())) for r in reps), default=0)
-            if n == 0:
-                continue
-            key = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
-            for r in reps:
-                ix = self.seqs[r].idx.get(g)
-                if ix is not None and len(ix):
-                    np.minimum(key[: len(ix)], ix, out=key[: len(ix)])
-            gs.append(np.full(n, gi, dtype=np.int32))
-            ps.append(np.arange(n, dtype=np.int64))
-            keys.append(key)
-        if not gs:
+        """Rows (group, position); merged view: ordered by the earliest issue index of the slot.
+        Each folded column's sequences are joined once, the rows keyed all at once (numpy)."""
+        at = {g: k for k, g in enumerate(self.groups)}
+        rows = np.zeros(len(self.groups), dtype=np.int64)  # per group: the most slots a column has
+        columns = []  # per column: (its event indices joined, their groups, their lengths)
+        for rs in self.folds:
+            idx = self.seqs[rs[0]].idx
+            joined = array("I")
+            for ix in idx.values():
+                joined.extend(ix if isinstance(ix, range) or getattr(ix, "typecode", "") == "I" else iter(ix))
+            where = np.array([at[g] for g in idx], dtype=np.int64)
+            lens = np.array([len(ix) for ix in idx.values()], dtype=np.int64)
+            rows[where] = np.maximum(rows[where], lens)
+            columns.append((joined, where, lens))
+        shown = np.flatnonzero(rows)
+        if not len(shown):
             self.row_group, self.row_pos = np.zeros(0, np.int32), np.zeros(0, np.int64)
             return
-        g, p, key = np.concatenate(gs), np.concatenate(ps), np.concatenate(keys)
-        order = np.lexsort((p, g, key)) if len(gs) > 1 else np.arange(len(g))
+        counts = rows[shown]
+        first = np.zeros(len(self.groups), dtype=np.int64)  # each group's first row
+        first[shown] = np.cumsum(counts) - counts
+        total = int(counts.sum())
+        key = np.full(total, np.iinfo(np.int64).max, dtype=np.int64)
+        for joined, where, lens in columns:
+            if len(joined):
+                row = np.repeat(first[where], lens) + np.arange(len(joined)) - np.repeat(np.cumsum(lens) - lens, lens)
+                key[row] = np.minimum(key[row], np.frombuffer(joined, np.uint32))
+        g = np.repeat(shown.astype(np.int32), counts)
+        p = np.arange(total, dtype=np.int64) - np.repeat(first[shown], counts)
+        order = np.lexsort((p, g, key)) if len(shown) > 1 else np.arange(total)
         self.row_group, self.row_pos = g[order], p[order]
         self._row_of = None
 
