@@ -38,8 +38,9 @@ def align_group(run: Run, seqs: GroupSequences, waiting: set[int], cut_short: fr
     members = seqs.members
     if len(members) < 2:
         return []
-    distinct = {id(seqs.seq.get(r)): seqs.seq.get(r, array("I")) for r in members}  # (ranks of a kind share one)
-    if len({seq.tobytes() for seq in distinct.values()}) == 1:
+    seq, empty = seqs.seq, array("I")
+    first = seq.get(members[0], empty)
+    if all([(s := seq.get(r, empty)) is first or s == first for r in members[1:]]):  # (ranks of a kind share one)
         return []
     return _Aligner(run, seqs, members, waiting, cut_short | frozenset(seqs.open)).align()
 

@@ -27,23 +27,22 @@ from .findings import Finding
 def chain_findings(run: Run, seqs: GroupSequences, members: list[int], upto: int | None) -> list[Finding]:
     """The first slot before `upto` (the group's first other finding; None: none) where the
     members issue equal collectives from chains that differ, one of them a chain all met on."""
-    if len(members) < 2 or any(r not in seqs.index for r in members):
+    index = seqs.index
+    if len(members) < 2 or not all([r in index for r in members]):
         return []
-    end = min(len(seqs.seq[r]) for r in members)
+    end = min([len(seqs.seq[r]) for r in members])
     if upto is not None:
         end = min(end, upto)
     end = min(end, _common_prefix(seqs, members, end))
     if not end:
         return []  # (no slot to compare)
+    if _same_chains(run, index, members, end):
+        return []  # the same chains, interned alike: nothing to compare (the common case, C speed)
     # ranks read by kinds share their chain columns and indices: each distinct pair is compared once
     kinds: dict[tuple, list[int]] = {}
     for r in members:
         log = run.ranks[r]
-        kinds.setdefault((id(log.chain), id(log.chain_sites), id(seqs.index[r])), []).append(r)
-    logs = [run.ranks[rs[0]] for rs in kinds.values()]
-    if all(log.chain_table == logs[0].chain_table for log in logs[1:]) and len(
-            {log.local_chains(seqs.index[log.rank], end).tobytes() for log in logs}) == 1:
-        return []  # the same chains, interned alike: nothing to compare (the common case, C speed)
+        kinds.setdefault((id(log.chain), id(log.chain_sites), id(index[r])), []).append(r)
     columns: dict[bytes, list[int]] = {}  # distinct chain columns -> the ranks that have it
     for ranks in kinds.values():
         col = run.ranks[ranks[0]].chains_of(seqs.index[ranks[0]], end)
@@ -75,6 +74,25 @@ def chain_findings(run: Run, seqs: GroupSequences, members: list[int], upto: int
             culprits = sorted(r for i in broke for r in holders[i])
             return [_finding(run, seqs, k, here, holders, met, culprits)]
     return []
+
+
+def _same_chains(run: Run, index: dict, members: list[int], end: int) -> bool:
+    """Whether every member reached the first `end` slots by the same chains, interned alike (the
+    same chain tables): ranks read by kinds (the same chain column, keys and indices) need no look."""
+    first = run.ranks[members[0]]
+    idx = index[members[0]]
+    table, chains = first.chain_table, None
+    for r in members[1:]:
+        log = run.ranks[r]
+        if log.chain is first.chain and log.chain_sites is first.chain_sites and index[r] is idx:
+            continue
+        if log.chain_table != table:
+            return False
+        if chains is None:
+            chains = first.local_chains(idx, end)
+        if log.local_chains(index[r], end) != chains:
+            return False
+    return True
 
 
 MAX_LOOP_CHECKS = 64  # slots whose chains differ that are read against the ranks' loops
@@ -121,7 +139,7 @@ def _common_prefix(seqs: GroupSequences, members: list[int], end: int) -> int:
     n = end
     for r in members[1:]:
         a = seqs.seq[r]
-        if a[:n] == ref[:n]:
+        if a is ref or (len(a) == len(ref) == n and a == ref) or a[:n] == ref[:n]:
             continue
         lo, hi = 0, n  # equal up to lo, different within [0, hi)
         while hi - lo > 1:

@@ -261,7 +261,7 @@ class RankLog:
         col = self.chain
         if isinstance(idx, range):
             return col[idx.start:idx.start + min(end, len(idx))]
-        return array("i", map(col.__getitem__, idx[:end]))
+        return array("i", map(col.__getitem__, idx if end >= len(idx) else idx[:end]))
 
     def chains_of(self, idx, end: int) -> array:
         """Run-wide chain ids (0: no chain known) of the events idx[:end], in that order."""

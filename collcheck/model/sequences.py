@@ -13,6 +13,8 @@ from array import array
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..logfile.ops import P2P_OPS
 from .run import Run
 
@@ -211,11 +213,13 @@ def _by_group(sig: array, by_group: dict) -> dict[str, array]:
     order = array("I")
     for idx in by_group.values():
         order.extend(idx)
-    picked = array("I", map(sig.__getitem__, order))
+    picked = array("I")
+    picked.frombytes(np.frombuffer(sig, np.uint32)[np.frombuffer(order, np.uint32)].tobytes() if order else b"")
     out, at = {}, 0
     for name, idx in by_group.items():
-        out[name] = picked[at:at + len(idx)]
-        at += len(idx)
+        n = len(idx)
+        out[name] = picked[at:at + n]
+        at += n
     return out
 
 

@@ -17,6 +17,7 @@ import pytest
 import collcheck
 from collcheck.analysis.diff import analyse
 from collcheck.logfile import scanner
+from collcheck.logfile.decode import LogFile
 from collcheck.model import group_label, load_run
 from collcheck.report import stats as stats_report
 from collcheck.report.json_report import render as render_json
@@ -113,3 +114,52 @@ def test_the_groups_beyond_a_logs_limit_are_damage(tmp_path, monkeypatch):
     run = load_run(str(tmp_path), workers=1)
     assert len(run.ranks[0]) == 5 and len(run.ranks[0].lost) == 5  # the world group and 5 of the 10
     assert any("5 collectives unreadable" in w for w in run.warnings), run.warnings
+
+
+def _lines_of(work) -> int:
+    """Lines of collcheck's own code `work()` executes."""
+    count = 0
+
+    def local(frame, event, arg):
+        nonlocal count
+        if event == "line":
+            count += 1
+        return local
+
+    sys.settrace(lambda frame, event, arg: local if frame.f_code.co_filename.startswith(PACKAGE) else None)
+    try:
+        work()
+    finally:
+        sys.settrace(None)
+    return count
+
+
+def test_stats_and_the_first_screen_do_a_few_lines_per_group_and_read_no_log_again(tmp_path, monkeypatch):
+    """`collcheck stats` (its run loaded with the collectives' times) and the TUI's first screen
+    (the grid, the overview and the cursor's event decoded for the status line) do a small constant
+    of work per group: stats once decoded every collective again (about 1,100 lines of collcheck a
+    group of this 2-rank run), the grid made numpy arrays per group and rank (about 80), and the
+    cursor's event read its whole log again for the tables its ids name. Counted for N and 2N
+    groups; neither reads a log through again."""
+    decoded = []  # what read a log through again
+    events, tables = LogFile.events, LogFile.tables.fget
+    monkeypatch.setattr(LogFile, "events", lambda self, eids: decoded.append("events") or events(self, eids))
+    monkeypatch.setattr(LogFile, "tables", property(lambda self: decoded.append("tables") or tables(self)))
+    per_group = {}
+    for n in (GROUPS, 2 * GROUPS):
+        d = str(tmp_path / str(n))
+        os.makedirs(d)
+        write_groups_run(d, n)
+        run = load_run(d, workers=1, times=True)
+        run.group_names()  # (the group index: counted in the linear test above)
+        stats = _lines_of(lambda: compute(run))
+        report = analyse(load_run(d, workers=1))
+
+        def first_screen():
+            grid = Grid(report, None)
+            panes.overview(report)
+            assert grid.event(grid.columns[0].rep, 0).where() == "train.py:110"
+        per_group[n] = (stats, _lines_of(first_screen))
+    stats, screen = ((b - a) / GROUPS for a, b in zip(per_group[GROUPS], per_group[2 * GROUPS]))
+    assert stats <= 300 and screen <= 40, per_group
+    assert decoded == [], decoded
