@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from ..base import collector
 from ..model import Run, Sequences, rank_ranges
+from .agree import agreeing
 from .align import align_group
 from .chains import chain_findings
 from .explain import better_fix, explain
@@ -66,7 +67,11 @@ def _analyse(run: Run) -> Report:
     findings += group_creation_findings(run)
     noted = set(run.warnings)
     a2a = any(log.a2a for log in run.ranks.values())  # (split sizes to check: all_to_all_single only)
+    quiet = {} if a2a else agreeing(run, sequences)  # groups with nothing to find, found at once
     for name in run.group_names():
+        if name in quiet:
+            counts[name] = quiet[name]
+            continue
         seqs = sequences.group(name)
         counts[name] = _usual_length(seqs)
         aligned = align_group(run, seqs, unended, cut_short)

@@ -21,29 +21,30 @@ class GroupIndex:
         seen_lists: set[int] = set()  # ranks of one kind share one group list
         first: dict[str, None] = {}
         for r in sorted(ranks):
-            for g in ranks[r].groups:
-                first.setdefault(g.name)
+            if id(ranks[r].groups) not in seen_lists:
+                seen_lists.add(id(ranks[r].groups))
+                first.update(dict.fromkeys([g.name for g in ranks[r].groups]))  # (names already seen keep their place)
         self.names = list(first)
         knowers: dict[str, list[int]] = {}
+        declared, labelled = self._declared, self._labelled
+        seen_lists.clear()
         for r, log in ranks.items():
             shared = id(log.groups) in seen_lists
             seen_lists.add(id(log.groups))
             for g in log.groups:
-                if g.name not in self._declared:
+                name = g.name
+                if name not in declared:
                     if g.ranks is not None:
-                        self._declared[g.name] = tuple(g.ranks)
+                        declared[name] = tuple(g.ranks)
                     else:
-                        knowers.setdefault(g.name, []).append(r)
-                if not shared:
-                    self._label_entry(g)
+                        knowers.setdefault(name, []).append(r)
+                if not shared:  # (the first entry that lists members, else the first entry)
+                    had = labelled.get(name)
+                    if had is None or (g.ranks and not had[0]):
+                        labelled[name] = (tuple(g.ranks or ()), g.desc or "")
         self._known = {name: tuple(sorted(set(rs))) for name, rs in knowers.items() if name not in self._declared}
         self._coordinates: dict[int, dict[str, set[int]]] | None = None
         self._by_members: dict[tuple, list[str]] | None = None
-
-    def _label_entry(self, g) -> None:
-        had = self._labelled.get(g.name)
-        if had is None or (g.ranks and not had[0]):
-            self._labelled[g.name] = (tuple(g.ranks or ()), g.desc or "")
 
     def members(self, name: str) -> tuple:
         """Global ranks of a group as recorded; without a recorded list, the ranks that know it."""

@@ -15,6 +15,9 @@ from bisect import bisect_left
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from functools import cached_property
+from itertools import accumulate
+
+import numpy as np
 
 from ..logfile import format as lf
 from ..logfile.decode import LogFile, Tables
@@ -318,11 +321,13 @@ class RankLog:
             used = set(self.gid) if len(self.groups) > 1 else {0}
             if len(used) == 1 and len(self.sig):
                 self._by_group = {self.groups[next(iter(used))].name: range(len(self.sig))}
-            else:
-                lists: dict[int, array] = {s: array("I") for s in used}
-                for i, g in enumerate(self.gid):
-                    lists[g].append(i)
-                self._by_group = {self.groups[s].name: idx for s, idx in lists.items()}
+            else:  # (each slot's events in order, from one stable sort of the slots)
+                slot = np.frombuffer(self.gid, dtype=f"u{self.gid.itemsize}")
+                joined = array("I")
+                joined.frombytes(np.argsort(slot, kind="stable").astype(np.uint32).tobytes())
+                counts = np.bincount(slot).tolist()
+                starts = list(accumulate(counts, initial=0))
+                self._by_group = {self.groups[s].name: joined[starts[s]:starts[s + 1]] for s in used}
         return self._by_group
 
     @cached_property

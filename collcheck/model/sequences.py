@@ -236,17 +236,33 @@ class Sequences:
         self._holders: dict[str, list[int]] | None = None  # group -> ranks with events in it
         self._dropped = [r for r, log in run.ranks.items() if log.dropped]
         self._plain: dict[int, dict] | None = None
+        self._cut: dict[int, dict] | None = None
+        self.unlocated = any(cut.unlocated for cut in self.cuts.values())  # losses of groups not known
 
     def group(self, name: str) -> GroupSequences:
         seqs = self._groups.get(name)
         if seqs is None:
-            if self._holders is None:  # (once: each group's sequences then visit its own ranks only)
-                self._index_groups()
-                seqs = self._groups.get(name)
-            if seqs is None:
-                seqs = self._groups[name] = GroupSequences(self.run, name, self.p2p_ids, self.cuts,
-                                                           self._holders.get(name, []), self._dropped)
+            holders = self.holders.get(name, [])
+            cut = self.plain_signatures if holders else None
+            if cut is not None and all([r in cut for r in holders]):  # (their events there, as they are)
+                plain = self.plain
+                seqs = GroupSequences.plain(self.run, name, {r: plain[r][name] for r in holders},
+                                            {r: cut[r][name] for r in holders})
+            else:
+                seqs = GroupSequences(self.run, name, self.p2p_ids, self.cuts, holders, self._dropped)
+            self._groups[name] = seqs
         return seqs
+
+    @property
+    def holders(self) -> dict[str, list[int]]:
+        """group -> the ranks with events in it, in the run's order (once: each group's sequences
+        then visit its own ranks only)."""
+        if self._holders is None:
+            self._holders = {}
+            for rank, log in self.run.ranks.items():
+                for g in log.by_group:
+                    self._holders.setdefault(g, []).append(rank)
+        return self._holders
 
     @property
     def plain(self) -> dict[int, dict]:
@@ -266,32 +282,21 @@ class Sequences:
                             self._plain[rank] = log.by_group
         return self._plain
 
-    def _index_groups(self) -> None:
-        """Each group's ranks with events in it; and, at once, the sequences of every group whose
-        ranks are all `plain` (and no log's losses are of groups not known): each kind of rank's
-        signature column is cut by group once, not group by group."""
-        self._holders = {}
-        ranks = self.run.ranks
-        for rank, log in ranks.items():
-            for g in log.by_group:
-                self._holders.setdefault(g, []).append(rank)
-        plain = self.plain
-        if not plain or any(cut.unlocated for cut in self.cuts.values()):
-            return
-        cut_up: dict[tuple, dict] = {}  # (signature column, its groups' indices) -> group -> signature ids
-        seqs = {}  # plain rank -> its signature ids by group
-        for rank, by_group in plain.items():
-            sig = ranks[rank].sig
-            key = (id(sig), id(by_group))
-            if key not in cut_up:
-                cut_up[key] = _by_group(sig, by_group)
-            seqs[rank] = cut_up[key]
-        everyone = len(plain) == len(ranks)
-        make = GroupSequences.plain
-        for name, holders in self._holders.items():
-            if everyone or all(r in plain for r in holders):
-                self._groups[name] = make(self.run, name, {r: plain[r][name] for r in holders},
-                                          {r: seqs[r][name] for r in holders})
+    @property
+    def plain_signatures(self) -> dict[int, dict] | None:
+        """rank -> its signature ids by group, for the `plain` ranks, each kind of rank's signature
+        column cut by group once (not group by group); None where some log's losses are of groups
+        not known (every group's sequences then say which ranks are open)."""
+        if self._cut is None and not self.unlocated:
+            cut_up: dict[tuple, dict] = {}  # (signature column, its groups' indices) -> group -> signature ids
+            self._cut = {}
+            for rank, by_group in self.plain.items():
+                sig = self.run.ranks[rank].sig
+                key = (id(sig), id(by_group))
+                if key not in cut_up:
+                    cut_up[key] = _by_group(sig, by_group)
+                self._cut[rank] = cut_up[key]
+        return self._cut
 
     def collectives(self, rank: int, group: str) -> int:
         """How many collectives (P2P left out) the rank issued on the group."""

@@ -15,6 +15,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import ContentSwitcher, Footer, Label, LoadingIndicator, Static
 
+from ..base import collector
 from ..base.untrusted import one_line, visible
 from ..inputs.discover import Source, discover
 from ..model import group_label, rank_ranges, reads_by_kinds
@@ -119,23 +120,8 @@ class CollcheckApp(App):
 
         t0 = time.perf_counter()
         try:
-            if self.loader is not None:
-                report = self.loader()
-            else:
-                from ..analysis.diff import analyse
-                from ..model import load_run
-
-                if self.source is None:
-                    self.source = discover(self.target)
-                run = self._load_preview()  # the whole run when the preview read all of it
-                if run is None:
-                    self.post_message(LoadProgress(f"reading the logs of {self.target} ..."))
-                    run = load_run(self.source)
-                self.post_message(LoadProgress(f"analysing {len(run.ranks)} ranks ..."))
-                report = analyse(run)
-            group = navigation.default_group(report, MERGED)
-            self.post_message(LoadProgress("laying out the timelines ..."))
-            grid = Grid(report, None if group == MERGED else group)
+            with collector.paused():  # (the run's objects live until exit: on_loaded freezes them)
+                report, group, grid = self._load()
         except LogError as exc:
             self.post_message(LoadFailed(str(exc)))
             return
@@ -143,6 +129,26 @@ class CollcheckApp(App):
             self.post_message(LoadFailed(f"internal error: {type(exc).__name__}: {exc}"))
             return
         self.post_message(Loaded(report, grid, group, time.perf_counter() - t0))
+
+    def _load(self) -> tuple:
+        """(report, the group shown first, its grid)."""
+        if self.loader is not None:
+            report = self.loader()
+        else:
+            from ..analysis.diff import analyse
+            from ..model import load_run
+
+            if self.source is None:
+                self.source = discover(self.target)
+            run = self._load_preview()  # the whole run when the preview read all of it
+            if run is None:
+                self.post_message(LoadProgress(f"reading the logs of {self.target} ..."))
+                run = load_run(self.source)
+            self.post_message(LoadProgress(f"analysing {len(run.ranks)} ranks ..."))
+            report = analyse(run)
+        group = navigation.default_group(report, MERGED)
+        self.post_message(LoadProgress("laying out the timelines ..."))
+        return report, group, Grid(report, None if group == MERGED else group)
 
     def _load_preview(self):
         """For a big run, post the timelines of each rank's first collectives first.

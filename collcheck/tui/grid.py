@@ -109,12 +109,7 @@ class Grid:
         self.ranks = sorted(r for r in run.ranks if r in members) or sorted(run.ranks)
         self.states = {r: s.state for r, s in report.hang.states.items()}
         self.seqs = {r: RankSeq(run.ranks[r]) for r in self.ranks}
-        for g in self.groups:  # (one pass over the groups: each holds its members' sequences)
-            seqs = self.sequences.group(g)
-            for r, ix in seqs.index.items():
-                seq = self.seqs.get(r)
-                if seq is not None:
-                    seq.idx[g], seq.sig[g] = ix, seqs.seq[r]
+        self._fill(self.sequences)
         self.channels: dict[str, tuple] = {}  # pseudo-group name -> (group, src, dst)
         self._cmp = self._compare_keys(self.sequences.p2p_ids)
         self._add_channels()
@@ -131,6 +126,28 @@ class Grid:
         self._build_rows()
         self._majority: dict[int, tuple] = {}
         self._events: OrderedDict = OrderedDict()
+
+    def _fill(self, sequences: Sequences) -> None:
+        """Each rank's sequences in the view's groups, in their order: a plain rank's from its
+        events by group (Sequences.plain: nothing made per group), the others' from each group's
+        sequences."""
+        cut, plain = sequences.plain_signatures or {}, sequences.plain
+        others = []
+        for r, seq in self.seqs.items():
+            if r not in cut:
+                others.append(r)
+                continue
+            by_group, sigs = plain[r], cut[r]
+            for g in self.groups:
+                ix = by_group.get(g)
+                if ix is not None:
+                    seq.idx[g], seq.sig[g] = ix, sigs[g]
+        for g in self.groups if others else ():
+            seqs = sequences.group(g)
+            for r in others:
+                ix = seqs.index.get(r)
+                if ix is not None:
+                    self.seqs[r].idx[g], self.seqs[r].sig[g] = ix, seqs.seq[r]
 
     # -- point-to-point channels -------------------------------------------------------
     def _compare_keys(self, p2p_ids: set[int]) -> list[int]:
