@@ -132,21 +132,23 @@ class Grid:
         events by group (Sequences.plain: nothing made per group), the others' from each group's
         sequences."""
         cut, plain = sequences.plain_signatures or {}, sequences.plain
-        others = []
+        at = {g: k for k, g in enumerate(self.groups)}
+        ordered: dict[int, list] = {}  # id of a rank's events by group -> its groups of the view, in order
+        others = set()
         for r, seq in self.seqs.items():
             if r not in cut:
-                others.append(r)
+                others.add(r)
                 continue
             by_group, sigs = plain[r], cut[r]
-            for g in self.groups:
-                ix = by_group.get(g)
-                if ix is not None:
-                    seq.idx[g], seq.sig[g] = ix, sigs[g]
+            mine = ordered.get(id(by_group))
+            if mine is None:  # (ranks of a kind share it: sorted once)
+                mine = ordered[id(by_group)] = sorted([g for g in by_group if g in at], key=at.__getitem__)
+            for g in mine:
+                seq.idx[g], seq.sig[g] = by_group[g], sigs[g]
         for g in self.groups if others else ():
             seqs = sequences.group(g)
-            for r in others:
-                ix = seqs.index.get(r)
-                if ix is not None:
+            for r, ix in seqs.index.items():
+                if r in others:
                     self.seqs[r].idx[g], self.seqs[r].sig[g] = ix, seqs.seq[r]
 
     # -- point-to-point channels -------------------------------------------------------
