@@ -39,8 +39,8 @@ def load_run(target: str | list[str] | Source, workers: int | None = None, previ
     `preview`: read only each rank's first `preview` collectives (fast first screen of a
     huge run in the TUI); the logs' ends are then unknown (`RankLog.partial`). `running`: the
     ranks whose processes still run (the live checker knows); by default, those of this host
-    whose process is alive (liveness.py). `times`: every log read in full (no ranks read by kinds)
-    and the times of its collectives kept (`RankLog.times`), for the statistics."""
+    whose process is alive (liveness.py). `times`: the times of the collectives of each log read
+    in full kept too (`RankLog.times`), for the statistics."""
     with collector.paused():
         return _load_run(target, workers, preview, running, times)
 
@@ -52,7 +52,7 @@ def _load_run(target: str | list[str] | Source, workers: int | None, preview: in
     run = Run(source.path if source.path is not None else os.path.commonpath(paths))
     if workers is None:
         workers = Settings.from_env().check("COLLCHECK_WORKERS").workers or (os.cpu_count() or 1)
-    fold = preview is None and len(paths) >= FOLD_FROM and not times
+    fold = preview is None and len(paths) >= FOLD_FROM
     summaries = _summaries(paths, workers, fold, source.headers)
     headers = [h for h, _ in summaries]
     kept = _same_run(paths, headers)

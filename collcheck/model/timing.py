@@ -59,6 +59,7 @@ class Timings(dict):
         self.p2p = np.array([s.op in P2P_OPS for s in sigs] or [False])  # signature id -> a P2P op
         self.sig_bytes = ints([s.nbytes for s in sigs] or [0])
         self._keys = None
+        self._shared: dict[int, tuple] = {}  # id of a log read in full -> its columns (timings' own)
         for rank, log in sorted(run.ranks.items()):
             self[rank] = self._from_times(log) or self._from_events(log)
 
@@ -75,23 +76,31 @@ class Timings(dict):
         return slot[column(log.gid)]
 
     def _from_times(self, log: RankLog) -> Timing | None:
-        """From the scan's columns (scan.Times); None where they are not kept or may differ from
-        what decoding gives (damage, lost records, a capped log, format 1)."""
-        t = log.times
-        if (t is None or t.wide or len(t.issued) != len(log) or log.damage or log.lost or log.dropped
-                or log.header.get("v", 1) < 2):
+        """From the scan's columns (scan.Times) of the log its events are decoded from (a rank read
+        by kinds: its kind's, as RankLog.event decodes them), with its own completions and errors;
+        None where they are not kept or may differ from what decoding gives (damage, lost
+        records, a capped log, format 1)."""
+        src = log.like or log
+        t = src.times
+        if (t is None or t.wide or len(t.issued) != len(log) or src.damage or src.lost or src.dropped
+                or src.header.get("v", 1) < 2):
             return None
-        n, base = len(log), log.base_us
-        has_done = column(t.timed).astype(bool) & ~_mask(n, log.pending)
-        sig = column(log.sig)
-        nbytes = self.sig_bytes[sig]
-        if t.tensors:
-            sizes = [tensor_bytes(ts) if ts is not None else self.run.signatures[sig[i]].nbytes
-                     for i, ts in t.tensors.items()]
-            nbytes = _set(nbytes, list(t.tensors), sizes)
-        site = np.array(log.time_sites + [-1], dtype=np.int64)[column(t.site)]
-        return Timing(log.rank, microseconds(t.issued, base), microseconds(t.done, base), has_done,
-                      has_done & ~_mask(n, log.errors), site, nbytes, column(t.flags) == 0, sig, self._slots(log))
+        shared = self._shared.get(id(src))
+        if shared is None:  # (ranks of a kind share the columns: made once)
+            sig = column(src.sig)
+            nbytes = self.sig_bytes[sig]
+            if t.tensors:
+                sizes = [tensor_bytes(ts) if ts is not None else self.run.signatures[sig[i]].nbytes
+                         for i, ts in t.tensors.items()]
+                nbytes = _set(nbytes, list(t.tensors), sizes)
+            site = np.array(src.time_sites + [-1], dtype=np.int64)[column(t.site)]
+            shared = self._shared[id(src)] = (
+                microseconds(t.issued, src.base_us), microseconds(t.done, src.base_us), column(t.timed) != 0, site,
+                nbytes, column(t.flags) == 0, sig, self._slots(src))
+        issue, done, timed, site, nbytes, sync, sig, group = shared
+        has_done = timed & ~_mask(len(log), log.pending)
+        return Timing(log.rank, issue, done, has_done, has_done & ~_mask(len(log), log.errors), site, nbytes, sync, sig,
+                      group)
 
     def _from_events(self, log: RankLog) -> Timing:
         evs = log.events()
