@@ -12,6 +12,7 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 import numpy as np
 
@@ -215,12 +216,8 @@ def _by_group(sig: array, by_group: dict) -> dict[str, array]:
         order.extend(idx)
     picked = array("I")
     picked.frombytes(np.frombuffer(sig, np.uint32)[np.frombuffer(order, np.uint32)].tobytes() if order else b"")
-    out, at = {}, 0
-    for name, idx in by_group.items():
-        n = len(idx)
-        out[name] = picked[at:at + n]
-        at += n
-    return out
+    bounds = list(accumulate(map(len, by_group.values()), initial=0))
+    return dict(zip(by_group, map(picked.__getitem__, map(slice, bounds, bounds[1:]))))  # (C loops: 100,000 groups)
 
 
 class Sequences:
