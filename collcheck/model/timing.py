@@ -1,9 +1,10 @@
 """Every rank's collectives as columns of what the statistics read of each (issue and completion
 times, call site, bytes, group), numpy arrays rather than an object per event: a run of 100,000
 groups is as many collectives per rank, and decoding each one's record again took longer than
-all of the statistics. Taken from the times the scan kept (load_run(times=True)); a rank read
-without them (by kinds, a format 1 log, a damaged one) from its decoded events, which are kept
-for what reads them next (the Perfetto export).
+all of the statistics. Taken from the times the scan kept (load_run(times=True); a rank read by
+kinds: its kind's log's, as its events are decoded from that log); a log read without them (a
+format 1 log, a damaged one, a run loaded for something else) from its decoded events, which are
+kept for what reads them next (the Perfetto export).
 
 Times are int64 while they and their differences are exact in it and in float64 (under EXACT);
 a log whose times lie beyond gets Python ints (numpy's object arrays: the same results as
