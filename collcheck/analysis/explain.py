@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import os
 
+from ..knowledge.frameworks import package_of, split_chain
 from ..model import Run, group_label, rank_ranges
-from ..model.framework_calls import package_of, split_chain
 from .findings import Finding
 from .hang import sync_text, where_killed
 from .pipeline import microbatch_text
@@ -18,7 +18,7 @@ def explain(run: Run, f: Finding) -> str:
     return _TEXTS.get(f.kind, _field_text)(run, f)
 
 
-# the fix a framework's own collectives call for, by role (capture/frameworks): never DDP's
+# the fix a framework's own collectives call for, by role (knowledge/torch_internals): never DDP's
 # join() for a collective DDP did not issue
 _FSDP_FIX = ("every rank must run the same FSDP modules in the same order, forward and backward (e.g. run "
              "an expert that got no tokens on an empty batch instead of skipping it)")

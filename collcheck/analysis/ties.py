@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
+from ..knowledge.frameworks import split_chain
 from ..model import group_label
-from ..model.framework_calls import split_chain
 from . import blame
 from .findings import field_mismatch
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import os
 
-from ..model.framework_calls import split_chain
+from ..knowledge.frameworks import split_chain
 from .expressions import Issued
 from .syntax import dotted
 from .vocabulary import Api

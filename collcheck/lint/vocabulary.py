@@ -4,7 +4,7 @@ and the calls that make a value the same on every rank again.
 Names are matched after imports are resolved (`dist.barrier` -> `torch.distributed.barrier`), so
 `import torch.distributed as dist`, `from torch.distributed import barrier` and the full path
 all count. Framework methods come from the framework tables `collcheck diff` names chains with
-(model/framework_calls): each entry's public call (`accelerator.gather_for_metrics(...)`) gives the
+(knowledge/frameworks): each entry's public call (`accelerator.gather_for_metrics(...)`) gives the
 method and the receiver it is called on, and its fix is the fix the lint prints.
 """
 
@@ -153,7 +153,7 @@ DISTINCTIVE = frozenset({"gather_for_metrics", "wait_for_everyone", "pad_across_
 def framework_apis() -> dict[str, list[tuple[str | None, Api]]]:
     """method -> [(receiver hint: None for any, BARE, or the name the receiver must have; Api; the
     receiver the table names)], from every framework table's public calls."""
-    from ..model.framework_calls.lookup import TABLES
+    from ..knowledge.frameworks.lookup import TABLES
 
     out: dict[str, list] = {}
     for table in TABLES:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 import re
-import sysconfig
 from array import array
 from bisect import bisect_left
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from functools import cached_property
 
+from ..knowledge.frames import USER, owner
 from ..logfile import format as lf
 from ..logfile.decode import LogFile, Tables
 from ..logfile.ops import P2P_OPS, SHAPE_FREE_OPS
@@ -156,7 +156,6 @@ class Event:
 
 
 _DUMP_FRAME = re.compile(r'^\s+File "(.+)", line (\d+) in (.+)$')  # faulthandler's frame lines
-_LIBRARY_DIRS = tuple({sysconfig.get_paths()[k] + os.sep for k in ("stdlib", "purelib", "platlib")})
 
 
 class RankLog:
@@ -292,7 +291,7 @@ class RankLog:
             if m is None:
                 break
             frames.append((m[1], int(m[2]), m[3].strip()))
-        user = next((f for f in frames if not f[0].startswith(_LIBRARY_DIRS) and "/collcheck/" not in f[0]), None)
+        user = next((f for f in frames if owner(f[0]) == USER), None)
         return user or (frames[0] if frames else None)
 
     @property

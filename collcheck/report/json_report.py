@@ -7,8 +7,8 @@ import math
 
 from ..base.guard import guarded
 from ..base.untrusted import one_line
+from ..knowledge.frameworks import split_chain
 from ..model import REDUCE_OPS, group_label
-from ..model.framework_calls import split_chain
 
 JSON_VERSION = 1
 

@@ -12,8 +12,8 @@ from rich.text import Text
 from ..analysis.explain import where
 from ..analysis.fold import fold_identical
 from ..base.untrusted import one_line, visible
+from ..knowledge.frameworks import render_chain, split_chain
 from ..model import P2P_OPS, group_label, rank_ranges
-from ..model.framework_calls import render_chain, split_chain
 from . import MESSAGE_CHARS, shown_warnings
 from .console import make_console
 
@@ -105,7 +105,7 @@ def side_by_side(report, finding, context: int) -> Table | None:
 
 def _chain_block(rank: int, e, width: int) -> str:
     """A rank's call chain: the user's frames whole, each framework's frames folded to one line
-    (model/framework_calls), then what the framework was doing, in its words."""
+    (knowledge/frameworks), then what the framework was doing, in its words."""
     view = split_chain(e.chain) if e.chain and len(e.chain) > 1 else None
     if view is None or not view.folds:  # the program's own frames only: one line
         return f"  rank {rank}: {chain_text(e)}  [thread {one_line(e.thread)}]\n"

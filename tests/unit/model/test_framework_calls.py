@@ -1,4 +1,4 @@
-"""Framework calls (collcheck.model.framework_calls): chains split into the user's frames and
+"""Framework calls (collcheck.knowledge.frameworks): chains split into the user's frames and
 installed packages' frames, the collective named in the framework's own terms, chains rendered
 with the user's frames kept at any width, DeepSpeed groups named by role.
 
@@ -21,11 +21,11 @@ import sys
 import pytest
 from support.framework_chains import ABBREV, RECORDED
 
-from collcheck.model.framework_calls import (
+from collcheck.knowledge.frameworks import (
     FRAMEWORK_NAMES, ChainView, accelerate, deepspeed, framework_call, group_role, lightning, lookup, package_of,
     render_chain, split_chain, torchmetrics, transformers,
 )
-from collcheck.model.framework_calls.entry import ANY
+from collcheck.knowledge.frameworks.entry import ANY
 
 SP = "/home/u/.venv/lib/python3.11/site-packages/"
 WIN_SP = "C:\\Users\\u\\venv\\Lib\\site-packages\\"
@@ -312,7 +312,7 @@ def test_group_role():
 # -- no framework imported ----------------------------------------------------------------------------
 def test_importing_does_not_import_any_framework():
     root = str(pathlib.Path(lookup.__file__).parents[3])
-    code = ("import sys; sys.path.insert(0, %r); import collcheck.model.framework_calls as f; "
+    code = ("import sys; sys.path.insert(0, %r); import collcheck.knowledge.frameworks as f; "
             "f.framework_call([('/x/site-packages/lightning/pytorch/strategies/ddp.py', 303, 'barrier')]); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in %r))")
     names = ("lightning", "pytorch_lightning", "lightning_fabric", "lightning_utilities", "accelerate",

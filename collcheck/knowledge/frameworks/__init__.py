@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..frames import FRAMEWORK_NAMES, frames_of, framework_name, package_of
 from .lookup import FrameworkCall, framework_call, group_role, innermost_run, table_path
-from .paths import FRAMEWORK_NAMES, frames_of, framework_name, package_of
 from .render import render_chain as _render
 
 __all__ = ["FRAMEWORK_NAMES", "ChainView", "FrameworkCall", "framework_call", "framework_name", "group_role",

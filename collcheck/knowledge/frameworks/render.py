@@ -11,8 +11,8 @@ from __future__ import annotations
 from itertools import pairwise
 
 from ...base.untrusted import one_line
+from ..frames import framework_name, package_of
 from .lookup import PLUMBING, display_name, table_path
-from .paths import framework_name, package_of
 
 MAX_NAME = 120  # characters of one file or function name shown (a hostile log's megabyte of name)
 MIN_WIDTH = 12
