@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 
+from ..knowledge import fixes
 from . import vocabulary as V
 from .syntax import dotted, members_key
 from .values import CLEAN, LOCAL, RANK, Origin, Val, combine
@@ -313,8 +314,7 @@ class Evaluator:
         if name in V.COLLECTIVES:
             return Issued(V.Api(V.COLLECTIVES[name], V.collective_fix(V.COLLECTIVES[name])))
         if name in V.WRAPPERS and V.WRAPPERS[name] == "DDP":
-            return Issued(V.Api("DistributedDataParallel(...)", "wrap the model in DDP on every rank "
-                                "(its constructor broadcasts the parameters)"))
+            return Issued(V.Api("DistributedDataParallel(...)", fixes.WRAP_IN_DDP))
         func = node.func
         if isinstance(func, ast.Attribute):
             found = self._method(node, func, name, recv)
@@ -340,8 +340,7 @@ class Evaluator:
         if recv.wrapped and meth == "forward":
             return _forward(recv.wrapped)
         if recv.wrapped == "FSDP" and meth in V.FSDP_METHODS:
-            return Issued(V.Api(f"FSDP `{meth}()` (gathers the sharded state)", f"call `model.{meth}()` on every "
-                                "rank (write the file from rank 0 only, after it)", "FSDP"))
+            return Issued(V.Api(f"FSDP `{meth}()` (gathers the sharded state)", fixes.fsdp_state(meth), "FSDP"))
         receiver = dotted(func.value) or ""
         fits = [(named, api) for hint, api, named in V.framework_apis().get(meth, ())
                 if V.receiver_matches(hint, receiver, recv.typ) and _keyword_set(node, api.needs_keyword)]
@@ -382,14 +381,12 @@ def _forward(kind: str) -> Issued:
     (there the backward is the collective every iteration issues)."""
     sure = kind in FORWARD_COLLECTIVES
     return Issued(V.Api(f"the forward of the {kind}-wrapped model" + ("" if sure else " (its buffer broadcast)"),
-                        f"run the {kind} model's forward on every rank (for one rank's own evaluation use the "
-                        "unwrapped module, `model.module`)", kind), wrapped=True, maybe=not sure)
+                        fixes.wrapped_forward(kind), kind), wrapped=True, maybe=not sure)
 
 
 def _backward(kind: str) -> Issued:
     return Issued(V.Api(f"`.backward()` of the {kind}-wrapped model's output (its gradient collectives)",
-                        "run the backward on every rank as many times (the same number of batches everywhere, or "
-                        "`with model.join():` for DDP)", kind), wrapped=True)
+                        fixes.wrapped_backward(), kind), wrapped=True)
 
 
 def _is_minus_one(node: ast.AST) -> bool:

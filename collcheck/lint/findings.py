@@ -7,6 +7,7 @@ import ast
 import operator
 from dataclasses import dataclass, field
 
+from ..knowledge import fixes
 from .syntax import alike
 from .values import LOCAL, Origin
 
@@ -65,11 +66,8 @@ class Finding:
 
 
 def local_fix(guard: Guard, api_fix: str) -> str:
-    if guard.how == "loop":
-        return ("give every rank the same number of iterations (pad or drop the data evenly, a DistributedSampler, "
-                "or `with model.join():` for DDP); " + api_fix)
-    return ("decide on every rank alike: reduce the condition first (`flag = torch.tensor(float(cond)); "
-            "dist.all_reduce(flag, op=dist.ReduceOp.MAX)`) and branch on `flag`; or " + api_fix)
+    """The fix of a call under a condition on this rank's own data (knowledge/fixes.py)."""
+    return fixes.same_iterations(api_fix) if guard.how == "loop" else fixes.decide_alike(api_fix)
 
 
 BARRIERS = frozenset({"dist.barrier()", "dist.monitored_barrier()", "deepspeed.comm.barrier()",

@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from ..knowledge import fixes
+
 _TD = "torch.distributed"
 
 # calls whose value is this process's rank (resolved names), and methods of that name on anything
@@ -196,4 +198,4 @@ def receiver_matches(hint: str | None, receiver_text: str, receiver_type: str | 
 
 
 def collective_fix(name: str) -> str:
-    return f"call `{name}` on every rank (all members of its group), outside the branch"
+    return fixes.call_on_every_rank(name)
