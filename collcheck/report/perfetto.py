@@ -110,3 +110,15 @@ def _findings(report) -> list[dict]:
 
 def write(report, out, stats=None) -> None:
     write_json(trace(report, stats), out)  # strict JSON whatever numbers the logs hold
+
+
+def export(run, target: str, inputs) -> str:
+    """`collcheck export --format perfetto`: the run's trace, with its findings and statistics, as
+    the file `target`; what to tell the user."""
+    from ..analysis.diff import analyse
+    from ..base.outputs import atomic_output
+    from ..stats.summary import compute
+
+    with atomic_output(target, inputs=inputs) as out:
+        write(analyse(run), out, compute(run))
+    return f"wrote {target}: open it in https://ui.perfetto.dev"

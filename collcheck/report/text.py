@@ -14,7 +14,7 @@ from ..analysis.fold import fold_identical
 from ..base.untrusted import one_line, visible
 from ..knowledge.frameworks import render_chain, split_chain
 from ..model import P2P_OPS, group_label, rank_ranges
-from . import MESSAGE_CHARS, shown_warnings
+from . import LAUNCH_CHARS, MESSAGE_CHARS, shown_warnings
 from .console import make_console
 
 MAX_COLUMNS = 8
@@ -171,6 +171,15 @@ def render_first(report, out, headline: str, context: int = 4) -> None:
     if f.kind in ("hang", "deadlock"):
         _hang_summary(console, report)
     console.file.flush()
+
+
+def render_launch(report, out, launch: str | None = None, context: int = 4, where: str = "") -> None:
+    """The text report of one run (`launch`: its id in the folder `where` of several: named first)."""
+    if launch is not None:
+        console = make_console(out)
+        console.print(Text(f"launch {one_line(launch, LAUNCH_CHARS)} of {one_line(where)}"), soft_wrap=True)
+        console.file.flush()
+    render(report, out, context=context)
 
 
 def render(report, out, context: int = 4) -> None:
