@@ -178,7 +178,7 @@ def test_the_fix_check_catches_a_second_phrasing(tmp_path, module, text, line):
 @pytest.mark.parametrize("module, text, line", [
     ("collcheck/cli/stats.py", 'def run(args):\n    if args.format == "json":\n        return 1\n', 2),
     ("collcheck/report/launches.py", 'def pick(fmt):\n    return fmt in ("junit", "xml")\n', 2),
-    ("collcheck/report/launches.py", 'FORMATS = {"text": 1, "json": 2, "github": 3}\n', 1),
+    ("collcheck/report/launches.py", 'FORMATS = {"text": TextLaunches, "json": JsonLaunches}\n', 1),
     ("collcheck/cli/lint.py", 'def add(p):\n    p.add_argument("--format", choices=["text", "sarif"])\n', 2),
 ], ids=["equals", "in-tuple", "table", "choices"])
 def test_the_format_check_catches_a_second_dispatch(tmp_path, module, text, line):
