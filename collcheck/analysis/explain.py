@@ -5,10 +5,8 @@ Each kind has its own small function (`_TEXTS`); the field mismatches share `_fi
 
 from __future__ import annotations
 
-import os
-
-from ..knowledge import fixes
-from ..knowledge.frameworks import package_of, split_chain
+from ..knowledge import fixes, sites
+from ..knowledge.frameworks import split_chain
 from ..model import Run, group_label, rank_ranges
 from .findings import Finding
 from .hang import sync_text, where_killed
@@ -68,14 +66,8 @@ def _ev(e) -> str:
 
 
 def where(e, view=None) -> str:
-    """'train.py:43 in on_train_epoch_end() via Lightning' where the call site is a framework's
-    frame: the user's innermost frame is the line the user can change; else the site."""
-    view = view or (split_chain(e.chain) if e.chain else None)
-    if view is None or view.inner is None or package_of(e.site[0] if e.site else "") is None:
-        return e.where()
-    file, line, func = view.inner
-    via = view.folds[-1][0] if view.folds else None
-    return f"{os.path.basename(file)}:{line} in {func}()" + (f" via {via}" if via else "")
+    """The line the user can change of an event's call (knowledge/sites.user_site)."""
+    return sites.user_site(e.site, e.chain)
 
 
 def framework_fix(f: Finding) -> str | None:
@@ -184,7 +176,7 @@ def _order_mismatch(run: Run, f: Finding) -> str:
 
 def _non_member_call(run: Run, f: Finding) -> str:
     d = f.details
-    where = f" at {os.path.basename(d['site'][0])}:{d['site'][1]}" if d.get("site") else ""
+    where = f" at {sites.short(d['site'])}" if d.get("site") else ""
     times = f" ({d['count']} calls)" if d["count"] > 1 else ""
     groups = (f"; rank {f.ranks[0]} is not in the groups of ranks " + ", ".join(map(str, d["outside"]))
               if d["outside"] else "")
@@ -297,7 +289,7 @@ def _way(e, other) -> str:
     if head is None:
         return "from ?"
     via = [x[2] for x in mine[k + 1:-1] if x is not None]
-    return (f"from {os.path.basename(head[0])}:{head[1]} in {head[2]}()"
+    return (f"from {sites.located(head)}"
             + (f" via {' > '.join(v + '()' for v in via[:4])}" if via else ""))
 
 

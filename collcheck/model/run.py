@@ -15,6 +15,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from functools import cached_property
 
+from ..knowledge import sites
 from ..knowledge.frames import USER, owner
 from ..logfile import format as lf
 from ..logfile.decode import LogFile, Tables
@@ -150,9 +151,7 @@ class Event:
         return self.t_done is not None and self.error is None
 
     def where(self) -> str:
-        if self.site is None:
-            return "?"
-        return f"{os.path.basename(self.site[0])}:{self.site[1]}"
+        return sites.short(self.site)
 
 
 _DUMP_FRAME = re.compile(r'^\s+File "(.+)", line (\d+) in (.+)$')  # faulthandler's frame lines

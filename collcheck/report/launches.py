@@ -9,13 +9,13 @@ Launch ids come from the logs: they are shown through `one_line`."""
 
 from __future__ import annotations
 
-import os
 from xml.etree import ElementTree as ET
 
 from rich.text import Text
 
 from ..base.guard import guarded
 from ..base.untrusted import one_line, visible
+from ..knowledge import sites
 from ..model import group_label, rank_ranges
 from . import LAUNCH_CHARS, MESSAGE_CHARS, github, junit
 from .console import make_console
@@ -182,7 +182,7 @@ def stats_line(launch: str, st, id_width: int) -> str:
             f"{max(per_rank.values(), default=0) / 1e6:9.3f} s inside them")
     if st.sites:
         top = st.sites[0]
-        where = f"{os.path.basename(top.site[0])}:{top.site[1]} " if top.site else ""
+        where = f"{sites.short(top.site)} " if top.site else ""
         line += f"  most: {one_line(where + top.api, 80)} {top.total_s:.3f} s"
     return line + (f"  {len(st.hints)} hint{'s' if len(st.hints) != 1 else ''}" if st.hints else "")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from itertools import pairwise
 
+from ..knowledge import sites
 from ..model import P2P_OPS
 from .json_report import write_json
 
@@ -39,7 +40,7 @@ def trace(report, stats=None) -> dict:
             dur = max(MIN_DUR_US, (end - e.t_issue) if end is not None else MIN_DUR_US)
             args = {"group": e.group, "position": e.position, "op": e.sig.op, "completed": e.completed}
             if e.site is not None:
-                args["site"] = f"{e.site[0]}:{e.site[1]} in {e.site[2]}()"
+                args["site"] = sites.full(e.site)
             if e.label:
                 args["label"] = e.label
             if e.error:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import itertools
-import os
 import statistics
 
 from rich.table import Table
 from rich.text import Text
 
 from ..base.untrusted import one_line
+from ..knowledge import sites
 from ..model import group_label, rank_ranges
 from .console import make_console
 from .json_report import with_launch, write_json
@@ -18,7 +18,7 @@ STATS_JSON_VERSION = 1
 
 
 def _site_text(s) -> str:
-    return one_line(f"{os.path.basename(s.site[0])}:{s.site[1]} {s.site[2]}()") if s.site else "?"
+    return f"{sites.short(s.site)} {one_line(s.site[2])}()" if s.site else "?"
 
 
 def _fmt(x, unit: str = "", digits: int = 1) -> str:

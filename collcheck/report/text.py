@@ -3,8 +3,6 @@ hand-made traces, then the other findings, then the hang summary."""
 
 from __future__ import annotations
 
-import os
-
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -12,7 +10,8 @@ from rich.text import Text
 from ..analysis.explain import where
 from ..analysis.fold import fold_identical
 from ..base.untrusted import one_line, visible
-from ..knowledge.frameworks import render_chain, split_chain
+from ..knowledge import sites
+from ..knowledge.frameworks import split_chain
 from ..model import P2P_OPS, group_label, rank_ranges
 from . import LAUNCH_CHARS, MESSAGE_CHARS, shown_warnings
 from .console import make_console
@@ -37,16 +36,8 @@ def _cell(e) -> str:
 
 
 def chain_text(e, most: int = 6) -> str:
-    """'train.py:87 evaluate() > helpers.py:49 sync()': the user's frames down to the call site (its
-    full path), the outermost ones left out beyond `most`."""
-    frames = [x for x in (e.chain or (e.site,)) if x is not None]
-    if not frames:
-        return "?"
-    *outer, site = frames
-    parts = [f"{os.path.basename(x[0])}:{x[1]} {x[2]}()" for x in outer]
-    if len(parts) > most - 1:  # the outermost frame (where the program runs the loop) and the innermost ones
-        parts = [parts[0], "…", *parts[len(parts) - (most - 2):]] if most > 2 else ["…"]
-    return one_line(" > ".join([*parts, f"{site[0]}:{site[1]} in {site[2]}()"]))
+    """An event's chain of the program's own frames on one line (knowledge/sites.chain_line)."""
+    return sites.chain_line(e.chain, e.site, most)
 
 
 def slot_rows(report, finding, context: int) -> dict[int, tuple[int, ...]]:
@@ -109,7 +100,7 @@ def _chain_block(rank: int, e, width: int) -> str:
     view = split_chain(e.chain) if e.chain and len(e.chain) > 1 else None
     if view is None or not view.folds:  # the program's own frames only: one line
         return f"  rank {rank}: {chain_text(e)}  [thread {one_line(e.thread)}]\n"
-    lines = render_chain(view, max(40, width - 12))
+    lines = sites.chain_lines(view.chain, max(40, width - 12))
     text = f"  rank {rank}: {lines[0]}\n" + "".join(f"          {line}\n" for line in lines[1:])
     if view.call is not None:
         text += f"          = {one_line(view.call.words)}\n"
@@ -121,11 +112,11 @@ def _finding_panel(report, f, index: int, width: int = 120) -> Panel:
     (never markup, the title included: rich parses a `str` title as markup) and escaped."""
     body = Text()
     body.append(visible(f.message, MESSAGE_CHARS) + "\n\n")
-    sites = {r: e for r, e in sorted(f.events.items()) if e is not None and e.site}
-    if sites:
-        chained = any(e.chain and len(e.chain) > 1 for e in sites.values())
+    placed = {r: e for r, e in sorted(f.events.items()) if e is not None and e.site}
+    if placed:
+        chained = any(e.chain and len(e.chain) > 1 for e in placed.values())
         body.append("call chains (outermost first):\n" if chained else "call sites:\n", style="bold")
-        for r, e in list(sites.items())[:8]:
+        for r, e in list(placed.items())[:8]:
             body.append(_chain_block(r, e, width))
     waiting = f.details.get("waiting_in") or {}
     if waiting:
@@ -137,7 +128,7 @@ def _finding_panel(report, f, index: int, width: int = 120) -> Panel:
     if f.kind == "group_mismatch":
         for r, site in sorted(f.details.get("sites", {}).items()):
             if site:
-                body.append(f"  rank {r}: new_group at {one_line(f'{site[0]}:{site[1]}')}\n")
+                body.append(f"  rank {r}: new_group at {sites.full(site)}\n")
     body.append("under NCCL: ", style="bold")
     body.append(visible(f.nccl) + "\n")
     body.append("under gloo: ", style="bold")
