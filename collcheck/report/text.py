@@ -7,32 +7,23 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ..analysis.explain import where
 from ..analysis.fold import fold_identical
 from ..base.untrusted import one_line, visible
 from ..knowledge import sites
 from ..knowledge.frameworks import split_chain
-from ..model import P2P_OPS, group_label, rank_ranges
-from . import LAUNCH_CHARS, MESSAGE_CHARS, shown_warnings
+from ..model import group_label, rank_ranges
+from . import LAUNCH_CHARS, MESSAGE_CHARS, shown_warnings, words
 from .console import make_console
 
 MAX_COLUMNS = 8
 
 
 def _cell(e) -> str:
-    """The event as a table cell; every string from the log shown on one line, escaped."""
+    """The event as a table cell (report/words.py: the TUI's cells say the same)."""
     if e is None:
         return "—"
-    s = e.sig
-    shape = ",".join(f"{d}[{'x'.join(map(str, sh))}]" for d, sh in e.sized.tensors) + e.splits_text()
-    extra = ""
-    if s.root is not None:
-        extra = f" {'peer' if s.op in P2P_OPS else 'root'} {s.root}"
-    if s.tag:
-        extra += f" tag {s.tag}"
-    label = f"\n  ({one_line(e.label)})" if e.label else ""
-    state = "" if e.completed else (" ✗" if e.error else " ⏳")
-    return f"{one_line(f'{s.api} {shape}{extra}')}{state}{label}\n  @{one_line(where(e))}"
+    label = f"\n  ({words.event_label(e)})" if e.label else ""
+    return f"{words.event_words(e)}{words.event_state(e)}{label}\n  @{words.event_site(e)}"
 
 
 def chain_text(e, most: int = 6) -> str:
@@ -210,22 +201,13 @@ def _hang_summary(console, report) -> None:
     if all(s.state == "finished" for s in states.values()) and not report.hang.inside:
         return
     t = Table(title="final state of each rank", show_lines=False)
-    t.add_column("ranks")
-    t.add_column("state")
-    t.add_column("blocked in")
-    t.add_column("detail")
-    rows = {r: (s.state, _cell(s.blocked[0]).replace("\n", " ") if s.blocked else "", s.detail) for r, s in states.items()}
-    for ranks, row in fold_identical(rows):
-        t.add_row(rank_ranges(ranks), *(Text(one_line(x)) for x in row))
+    for column in ("ranks", "state", "blocked in", "detail"):
+        t.add_column(column)
+    for row in words.final_states(report):
+        t.add_row(row.ranks, *(Text(x) for x in (row.state, row.blocked, row.detail)))
     console.print(t)
-    edges = list(report.hang.graph.edges(data=True))
-    if edges:
-        waits: dict = {}
-        for a, b, d in edges:
-            waits.setdefault((a, d.get("group")), []).append(b)
-        ordered = sorted(waits.items(), key=lambda kv: (kv[0][0], str(kv[0][1])))
-        lines = [f"  rank {a} waits in group {one_line(g)} on rank{'s' if len(bs) > 1 else ''} {rank_ranges(bs)}"
-                 for (a, g), bs in ordered]
+    lines = [f"  {w.words()}" for w in words.waits(report)]
+    if lines:
         console.print("wait-for graph:\n" + "\n".join(lines[:40]), markup=False)
     if report.hang.root_causes:
         console.print(f"root cause rank(s): {rank_ranges(report.hang.root_causes)} (waited on and waiting on nobody, "
