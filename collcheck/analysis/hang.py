@@ -182,7 +182,7 @@ def sync_text(log) -> str:
 def where_killed(log) -> str:
     """'while in f() at main.py:9', from the stacks dumped at SIGTERM: where a rank that was not in
     a collective spent its time (computing, checkpointing, loading data)."""
-    return f"while in {log.dump_site[2]}() at {sites.short(log.dump_site)}"
+    return f"while in {sites.function_at(log.dump_site)}"
 
 
 def _raised_in_wait(run: Run, log) -> list:

@@ -45,6 +45,21 @@ def located(site) -> str:
     return f"{short(site)} in {one_line(site[2], MAX_NAME)}()"
 
 
+def path_line(site) -> str:
+    """'/abs/path/train.py:43': the whole path and the line (the statistics' hints, which a user
+    opens in an editor)."""
+    if not site:
+        return "?"
+    return f"{one_line(site[0])}:{_line(site[1])}"
+
+
+def function_at(site) -> str:
+    """'main() at train.py:43': where a rank was, said from its function."""
+    if not site:
+        return "?"
+    return f"{one_line(site[2], MAX_NAME)}() at {short(site)}"
+
+
 def full(site) -> str:
     """'/abs/path/train.py:43 in main()': the whole path, for a detail pane, `show` and the JSON's readers."""
     if not site:

@@ -18,7 +18,7 @@ STATS_JSON_VERSION = 1
 
 
 def _site_text(s) -> str:
-    return f"{sites.short(s.site)} {one_line(s.site[2])}()" if s.site else "?"
+    return f"{sites.frame_text(s.site)}()" if s.site else "?"
 
 
 def _fmt(x, unit: str = "", digits: int = 1) -> str:

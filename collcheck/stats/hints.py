@@ -24,6 +24,7 @@ import statistics
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
+from ..knowledge import sites
 from ..model import P2P_OPS, Run, rank_ranges
 from .sites import SiteStats
 from .skew import Skew
@@ -52,7 +53,7 @@ class Hint:
 
 
 def where_text(site: tuple | None) -> str:
-    return f"{site[0]}:{site[1]}" if site else "?"
+    return sites.path_line(site)
 
 
 def _loops(run: Run, site: SiteStats, events: dict[int, list]) -> list[int]:

@@ -18,6 +18,7 @@ from support.source_tree import ROOT, dotted_name, parsed, write_tree
 FRAMES = "collcheck/knowledge/frames.py"
 FIXES = "collcheck/knowledge/fixes.py"
 FORMATS = "collcheck/report/formats.py"
+SITES = "collcheck/knowledge/sites.py"
 LIBRARY_MARKERS = ("site-packages", "dist-packages", "/lib/python")
 FORMAT_NAMES = frozenset({"text", "json", "junit", "github", "sarif", "perfetto", "fr"})
 FIX_WORDS = 8  # a fix's first words that another module may not repeat (a whole shorter one)
@@ -113,6 +114,33 @@ def format_dispatches(root: Path) -> list[str]:
     return found
 
 
+# --- k. one site formatter ------------------------------------------------------------------
+
+def _site_part(node: ast.AST) -> bool:
+    """`site[0]`, `e.site[1]`, `d["site"][2]`, `frame[1]`, a chain's `x[0]`: a part of a recorded frame."""
+    if not isinstance(node, ast.Subscript):
+        return False
+    value = node.value
+    name = dotted_name(value) or (value.slice.value if isinstance(value, ast.Subscript)
+                                  and isinstance(value.slice, ast.Constant) else None)
+    return isinstance(name, str) and (name.endswith("site") or name in ("frame", "fr", "head"))
+
+
+def site_formatters(root: Path) -> list[str]:
+    """'path:line' outside knowledge/sites.py of each f-string that spells out a frame's parts
+    ('{site[0]}:{site[1]}'): a second way to name a call site."""
+    found = []
+    for path, tree in parsed(root).items():
+        if path == SITES:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.JoinedStr) and any(
+                    isinstance(v, ast.FormattedValue) and any(_site_part(x) for x in ast.walk(v.value))
+                    for v in node.values):
+                found.append(_where(path, node))
+    return found
+
+
 # --- j. no mixin in lint --------------------------------------------------------------------
 
 def lint_mixins(root: Path) -> list[str]:
@@ -140,6 +168,10 @@ def test_the_format_is_chosen_in_report_formats_only():
 
 def test_lint_has_no_mixin():
     assert lint_mixins(ROOT) == []
+
+
+def test_a_call_site_is_named_in_knowledge_sites_only():
+    assert site_formatters(ROOT) == []
 
 
 # --- each check keeps a tree that satisfies it and catches one that breaks it ----------------
@@ -191,3 +223,16 @@ def test_the_mixin_check_catches_a_walker_built_on_the_evaluator(tmp_path):
     bad = {**KNOWLEDGE, "collcheck/lint/expressions.py": "class Evaluator:\n    env: dict\n",
            "collcheck/lint/flow.py": "from .expressions import Evaluator\nclass Walker(Evaluator):\n    pass\n"}
     assert lint_mixins(write_tree(tmp_path / "bad", bad)) == ["collcheck/lint/flow.py:2: Walker(Evaluator)"]
+
+
+@pytest.mark.parametrize("module, text, line", [
+    ("collcheck/report/stats.py", 'import os\ndef f(s):\n    return f"{os.path.basename(s.site[0])}:{s.site[1]}"\n', 3),
+    ("collcheck/tui/widgets/timeline.py", 'def f(ev):\n    return f" · {ev.site[0]}:{ev.site[1]}"\n', 2),
+    ("collcheck/analysis/explain.py", 'def f(d):\n    return f" at {d[\'site\'][0]}"\n', 2),
+    ("collcheck/report/show.py", 'def f(fr):\n    return f"{fr[0]}:{fr[1]} in {fr[2]}"\n', 2),
+], ids=["basename", "event", "details", "frame"])
+def test_the_site_check_catches_a_second_formatter(tmp_path, module, text, line):
+    ok = {**KNOWLEDGE, SITES: 'def short(site):\n    return f"{site[0]}:{site[1]}"\n',
+          "collcheck/report/text.py": 'from ..knowledge import sites\ndef cell(e):\n    return f"@{sites.short(e.site)}"\n'}
+    assert site_formatters(write_tree(tmp_path / "ok", ok)) == []
+    assert site_formatters(write_tree(tmp_path / "bad", {**ok, module: text})) == [f"{module}:{line}"]

@@ -15,6 +15,7 @@ from rich.text import Text
 
 from ...analysis.fold import fold_identical
 from ...base.untrusted import one_line, visible
+from ...knowledge import sites
 from ...model import rank_ranges
 from ...report import MESSAGE_CHARS, shown_warnings, words
 from .timeline import cell_text
@@ -150,8 +151,8 @@ def detail(grid, rank: int, row: int) -> RGroup:
 
 
 def _frame(fr) -> str:
-    """'file:line in function', each part from the log escaped."""
-    return f"{one_line(fr[0])}:{one_line(fr[1], 40)} in {one_line(fr[2])}"
+    """'file:line in function()' (knowledge/sites.full), each part from the log escaped."""
+    return sites.full(fr)
 
 
 def _dumps(log) -> Text:
