@@ -32,16 +32,18 @@ ORDER_WINDOW = 16  # longest permutation reported as an order mismatch
 MAX_FINDINGS_PER_GROUP = 20
 
 
-def align_group(run: Run, seqs: GroupSequences, waiting: set[int], cut_short: frozenset[int] = frozenset()) -> list[Finding]:
+def align_group(run: Run, seqs: GroupSequences, waiting: set[int], cut_short: frozenset[int] = frozenset(),
+                source=None) -> list[Finding]:
     """Findings for one group; `waiting` are ranks blocked in some collective at the end,
-    `cut_short` ranks whose log was ended from outside (crashed, killed while computing)."""
+    `cut_short` ranks whose log was ended from outside (crashed, killed while computing), `source`
+    the program's source (analysis/source.py), asked first when no majority says who is out of step."""
     members = seqs.members
     if len(members) < 2:
         return []
     distinct = {id(seqs.seq.get(r)): seqs.seq.get(r, array("I")) for r in members}  # (ranks of a kind share one)
     if len({seq.tobytes() for seq in distinct.values()}) == 1:
         return []
-    return _Aligner(run, seqs, members, waiting, cut_short | frozenset(seqs.open)).align()
+    return _Aligner(run, seqs, members, waiting, cut_short | frozenset(seqs.open), source).align()
 
 
 def _agreeing(a: array, i: int, b: array, j: int, most: int) -> int:
@@ -59,7 +61,7 @@ def _agreeing(a: array, i: int, b: array, j: int, most: int) -> int:
 
 class _Aligner:
     def __init__(self, run: Run, seqs: GroupSequences, members: list[int], waiting: set[int],
-                 cut_short: frozenset[int]):
+                 cut_short: frozenset[int], source=None):
         self.run = run
         self.name = seqs.name
         self.members = members
@@ -74,7 +76,7 @@ class _Aligner:
         self.streams = run.on_streams  # NCCL: completed collectives were paired by position
         # no majority: which camp is out of step; not for a Flight Recorder dump, which names none
         # of torch's own calls (join()'s shadows stand in for other ranks' calls unrecognised)
-        self.ties = Ties(self) if run.source != "flight-recorder" else None
+        self.ties = Ties(self, source) if run.source != "flight-recorder" else None
 
     # -- helpers ---------------------------------------------------------------------
     def sig(self, r: int, offset: int = 0) -> int | None:

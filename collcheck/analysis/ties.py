@@ -15,8 +15,9 @@ from .findings import field_mismatch
 class Ties:
     """Reads one group's aligner (align._Aligner): its sequences, positions and findings."""
 
-    def __init__(self, aligner):
+    def __init__(self, aligner, source=None):
         self.al = aligner
+        self.source = source  # the program's source (analysis/source.py), or None
 
     def out_of_step(self, live: dict[int, int], ended: list[int]) -> bool:
         """Ranks that issued a collective here while the other members wait in another group:
@@ -115,7 +116,12 @@ class Ties:
         changed = kind not in ("missing", "extra") and (dict(extra).get("silent") or (
             self.al.sig(a[0], 1) is not None and self.al.sig(b[0], 1) is not None
             and self.al.agreement(b[0], 1, a[0], 1) >= blame.ALIGNED))
-        verdict = blame.settle(self._camp(a), self._camp(b), changed)
+        camps = self._camp(a), self._camp(b)
+        verdict = blame.settle(*camps, changed)
+        told = self._from_source(*camps)
+        if told is not None:  # the program's source beats the trace's rules
+            span = verdict.span if verdict and (verdict.culprit, verdict.kind) == (told.culprit, told.kind) else 1
+            verdict = blame.Verdict(told.culprit, told.kind, told.rule, span)
         if verdict is None:
             return None
         culprits, others = (a, b) if verdict.culprit == 0 else (b, a)
@@ -125,7 +131,19 @@ class Ties:
             extra = tuple(x for x in extra if x[0] == "silent")
         else:
             kind, extra = verdict.kind, (("span", verdict.span),)
-        return {(kind, extra + (("blame", verdict.rule),)): culprits}, ref_rank, culprits
+        extra += (("blame", verdict.rule), ("decided_by", "source" if told is not None else "trace"))
+        if told is not None:
+            extra += (("condition", told.condition),)
+        return {(kind, extra): culprits}, ref_rank, culprits
+
+    def _from_source(self, a: blame.Camp, b: blame.Camp):
+        """The source's verdict on the camps' divergent calls (analysis/source.py), or None."""
+        if self.source is None:
+            return None
+        calls = [camp.call for camp in (a, b)]
+        if any(call is None for call in calls):
+            return None
+        return self.source.verdict(self._frames(calls[0][1]), self._frames(calls[1][1]))
 
     def _skipped_text(self, culprit: int, other: int, verdict: blame.Verdict) -> str:
         """'it skipped the FSDP2 backward of step 2 (...)': the phase of the call it skipped (the

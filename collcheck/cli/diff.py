@@ -18,6 +18,10 @@ def add_parser(commands) -> None:
     p.add_argument("--output", "-o", type=values.path, help="write the report to this file")
     p.add_argument("--context", type=values.count(0, MAX_CONTEXT), default=4,
                    help=f"collectives shown around the divergence (0..{MAX_CONTEXT})")
+    p.add_argument("--source-root", type=values.path, metavar="DIR",
+                   help="where the recorded program's files are here (logs from another machine): the source "
+                        "says which rank took a branch where no majority does")
+    p.add_argument("--no-source", action="store_true", help="blame from the trace alone (never read the program)")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings or unchecked ranks")
     p.set_defaults(handler=execute)
 
@@ -33,7 +37,7 @@ def execute(args) -> int:
                           context=args.context)
         for launch in found:
             try:
-                result = _analysed(launch)
+                result = _analysed(launch, args.source_root, not args.no_source)
             except LogError as exc:
                 if not several:
                     raise
@@ -54,8 +58,8 @@ def exit_code(counts: dict, exit_zero: bool) -> int:
     return INCOMPLETE if counts["incomplete"] and not exit_zero else OK
 
 
-def _analysed(launch):
+def _analysed(launch, source_root: str | None = None, read_source: bool = True):
     from ..analysis.diff import analyse
     from ..model import load_run
 
-    return analyse(load_run(launch.source))
+    return analyse(load_run(launch.source), source_root, read_source)

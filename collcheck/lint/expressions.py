@@ -210,6 +210,8 @@ class Evaluator:
 
     # -- calls ---------------------------------------------------------------------------------
     def v_Call(self, node) -> Val:
+        if self.lint.probes and self.scope.report:
+            self.lint.probe(self.mod.path, node, self.scope.guards)
         func = node.func
         recv = self.value(func.value) if isinstance(func, ast.Attribute) else None
         fval = self.value(func) if not isinstance(func, ast.Attribute) else CLEAN

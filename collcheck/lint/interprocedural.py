@@ -43,6 +43,8 @@ class Lint:
         self.own: set = set()
         self.callers: set[str] = set()  # functions the program calls (their parameters' values are known)
         self.actual = False  # walking with the callers' arguments (else with placeholders)
+        self.probes: dict[str, frozenset[int]] = {}  # path -> lines whose calls' guards are wanted
+        self.probed: dict[tuple[str, int], tuple] = {}  # (path, line) -> the guards around a call there
 
     def run(self) -> list:
         """Walk every function, then again only those that read a summary, argument, attribute
@@ -271,6 +273,15 @@ class Lint:
             if arg.params and ev.scope.summary:
                 ev.scope.param_calls.setdefault(min(arg.params), node)  # passed on: the caller's parameter, called
         return None
+
+    def probe(self, path: str, node: ast.Call, guards: list) -> None:
+        """A call on a probed line (analysis/source.py asks which conditions enclose a recorded
+        call): the guards around it, as the findings walk sees them (its last walk's)."""
+        lines = self.probes.get(path)
+        if lines:
+            for line in range(node.lineno, (getattr(node, "end_lineno", None) or node.lineno) + 1):
+                if line in lines:
+                    self.probed[(path, line)] = tuple(guards)
 
     def learned_call(self, mod, node: ast.Call, name: str | None) -> Issued | None:
         if self.learned is None:

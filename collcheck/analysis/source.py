@@ -1,0 +1,207 @@
+"""Blame from the program: which camp entered a rank-dependent branch.
+
+Two ranks that part at one slot leave a symmetric trace ("rank 0 issued X, rank 1 issued Y" reads
+the same whoever took a branch). The program that made them do it is usually on disk beside the
+logs: the divergent call of one camp sits inside `if rank == 0:`, `if accelerator.is_main_process:`,
+under `@rank_zero_only`, after a per-rank `break`, where the other camp's call does not. collcheck
+lint reads exactly those conditions; here the lint reads the files of the two camps' call chains
+(parsed, never imported or run; regular `.py` files of at most lint's size, a bounded number of
+them) and says which conditions enclose each camp's frames:
+
+- a condition (`if`, its `else`, a rank-only decorator) around one camp's frames and not the
+  other's: that camp took the branch, it issued what the others did not;
+- an early exit some ranks take (`return`, `break` after a per-rank test) before one camp's call:
+  that camp passed it, the other took it and skipped what follows.
+
+A file that is not here, not readable or not the one recorded (its size and time, or its hash,
+differ from the recording's) is not used: the finding says so and the trace's rules decide.
+`root` maps the recorded paths onto a checkout (logs from another machine).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+
+from ..knowledge import sites
+from ..knowledge.frames import USER, owner
+
+MAX_FILES = 48  # files read for one question: the chains' own, then their folders' modules
+MAX_FILE_BYTES = 4 << 20  # as lint (a generated file past this is not the program's logic)
+BRANCHY = ("branch", "else", "decorator")
+
+
+@dataclass(frozen=True)
+class SourceVerdict:
+    """The camp that took the branch (an index into the two camps), what it did ("extra": it issued
+    calls under the condition; "missing": it left early and skipped them), the condition and the
+    sentence for the finding."""
+
+    culprit: int
+    kind: str
+    condition: tuple  # (file, line, text) of the condition, the file as recorded
+    rule: str
+
+
+class ProgramSource:
+    """The program's files at a run's call sites, read once per question."""
+
+    def __init__(self, run, root: str | None = None):
+        self.run, self.root = run, root
+        self.unused: dict[str, str] = {}  # recorded file -> why it was not read
+        self.asked = False  # a question came: a camp's call in the program's own files
+        self._local: dict[str, str | None] = {}
+
+    # -- where a recorded file is here -------------------------------------------------------
+    def local(self, recorded: str) -> str | None:
+        """This machine's copy of a recorded file (mapped under `root`), when it is the one the
+        run recorded; None (and the reason kept) otherwise."""
+        if recorded in self._local:
+            return self._local[recorded]
+        found = None
+        for candidate in self._candidates(recorded):
+            why = self._unusable(candidate, recorded)
+            if why is None:
+                found = candidate
+                break
+            self.unused.setdefault(recorded, why)
+        if found is not None:
+            self.unused.pop(recorded, None)
+        elif recorded not in self.unused:
+            self.unused[recorded] = "not found"
+        self._local[recorded] = found
+        return found
+
+    def _candidates(self, recorded: str) -> list[str]:
+        if not recorded.endswith(".py") or "\0" in recorded:
+            return []
+        if self.root is None:
+            return [recorded]
+        parts = recorded.replace("\\", "/").split("/")
+        return [os.path.join(self.root, *parts[k:]) for k in range(1, len(parts)) if parts[k]][::-1][:64][::-1]
+
+    def _unusable(self, path: str, recorded: str) -> str | None:
+        try:
+            st = os.stat(path)
+        except (OSError, ValueError):
+            return "not found"
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
+            return "not a regular file of a program"
+        recorded_print = self.run.source_prints.get(recorded) if hasattr(self.run, "source_prints") else None
+        if recorded_print is not None and not recorded_print.matches(path, st, same_path=path == recorded):
+            return "changed since the run"
+        return None
+
+    # -- which conditions enclose the camps' frames -------------------------------------------
+    def verdict(self, frames_a: tuple, frames_b: tuple) -> SourceVerdict | None:
+        """Which of two camps (their divergent calls' chains, outermost first) took a branch the
+        other did not, from the conditions around their frames; None when the source cannot say."""
+        mine = [_user_frames(frames_a), _user_frames(frames_b)]
+        if not mine[0] and not mine[1]:
+            return None
+        self.asked = True
+        located = [[(f, self.local(f[0])) for f in frames] for frames in mine]
+        if not any(path for camp in located for _, path in camp):
+            return None
+        guards = self._guards([[(path, f[1]) for f, path in camp if path] for camp in located])
+        if guards is None:
+            return None
+        return _decide(guards, located)
+
+    def _guards(self, camps: list[list[tuple]]) -> list[dict] | None:
+        """For each camp, {guard key: guard} of the conditions around its frames."""
+        from ..lint.interprocedural import Lint
+        from ..lint.program import load
+
+        wanted = sorted({path for camp in camps for path, _ in camp})
+        files = list(wanted)
+        for folder in sorted({os.path.dirname(p) for p in wanted}):
+            try:
+                siblings = sorted(os.listdir(folder))
+            except OSError:
+                continue
+            files += [os.path.join(folder, n) for n in siblings if n.endswith(".py")
+                      and os.path.join(folder, n) not in wanted][:MAX_FILES]
+        files = list(dict.fromkeys(files))[:MAX_FILES]
+        try:
+            lint = Lint(load(files))
+        except (OSError, ValueError, RecursionError, MemoryError):
+            return None
+        for camp in camps:
+            for path, line in camp:
+                if isinstance(line, int):
+                    lint.probes[path] = lint.probes.get(path, frozenset()) | {line}
+        try:
+            lint.run()
+        except (RecursionError, MemoryError):
+            return None
+        out = []
+        for camp in camps:
+            found: dict = {}
+            for path, line in camp:
+                for g in lint.probed.get((path, line), ()):
+                    found.setdefault((g.path, g.line, g.how), g)
+            out.append(found)
+        return out
+
+    def note(self) -> str | None:
+        """What could not be read, for the report ('source not available here: train.py (not
+        found); blame from the trace')."""
+        if not self.unused or not self.asked:
+            return None
+        names = ", ".join(f"{sites.base_name(p)} ({why})" for p, why in sorted(self.unused.items())[:4])
+        more = f" and {len(self.unused) - 4} more" if len(self.unused) > 4 else ""
+        return f"source not available here: {names}{more}; blame from the trace"
+
+
+def _user_frames(frames: tuple) -> list:
+    return [f for f in frames or () if f and isinstance(f[0], str) and owner(f[0]) == USER]
+
+
+def _decide(guards: list[dict], located: list[list]) -> SourceVerdict | None:
+    only = [{k: g for k, g in guards[i].items() if _same_test(k, guards[1 - i]) is None} for i in (0, 1)]
+    branch = [[g for g in o.values() if g.how in BRANCHY] for o in only]
+    exits = [[g for g in o.values() if g.how == "exit"] for o in only]
+    for i in (0, 1):
+        if branch[i] and not branch[1 - i]:
+            g = branch[i][-1]  # (innermost: the last one met on the way down)
+            return SourceVerdict(i, "extra", _condition(g, located[i]), _entered(g, located[i]))
+    for i in (0, 1):
+        if exits[i] and not exits[1 - i] and not (branch[0] or branch[1]):
+            g = exits[i][-1]
+            return SourceVerdict(1 - i, "missing", _condition(g, located[i]), _left(g, located[i]))
+    return None
+
+
+def _same_test(key: tuple, other: dict):
+    """The other camp's guard of the same condition and the same arm (None: it has none)."""
+    return other.get(key)
+
+
+def _recorded(g, located: list) -> str:
+    """The guard's file as the run recorded it (its local copy may sit under --source-root)."""
+    return next((f[0] for f, path in located if path == g.path), g.path)
+
+
+def _condition(g, located: list) -> tuple:
+    return (_recorded(g, located), g.line, g.text)
+
+
+def _where(g, located: list) -> str:
+    return f"`{g.text}` at {sites.short((_recorded(g, located), g.line))}"
+
+
+def _entered(g, located: list) -> str:
+    depends = "the rank" if g.kind == "rank" else "this rank's own data"
+    if g.how == "else":
+        return f"it went into the else of {_where(g, located)} (the condition depends on {depends}); the others did not"
+    if g.how == "decorator":
+        return f"it ran a function decorated {_where(g, located)}; the others did not"
+    return f"it entered {_where(g, located)} (the condition depends on {depends}); the others did not"
+
+
+def _left(g, located: list) -> str:
+    depends = "the rank" if g.kind == "rank" else "this rank's own data"
+    return (f"it left early at {_where(g, located)} (the condition depends on {depends}) and skipped what the "
+            "others went on to issue")
