@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from ..knowledge import sites
 from ..knowledge.frames import USER, owner
+from ..logfile.writer import file_hash
 
 MAX_FILES = 48  # files read for one question: the chains' own, then their folders' modules
 MAX_FILE_BYTES = 4 << 20  # as lint (a generated file past this is not the program's logic)
@@ -51,6 +52,7 @@ class ProgramSource:
         self.run, self.root = run, root
         self.unused: dict[str, str] = {}  # recorded file -> why it was not read
         self.asked = False  # a question came: a camp's call in the program's own files
+        self._prints = run.source_prints  # what the recorders saw of each file (L records)
         self._local: dict[str, str | None] = {}
 
     # -- where a recorded file is here -------------------------------------------------------
@@ -88,8 +90,8 @@ class ProgramSource:
             return "not found"
         if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
             return "not a regular file of a program"
-        recorded_print = self.run.source_prints.get(recorded) if hasattr(self.run, "source_prints") else None
-        if recorded_print is not None and not recorded_print.matches(path, st, same_path=path == recorded):
+        seen = self._prints.get(recorded)
+        if seen and not _same_file(seen, path, st, same_path=path == recorded):
             return "changed since the run"
         return None
 
@@ -153,6 +155,20 @@ class ProgramSource:
         names = ", ".join(f"{sites.base_name(p)} ({why})" for p, why in sorted(self.unused.items())[:4])
         more = f" and {len(self.unused) - 4} more" if len(self.unused) > 4 else ""
         return f"source not available here: {names}{more}; blame from the trace"
+
+
+def _same_file(seen: dict, path: str, st, same_path: bool) -> bool:
+    """Whether the file here is the one the run recorded: its content hash when the recorder left
+    one, else (the same path) its size and modification time, else (a checkout elsewhere) its size."""
+    if "h" in seen:
+        try:
+            with open(path, "rb") as f:
+                return file_hash(f.read(MAX_FILE_BYTES + 1)) == seen["h"]
+        except (OSError, ValueError):
+            return False
+    if "s" in seen and seen["s"] != st.st_size:
+        return False
+    return not same_path or "m" not in seen or seen["m"] == st.st_mtime_ns
 
 
 def _user_frames(frames: tuple) -> list:

@@ -22,6 +22,7 @@ import inspect
 import sys
 import time
 
+from ..knowledge import frames
 from ..logfile import format as lf
 from ..logfile.ops import ALWAYS_ASYNC, PUBLIC_APIS
 from .recorder import ApiCall, Recorder
@@ -228,6 +229,8 @@ def record_exit(rec: Recorder, clean: bool, exc: BaseException | None = None) ->
     if rec.writer is None:
         return
     try:
+        with rec.writer.lock:  # the program's own files, hashed once the job is done with them
+            rec.writer.file_hashes(lambda path: frames.owner(path) == frames.USER)
         rec.checkpoint("exception" if exc is not None else "end")
         if exc is not None:
             rec.record_exception(exc)

@@ -203,6 +203,7 @@ class RankLog:
         self.watchdog = scan.watchdog
         self.syncs = scan.syncs  # [(ts, site, event id, what)] where the CPU waited for its stream
         self.steps = scan.steps  # [(ts, optimizer index)] where its optimizers finished a step
+        self.files = scan.files  # a call site's file -> what the recorder saw of it (L records)
         self.torn = scan.torn
         self.junk = scan.junk
         self.partial = scan.partial  # only the first collectives were read (a preview)
@@ -474,6 +475,16 @@ class Run:
         self.source = "collcheck"  # what wrote the logs: "collcheck", or "flight-recorder" (converted dumps)
         self._groups: tuple[int, GroupIndex] | None = None  # (ranks it was built from, the index)
         self._files: OrderedDict[str, LogFile] = OrderedDict()
+
+    @property
+    def source_prints(self) -> dict[str, dict]:
+        """A call site's file -> what the recorders saw of it ({"s": size, "m": mtime ns, "h": hash}),
+        merged over the ranks (one machine's file: the same on each of its ranks)."""
+        out: dict[str, dict] = {}
+        for log in self.ranks.values():
+            for path, seen in log.files.items():
+                out.setdefault(path, {}).update(seen)
+        return out
 
     @property
     def running(self) -> list[int]:
