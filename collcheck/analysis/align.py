@@ -189,6 +189,8 @@ class _Aligner:
             kinds, ref_rank, culprits = settled
         elif self.tie and len(kinds) == 1:
             kinds, ref_rank, culprits = self._settle_tie(kinds, ref_rank, culprits)
+        elif self.ties and len(kinds) == 1 and not ended:
+            kinds = self.ties.with_source(kinds, culprits, ref_rank)
         for (kind, extra), ranks in sorted(kinds.items(), key=lambda kv: kv[1][0]):
             self.add(kind, ranks, ref_rank, details=dict(extra))
         if len(kinds) > 1:

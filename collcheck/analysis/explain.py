@@ -202,6 +202,12 @@ def _unmatched_p2p(run: Run, f: Finding) -> str:
     e = next((x for x in f.events.values() if x is not None), None)
     text = (f"{_ev(e)}: rank {d['src']} -> rank {d['dst']} message #{f.number} in group {f.group} "
             f"has no matching {d['missing']}")
+    peer = d["src"] if d["missing"] == "send" else d["dst"]
+    if d.get("elsewhere"):
+        text += (f"; rank {peer} exchanges with rank {d['dst'] if peer == d['src'] else d['src']} on another group: "
+                 "the two sides may be pairing on different groups")
+    elif f.ranks == [peer]:
+        text += f"; rank {peer} never posted the {d['missing']} (the call that should have made it: its own sequence)"
     return text + ("; " + microbatch_text(d) if d.get("microbatches") else "")
 
 

@@ -20,6 +20,13 @@ def _field_mismatch(send, recv) -> str | None:
     return None
 
 
+def _posts_elsewhere(channels: dict, key: tuple, peer: int, owner: int) -> bool:
+    """Whether `peer` exchanges with `owner` in the missing direction on another group."""
+    group, src, dst = key
+    want = (peer, owner) if peer == src else (owner, peer)
+    return any(k[0] != group and (k[1], k[2]) == want for k in channels)
+
+
 def match_p2p(run: Run, sequences: Sequences) -> list[Finding]:
     """Message k of each channel: the k-th send and the k-th recv agree, or a finding. Capped logs
     are compared from the first message both sides kept."""
@@ -49,10 +56,15 @@ def match_p2p(run: Run, sequences: Sequences) -> list[Finding]:
             lonely = se or re
             owner = src if se is not None else dst
             peer = dst if se is not None else src
-            findings.append(Finding("unmatched_p2p", group, k, sorted({owner, peer} - {None}), "",
+            # the peer that should have posted the other half, unless it did so elsewhere (on
+            # another group): then the pairing is wrong, and both ends are named
+            elsewhere = peer is not None and _posts_elsewhere(channels, key, peer, owner)
+            culprits = sorted({owner, peer} - {None}) if elsewhere or peer is None else [peer]
+            findings.append(Finding("unmatched_p2p", group, k, culprits, "",
                                     {owner: lonely}, None,
                                     {"p2p": True, "src": src, "dst": dst,
-                                     "missing": "recv" if se is not None else "send"},
+                                     "missing": "recv" if se is not None else "send",
+                                     **({"elsewhere": True} if elsewhere else {})},
                                     lonely.t_issue if lonely else 0))
     if unknown:
         pairs = ", ".join(f"{c.src}->{c.dst}" for c in unknown[:6]) + (" ..." if len(unknown) > 6 else "")

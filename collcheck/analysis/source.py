@@ -9,9 +9,14 @@ lint reads exactly those conditions; here the lint reads the files of the two ca
 them) and says which conditions enclose each camp's frames:
 
 - a condition (`if`, its `else`, a rank-only decorator) around one camp's frames and not the
-  other's: that camp took the branch, it issued what the others did not;
+  other's: that camp entered the branch;
 - an early exit some ranks take (`return`, `break` after a per-rank test) before one camp's call:
   that camp passed it, the other took it and skipped what follows.
+
+With no majority, the camp out of step is the side of the condition fewer ranks take (`if rank ==
+0:` lets one in, `if rank != 0:` keeps one out); it issued a call the others did not, or skipped
+one. With a majority, the majority names the culprit and the source says which of the two it did
+and where.
 
 A file that is not here, not readable or not the one recorded (its size and time, or its hash,
 differ from the recording's) is not used: the finding says so and the trace's rules decide.
@@ -26,6 +31,7 @@ from dataclasses import dataclass
 
 from ..knowledge import sites
 from ..knowledge.frames import USER, owner
+from ..lint.findings import holds
 from ..logfile.writer import file_hash
 
 MAX_FILES = 48  # files read for one question: the chains' own, then their folders' modules
@@ -34,15 +40,49 @@ BRANCHY = ("branch", "else", "decorator")
 
 
 @dataclass(frozen=True)
-class SourceVerdict:
-    """The camp that took the branch (an index into the two camps), what it did ("extra": it issued
-    calls under the condition; "missing": it left early and skipped them), the condition and the
-    sentence for the finding."""
+class Reading:
+    """What the source says of two camps' divergent calls: a condition that encloses one camp's
+    frames and not the other's (`camp`: that one), a branch it entered or an early exit it passed
+    (`exit`), and which ranks of the world the condition lets through where that can be worked
+    out (`through`: None when it cannot, e.g. a framework's "main process" flag)."""
 
-    culprit: int
-    kind: str
+    camp: int
+    guard: object  # lint's Guard
+    exit: bool
     condition: tuple  # (file, line, text) of the condition, the file as recorded
-    rule: str
+    through: frozenset | None
+
+    def culprit(self, world: int) -> int:
+        """The camp out of step when no majority says so: the side of the condition fewer ranks
+        take (`if rank == 0:` lets one rank in; `if rank != 0:` keeps one out; a flag of the main
+        process, or this rank's own data, lets the exception in)."""
+        inside = self.camp if not self.exit else 1 - self.camp  # the ranks the condition holds for
+        if self.through is not None and 2 * len(self.through) > world:
+            return 1 - inside
+        return inside
+
+    def kind(self, culprit: int) -> str:
+        """'extra': the culprit's frames are the ones the condition encloses (it entered the branch,
+        or went on past an exit the others took); 'missing': the others' are (it skipped the call)."""
+        return "extra" if culprit == self.camp else "missing"
+
+    def rule(self, culprit: int) -> str:
+        g = self.guard
+        where = f"`{g.text}` at {sites.short(self.condition[:2])}"
+        depends = f"(the condition depends on {'the rank' if g.kind == 'rank' else 'this rank' + chr(39) + 's own data'})"
+        if self.exit:
+            if culprit != self.camp:
+                return f"it left early at {where} {depends} and skipped what the others went on to issue"
+            return f"it went on past {where} {depends}, where the others left early"
+        if culprit == self.camp:
+            if g.how == "else":
+                return f"it went into the else of {where} {depends}; the others did not"
+            if g.how == "decorator":
+                return f"it ran a function decorated {where}; the others did not"
+            return f"it entered {where} {depends}; the others did not"
+        if g.how == "else":
+            return f"it entered {where} {depends} and skipped its else, where the others issued the call"
+        return f"it did not enter {where} {depends}, where the others issued the call"
 
 
 class ProgramSource:
@@ -96,9 +136,9 @@ class ProgramSource:
         return None
 
     # -- which conditions enclose the camps' frames -------------------------------------------
-    def verdict(self, frames_a: tuple, frames_b: tuple) -> SourceVerdict | None:
-        """Which of two camps (their divergent calls' chains, outermost first) took a branch the
-        other did not, from the conditions around their frames; None when the source cannot say."""
+    def read(self, frames_a: tuple, frames_b: tuple, world: int) -> Reading | None:
+        """What the source says of two camps' divergent calls (their chains, outermost first):
+        the condition around one camp's frames and not the other's; None when it says nothing."""
         mine = [_user_frames(frames_a), _user_frames(frames_b)]
         if not mine[0] and not mine[1]:
             return None
@@ -109,7 +149,7 @@ class ProgramSource:
         guards = self._guards([[(path, f[1]) for f, path in camp if path] for camp in located])
         if guards is None:
             return None
-        return _decide(guards, located)
+        return _reading(guards, located, world)
 
     def _guards(self, camps: list[list[tuple]]) -> list[dict] | None:
         """For each camp, {guard key: guard} of the conditions around its frames."""
@@ -175,49 +215,36 @@ def _user_frames(frames: tuple) -> list:
     return [f for f in frames or () if f and isinstance(f[0], str) and owner(f[0]) == USER]
 
 
-def _decide(guards: list[dict], located: list[list]) -> SourceVerdict | None:
-    only = [{k: g for k, g in guards[i].items() if _same_test(k, guards[1 - i]) is None} for i in (0, 1)]
-    branch = [[g for g in o.values() if g.how in BRANCHY] for o in only]
-    exits = [[g for g in o.values() if g.how == "exit"] for o in only]
+def _reading(guards: list[dict], located: list[list], world: int) -> Reading | None:
+    """The condition that tells the camps apart: a branch around one camp's frames only (the
+    innermost), else an early exit before one camp's frames only; None when both camps sit in
+    conditions of their own (two arms of one `if`) or in none."""
+    only = [[g for k, g in guards[i].items() if k not in guards[1 - i]] for i in (0, 1)]
+    branch = [[g for g in o if g.how in BRANCHY] for o in only]
+    exits = [[g for g in o if g.how == "exit"] for o in only]
     for i in (0, 1):
         if branch[i] and not branch[1 - i]:
-            g = branch[i][-1]  # (innermost: the last one met on the way down)
-            return SourceVerdict(i, "extra", _condition(g, located[i]), _entered(g, located[i]))
+            return _made(i, branch[i][-1], False, located, world)
     for i in (0, 1):
         if exits[i] and not exits[1 - i] and not (branch[0] or branch[1]):
-            g = exits[i][-1]
-            return SourceVerdict(1 - i, "missing", _condition(g, located[i]), _left(g, located[i]))
+            return _made(i, exits[i][-1], True, located, world)
     return None
 
 
-def _same_test(key: tuple, other: dict):
-    """The other camp's guard of the same condition and the same arm (None: it has none)."""
-    return other.get(key)
+def _made(camp: int, g, exit_: bool, located: list, world: int) -> Reading:
+    recorded = next((f[0] for f, path in located[camp] if path == g.path), g.path)
+    return Reading(camp, g, exit_, (recorded, g.line, g.text), _through(g, world))
 
 
-def _recorded(g, located: list) -> str:
-    """The guard's file as the run recorded it (its local copy may sit under --source-root)."""
-    return next((f[0] for f, path in located if path == g.path), g.path)
-
-
-def _condition(g, located: list) -> tuple:
-    return (_recorded(g, located), g.line, g.text)
-
-
-def _where(g, located: list) -> str:
-    return f"`{g.text}` at {sites.short((_recorded(g, located), g.line))}"
-
-
-def _entered(g, located: list) -> str:
-    depends = "the rank" if g.kind == "rank" else "this rank's own data"
+def _through(g, world: int) -> frozenset | None:
+    """The ranks of the world the condition holds for, where it is a comparison of one rank value
+    with a literal (lint's reading of `rank == 0`, `LOCAL_RANK != 0`, `not is_main`...); else None."""
+    if g.kind != "rank" or g.test is None or not 0 < world <= 4096:
+        return None
+    try:
+        held = frozenset(r for r in range(world) if holds(g.test, r))
+    except (ValueError, TypeError, KeyError, SyntaxError):
+        return None
     if g.how == "else":
-        return f"it went into the else of {_where(g, located)} (the condition depends on {depends}); the others did not"
-    if g.how == "decorator":
-        return f"it ran a function decorated {_where(g, located)}; the others did not"
-    return f"it entered {_where(g, located)} (the condition depends on {depends}); the others did not"
-
-
-def _left(g, located: list) -> str:
-    depends = "the rank" if g.kind == "rank" else "this rank's own data"
-    return (f"it left early at {_where(g, located)} (the condition depends on {depends}) and skipped what the "
-            "others went on to issue")
+        held = frozenset(range(world)) - held
+    return held

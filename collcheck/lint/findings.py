@@ -88,7 +88,7 @@ def complementary(a: ast.AST, b: ast.AST) -> bool:
     if subject is None or other is None or not alike(subject, other):
         return False
     try:
-        return all(_holds(a, r) != _holds(b, r) for r in _RANKS)
+        return all(holds(a, r) != holds(b, r) for r in _RANKS)
     except (TypeError, ValueError, KeyError):
         return False
 
@@ -104,12 +104,13 @@ def _subject(test) -> ast.AST | None:
     return None
 
 
-def _holds(test, rank: int) -> bool:
+def holds(test, rank: int) -> bool:
+    """Whether a condition on one rank value holds for `rank` (ValueError: not such a condition)."""
     if isinstance(test, ast.BoolOp):
-        parts = [_holds(v, rank) for v in test.values]
+        parts = [holds(v, rank) for v in test.values]
         return all(parts) if isinstance(test.op, ast.And) else any(parts)
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return not _holds(test.operand, rank)
+        return not holds(test.operand, rank)
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
         return _OPS[type(test.ops[0])](rank, ast.literal_eval(test.comparators[0]))
     raise ValueError("not a condition on one rank value")
