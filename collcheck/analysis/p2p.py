@@ -21,10 +21,29 @@ def _field_mismatch(send, recv) -> str | None:
 
 
 def _posts_elsewhere(channels: dict, key: tuple, peer: int, owner: int) -> bool:
-    """Whether `peer` exchanges with `owner` in the missing direction on another group."""
+    """Whether `peer` posted more of the missing half to `owner` on another group than it paired
+    there (a receive, or a send, addressed on the wrong group)."""
     group, src, dst = key
-    want = (peer, owner) if peer == src else (owner, peer)
-    return any(k[0] != group and (k[1], k[2]) == want for k in channels)
+    for (g, s, d), c in channels.items():
+        if g != group and (s, d) == (src, dst):
+            peers, owners = (c.sends, c.recvs) if peer == src else (c.recvs, c.sends)
+            if len(peers) > len(owners):
+                return True
+    return False
+
+
+def _same_wait(run: Run, channels: dict, key: tuple, sending: bool) -> bool:
+    """Whether the peer ended waiting on the owner the same way: its last call an unmatched send to
+    the owner while the owner's send is unmatched (or both receive from each other): a cycle of
+    one kind, where neither end alone is out of step."""
+    group, src, dst = key
+    back = channels.get((group, dst, src))
+    if back is None:
+        return False
+    peer = dst if sending else src
+    mine, other = (back.sends, back.recvs) if sending else (back.recvs, back.sends)
+    log = run.ranks.get(peer)
+    return len(mine) > len(other) and log is not None and len(log) > 0 and mine[-1] == len(log) - 1
 
 
 def match_p2p(run: Run, sequences: Sequences) -> list[Finding]:
@@ -57,8 +76,10 @@ def match_p2p(run: Run, sequences: Sequences) -> list[Finding]:
             owner = src if se is not None else dst
             peer = dst if se is not None else src
             # the peer that should have posted the other half, unless it did so elsewhere (on
-            # another group): then the pairing is wrong, and both ends are named
-            elsewhere = peer is not None and _posts_elsewhere(channels, key, peer, owner)
+            # another group), or waits on the owner in the same way (both receive, or both send,
+            # from each other): then the pairing is wrong, and both ends are named
+            elsewhere = peer is not None and (_posts_elsewhere(channels, key, peer, owner)
+                                              or _same_wait(run, channels, key, se is not None))
             culprits = sorted({owner, peer} - {None}) if elsewhere or peer is None else [peer]
             findings.append(Finding("unmatched_p2p", group, k, culprits, "",
                                     {owner: lonely}, None,

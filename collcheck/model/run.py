@@ -204,6 +204,7 @@ class RankLog:
         self.syncs = scan.syncs  # [(ts, site, event id, what)] where the CPU waited for its stream
         self.steps = scan.steps  # [(ts, optimizer index)] where its optimizers finished a step
         self.files = scan.files  # a call site's file -> what the recorder saw of it (L records)
+        self.sources = scan.sources  # event -> the rank a receive from any source got its message from
         self.torn = scan.torn
         self.junk = scan.junk
         self.partial = scan.partial  # only the first collectives were read (a preview)
