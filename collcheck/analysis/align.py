@@ -32,9 +32,11 @@ ORDER_WINDOW = 16  # longest permutation reported as an order mismatch
 MAX_FINDINGS_PER_GROUP = 20
 
 
-def align_group(run: Run, seqs: GroupSequences, waiting: set[int], cut_short: frozenset[int] = frozenset()) -> list[Finding]:
+def align_group(run: Run, seqs: GroupSequences, waiting: set[int], cut_short: frozenset[int] = frozenset(),
+                source=None) -> list[Finding]:
     """Findings for one group; `waiting` are ranks blocked in some collective at the end,
-    `cut_short` ranks whose log was ended from outside (crashed, killed while computing)."""
+    `cut_short` ranks whose log was ended from outside (crashed, killed while computing), `source`
+    the program's source (analysis/source.py), asked first when no majority says who is out of step."""
     members = seqs.members
     if len(members) < 2:
         return []
@@ -42,7 +44,7 @@ def align_group(run: Run, seqs: GroupSequences, waiting: set[int], cut_short: fr
     first = seq.get(members[0], empty)
     if all([(s := seq.get(r, empty)) is first or s == first for r in members[1:]]):  # (ranks of a kind share one)
         return []
-    return _Aligner(run, seqs, members, waiting, cut_short | frozenset(seqs.open)).align()
+    return _Aligner(run, seqs, members, waiting, cut_short | frozenset(seqs.open), source).align()
 
 
 def _agreeing(a: array, i: int, b: array, j: int, most: int) -> int:
@@ -60,7 +62,7 @@ def _agreeing(a: array, i: int, b: array, j: int, most: int) -> int:
 
 class _Aligner:
     def __init__(self, run: Run, seqs: GroupSequences, members: list[int], waiting: set[int],
-                 cut_short: frozenset[int]):
+                 cut_short: frozenset[int], source=None):
         self.run = run
         self.name = seqs.name
         self.members = members
@@ -75,7 +77,7 @@ class _Aligner:
         self.streams = run.on_streams  # NCCL: completed collectives were paired by position
         # no majority: which camp is out of step; not for a Flight Recorder dump, which names none
         # of torch's own calls (join()'s shadows stand in for other ranks' calls unrecognised)
-        self.ties = Ties(self) if run.source != "flight-recorder" else None
+        self.ties = Ties(self, source) if run.source != "flight-recorder" else None
 
     # -- helpers ---------------------------------------------------------------------
     def sig(self, r: int, offset: int = 0) -> int | None:
@@ -188,6 +190,8 @@ class _Aligner:
             kinds, ref_rank, culprits = settled
         elif self.tie and len(kinds) == 1:
             kinds, ref_rank, culprits = self._settle_tie(kinds, ref_rank, culprits)
+        elif self.ties and len(kinds) == 1 and not ended:
+            kinds = self.ties.with_source(kinds, culprits, ref_rank)
         for (kind, extra), ranks in sorted(kinds.items(), key=lambda kv: kv[1][0]):
             self.add(kind, ranks, ref_rank, details=dict(extra))
         if len(kinds) > 1:

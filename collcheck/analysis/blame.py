@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..model.framework_calls import framework_call, package_of
+from ..knowledge.frameworks import framework_call, package_of
 
 HISTORY = 1024  # calls before the divergence read for the loop's pattern
 LONGEST_SUFFIX = 64  # longest repeated run compared when predicting the next call

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from array import array
 
+from ..knowledge.frameworks import framework_call
 from ..model import GroupSequences, Run
-from ..model.framework_calls import framework_call
 from . import blame
 from .align import stands_in
 from .findings import Finding

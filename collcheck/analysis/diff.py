@@ -15,6 +15,7 @@ from .findings import Finding
 from .hang import HangAnalysis, abort_text, analyse_hang, hang_findings
 from .p2p import match_p2p
 from .pipeline import blame_microbatch_counts
+from .source import ProgramSource
 from .splits import split_findings
 
 
@@ -50,13 +51,15 @@ class Report:
         return self.findings[0] if self.findings else None
 
 
-def analyse(run: Run) -> Report:
-    """Every finding of the run (the cycle collector paused meanwhile: base/collector.py)."""
+def analyse(run: Run, source_root: str | None = None, read_source: bool = True) -> Report:
+    """Every finding of the run (the cycle collector paused meanwhile: base/collector.py).
+    `read_source`: ask the program's source who took a branch where no majority says
+    (analysis/source.py; `source_root`: where the recorded files are here)."""
     with collector.paused():
-        return _analyse(run)
+        return _analyse(run, ProgramSource(run, source_root) if read_source else None)
 
 
-def _analyse(run: Run) -> Report:
+def _analyse(run: Run, source) -> Report:
     sequences = Sequences(run)
     hang = analyse_hang(run, sequences)
     findings: list[Finding] = []
@@ -74,13 +77,16 @@ def _analyse(run: Run) -> Report:
             continue
         seqs = sequences.group(name)
         counts[name] = _usual_length(seqs)
-        aligned = align_group(run, seqs, unended, cut_short)
+        aligned = align_group(run, seqs, unended, cut_short, source)
         first = min((f.position for f in aligned), default=None)
         aligned = chain_findings(run, seqs, seqs.members, first) + aligned
         _note_cut(run, seqs, noted)
         findings += aligned
         if a2a:
             findings += split_findings(run, seqs, min((f.position for f in aligned), default=None))
+    note = source.note() if source is not None else None
+    if note is not None:
+        run.warnings.append(note)
     p2p_findings = match_p2p(run, sequences)
     if p2p_findings:  # clocks of different processes cannot order them among themselves
         first = min(f.time for f in p2p_findings)

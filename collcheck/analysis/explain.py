@@ -5,10 +5,9 @@ Each kind has its own small function (`_TEXTS`); the field mismatches share `_fi
 
 from __future__ import annotations
 
-import os
-
+from ..knowledge import fixes, sites
+from ..knowledge.frameworks import split_chain
 from ..model import Run, group_label, rank_ranges
-from ..model.framework_calls import package_of, split_chain
 from .findings import Finding
 from .hang import sync_text, where_killed
 from .pipeline import microbatch_text
@@ -18,53 +17,30 @@ def explain(run: Run, f: Finding) -> str:
     return _TEXTS.get(f.kind, _field_text)(run, f)
 
 
-# the fix a framework's own collectives call for, by role (capture/frameworks): never DDP's
-# join() for a collective DDP did not issue
-_FSDP_FIX = ("every rank must run the same FSDP modules in the same order, forward and backward (e.g. run "
-             "an expert that got no tokens on an empty batch instead of skipping it)")
-_SYNC_BN_FIX = ("run the same forward passes through SyncBatchNorm layers on every rank: a pass on some ranks "
-                "only (evaluation, visualisation) belongs in eval() mode or on every rank")
-_DCP_FIX = "call torch.distributed.checkpoint save/load on every rank of the group, with the same arguments"
-FIX_BY_ROLE = {
-    "FSDP unshard all-gather": _FSDP_FIX, "FSDP gradient reduce": _FSDP_FIX,
-    "SyncBatchNorm statistics": _SYNC_BN_FIX, "SyncBatchNorm gradient": _SYNC_BN_FIX,
-    "checkpoint planning": _DCP_FIX,
-}
-
-
 def better_fix(run: Run, f: Finding, divergences: bool) -> str | None:
-    """Advice that fits this run better than the kind's usual fix (findings.KINDS), if any."""
+    """Advice that fits this run better than the kind's usual fix (knowledge/fixes.py BY_KIND), if any."""
     if f.details.get("microbatches"):
-        return ("every stage must run the same number of microbatches in a step: derive it from the global batch "
-                "(the same on every stage, e.g. broadcast by the first stage), or pad or drop the ragged last batch")
+        return fixes.SAME_MICROBATCHES
     if f.details.get("chains"):
-        return ("run the same passes on every rank of the group: a forward, evaluation or logging step that issues "
-                "collectives (a layer that synchronises statistics, a metric all-reduce) inside `if rank == 0:` must "
-                "run on every rank, or without collectives (eval() mode, a separate group)")
+        return fixes.SAME_PASSES
     fix = framework_fix(f) if f.kind not in ("hang", "deadlock") else None
     if fix:
         return fix
     if f.details.get("group_hint") is not None:
-        return (f"pass the group the call is meant for (`group=` the one of ranks {rank_ranges(f.ranks)}) on every rank "
-                "that issues it: without `group=` a collective runs on the default group, whose other members never join it")
+        return fixes.pass_the_group(f"ranks {rank_ranges(f.ranks)}")
     if f.kind not in ("hang", "deadlock"):
         events = [e for e in [*f.events.values(), f.expected] if e is not None]
         roles = [e.sig.role.partition(" of ")[0] for e in events if e.sig.role]  # ("... of <module>")
-        fix = next((FIX_BY_ROLE[r] for r in roles if r in FIX_BY_ROLE), None)
+        fix = next((fixes.BY_ROLE[r] for r in roles if r in fixes.BY_ROLE), None)
         if fix:
             return fix
     if f.kind == "deadlock" and f.details.get("waited_on_by"):
-        return (f"{_ranks(f.ranks)} issued a collective the other members of group {f.group} never issue, while the "
-                "rest went on to another group: a branch taken on some ranks only (e.g. `if rank == 0:` around a "
-                "DTensor full_tensor() or a checkpoint) must run on every rank of that group, or on none")
+        return fixes.branch_on_one_group(_ranks(f.ranks), f.group)
     if f.kind == "hang" and not divergences and f.details.get("root_causes"):
-        return ("the sequences line up: look at why the root-cause rank(s) stopped (their state and detail "
-                "below: what they raised, or where they were)")
+        return fixes.LOOK_AT_ROOT_CAUSES
     if f.kind == "missing" and f.details.get("stopped") and all(
             run.ranks[r].state == "killed" and run.ranks[r].dump_site is not None for r in f.ranks):
-        return ("the rank was still busy outside collectives when the job was killed (see where it was): a slow "
-                "or stuck rank rather than a skipped call; speed up or move that work out of the step (e.g. "
-                "asynchronous checkpointing), or raise the timeout")
+        return fixes.SLOW_NOT_SKIPPED
     return None
 
 
@@ -90,14 +66,8 @@ def _ev(e) -> str:
 
 
 def where(e, view=None) -> str:
-    """'train.py:43 in on_train_epoch_end() via Lightning' where the call site is a framework's
-    frame: the user's innermost frame is the line the user can change; else the site."""
-    view = view or (split_chain(e.chain) if e.chain else None)
-    if view is None or view.inner is None or package_of(e.site[0] if e.site else "") is None:
-        return e.where()
-    file, line, func = view.inner
-    via = view.folds[-1][0] if view.folds else None
-    return f"{os.path.basename(file)}:{line} in {func}()" + (f" via {via}" if via else "")
+    """The line the user can change of an event's call (knowledge/sites.user_site)."""
+    return sites.user_site(e.site, e.chain)
 
 
 def framework_fix(f: Finding) -> str | None:
@@ -206,7 +176,7 @@ def _order_mismatch(run: Run, f: Finding) -> str:
 
 def _non_member_call(run: Run, f: Finding) -> str:
     d = f.details
-    where = f" at {os.path.basename(d['site'][0])}:{d['site'][1]}" if d.get("site") else ""
+    where = f" at {sites.short(d['site'])}" if d.get("site") else ""
     times = f" ({d['count']} calls)" if d["count"] > 1 else ""
     groups = (f"; rank {f.ranks[0]} is not in the groups of ranks " + ", ".join(map(str, d["outside"]))
               if d["outside"] else "")
@@ -232,6 +202,12 @@ def _unmatched_p2p(run: Run, f: Finding) -> str:
     e = next((x for x in f.events.values() if x is not None), None)
     text = (f"{_ev(e)}: rank {d['src']} -> rank {d['dst']} message #{f.number} in group {f.group} "
             f"has no matching {d['missing']}")
+    peer = d["src"] if d["missing"] == "send" else d["dst"]
+    if d.get("elsewhere"):
+        text += (f"; rank {peer} exchanges with rank {d['dst'] if peer == d['src'] else d['src']} on another group: "
+                 "the two sides may be pairing on different groups")
+    elif f.ranks == [peer]:
+        text += f"; rank {peer} never posted the {d['missing']} (the call that should have made it: its own sequence)"
     return text + ("; " + microbatch_text(d) if d.get("microbatches") else "")
 
 
@@ -319,7 +295,7 @@ def _way(e, other) -> str:
     if head is None:
         return "from ?"
     via = [x[2] for x in mine[k + 1:-1] if x is not None]
-    return (f"from {os.path.basename(head[0])}:{head[1]} in {head[2]}()"
+    return (f"from {sites.located(head)}"
             + (f" via {' > '.join(v + '()' for v in via[:4])}" if via else ""))
 
 

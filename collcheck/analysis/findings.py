@@ -4,87 +4,67 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..knowledge import fixes
 from ..model import Event, Signature
 
-# kind -> (title, severity, NCCL consequence, gloo consequence, usual fix)
+# kind -> (title, severity, NCCL consequence, gloo consequence); the usual fix: knowledge/fixes.py
 KINDS = {
     "missing": ("missing collective", "error",
                 "the other ranks block in it until the NCCL watchdog timeout (default 10 min) aborts the job",
                 "the other ranks block until the group timeout, then raise 'Timed out waiting ... for recv'; "
-                "if the rank that skipped it has exited, they fail at once with 'Connection closed by peer'",
-                "make every rank reach the call: move it out of the rank-dependent branch or early exit"),
+                "if the rank that skipped it has exited, they fail at once with 'Connection closed by peer'"),
     "extra": ("extra collective", "error",
               "the rank blocks in it forever, or it silently pairs with the next collective of the others",
-              "the rank blocks until the group timeout, or pairs with the next collective of the others",
-              "issue it on every rank of the group, or on none (use a subgroup for a subset)"),
+              "the rank blocks until the group timeout, or pairs with the next collective of the others"),
     "op_mismatch": ("different collectives in the same slot", "error",
                     "undefined: NCCL does not check the op; usually a hang, or silent garbage when sizes agree "
                     "(barrier is a 1-element all-reduce and can pair with one)",
-                    "gloo pairs ops by slot: a hang until the timeout or a size-mismatch abort",
-                    "make the ranks issue the same collectives in the same order"),
+                    "gloo pairs ops by slot: a hang until the timeout or a size-mismatch abort"),
     "shape_mismatch": ("tensor size mismatch", "error",
                        "NCCL does not check sizes: reads/writes out of bounds, hangs or silent garbage",
                        "the receiving rank aborts with SIGABRT ('op.preamble.length <= op.nbytes'), "
-                       "its peers get 'Connection reset by peer'",
-                       "make the tensor shape independent of the rank (pad the last batch, or all-gather sizes first)"),
+                       "its peers get 'Connection reset by peer'"),
     "dtype_mismatch": ("dtype mismatch", "error",
                        "NCCL does not check dtypes: silent garbage (or a hang when byte counts differ)",
-                       "equal byte counts complete silently with garbage; different ones abort like a size mismatch",
-                       "cast to one dtype on every rank before the collective"),
+                       "equal byte counts complete silently with garbage; different ones abort like a size mismatch"),
     "split_mismatch": ("all-to-all split sizes disagree", "error",
                        "NCCL does not check sizes: out-of-bounds reads/writes, garbage or a hang",
                        "a rank whose split for itself differs raises at once ('inLengthPerRank[myRank] == "
                        "outLengthPerRank[myRank]'), one that receives more than it expects aborts with SIGABRT "
-                       "('op.preamble.length <= op.nbytes'); their peers fail with 'Connection closed by peer'",
-                       "derive each rank's output splits from what its peers send: exchange the counts first "
-                       "(all_to_all_single of the input split sizes) instead of computing them locally"),
+                       "('op.preamble.length <= op.nbytes'); their peers fail with 'Connection closed by peer'"),
     "reduce_op_mismatch": ("reduce op mismatch", "error",
                            "NCCL does not check the op: silently wrong results",
-                           "gloo does not check the op: silently wrong results",
-                           "use the same ReduceOp on every rank"),
+                           "gloo does not check the op: silently wrong results"),
     "root_mismatch": ("root / source rank mismatch", "error",
                       "several roots send and nobody receives, or vice versa: a hang or garbage",
-                      "a hang until the timeout, or garbage",
-                      "pass the same src/dst (a global rank) on every rank"),
+                      "a hang until the timeout, or garbage"),
     "order_mismatch": ("same collectives in a different order", "error",
                        "NCCL matches by order: a hang (different sizes) or silently swapped data (same sizes)",
-                       "gloo matches by order: a hang, a size-mismatch abort, or silently swapped data",
-                       "issue collectives in a deterministic order on every rank (do not iterate sets, "
-                       "do not issue from several threads)"),
+                       "gloo matches by order: a hang, a size-mismatch abort, or silently swapped data"),
     "group_mismatch": ("process groups created differently", "error",
                        "ranks disagree on group membership: the store rendezvous or the first collective hangs",
-                       "the store rendezvous or the first collective hangs until the timeout",
-                       "call new_group with the same ranks in the same order on every rank, members or not"),
+                       "the store rendezvous or the first collective hangs until the timeout"),
     "unmatched_p2p": ("unmatched point-to-point", "error",
                       "the send or recv blocks forever (or until the watchdog timeout)",
-                      "the send or recv blocks until the timeout",
-                      "pair every send with a recv on the peer, in the same order"),
+                      "the send or recv blocks until the timeout"),
     "tag_mismatch": ("send and recv tags differ", "error",
                      "NCCL ignores tags: the pair matches in order (silently, when sizes agree)",
                      "gloo pairs a recv only with a send of the same tag: both sides wait until the timeout, "
-                     "or the recv takes a later message that has its tag",
-                     "use the same tag on both sides (a constant per kind of message, not per step)"),
+                     "or the recv takes a later message that has its tag"),
     "non_member_call": ("collective on a group the rank is not in", "error",
                         "torch skips the call on that rank (one warning): the group's members wait for a "
                         "member that never comes, or pair with its next call",
-                        "the same: torch skips the call before any backend sees it",
-                        "issue the collective only on the group's members (if rank in ranks), with the "
-                        "group the rank belongs to"),
+                        "the same: torch skips the call before any backend sees it"),
     "semantic_mismatch": ("calls that agree in shape but not in purpose", "error",
                           "NCCL pairs them silently: each side reads the other's value (wrong results, "
                           "or a later hang)",
-                          "gloo pairs them silently: each side reads the other's value",
-                          "issue the same calls on every rank; a collective of your own among a framework's "
-                          "(DDP's join(), FSDP's) must be issued on every rank or on a separate group"),
+                          "gloo pairs them silently: each side reads the other's value"),
     "hang": ("hang", "error",
              "ranks wait in collectives until the NCCL watchdog timeout",
-             "ranks wait until the group timeout and raise",
-             "see the first divergence above; fix it and the hang goes"),
+             "ranks wait until the group timeout and raise"),
     "deadlock": ("deadlock (wait-for cycle)", "error",
                  "each rank of the cycle waits for the next (in another group, or in a send/recv): a permanent hang",
-                 "a permanent hang until the group timeouts fire",
-                 "issue collectives on different groups in one global order on every rank; order point-to-point "
-                 "calls so that one side sends first (or use isend/irecv with batch_isend_irecv)"),
+                 "a permanent hang until the group timeouts fire"),
 }
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
@@ -126,7 +106,7 @@ class Finding:
 
     @property
     def fix(self) -> str:
-        return self.details.get("fix") or KINDS[self.kind][4]
+        return self.details.get("fix") or fixes.BY_KIND[self.kind]
 
 
 def field_mismatch(a: Signature, b: Signature) -> str:

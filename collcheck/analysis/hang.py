@@ -8,12 +8,12 @@ a cycle (across groups, or through point-to-point waits) is a deadlock.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import networkx as nx
 
+from ..knowledge import sites
 from ..model import P2P_OPS, Run, Sequences, rank_ranges
 from .channels import Channels
 from .ending import KillOrder, end_detail, kill_order, killed_words
@@ -103,7 +103,7 @@ def final_states(run: Run) -> dict[int, RankState]:
                 state = _error_state(errors)
             site = log.exception[2] if len(log.exception) > 2 else None
             if site and state == "raised":  # where (a failed collective's site is shown already)
-                detail = f"{detail[:160]} (raised at {os.path.basename(site[0])}:{site[1]})"
+                detail = f"{detail[:160]} (raised at {sites.short(site)})"
         elif log.crash is not None:
             detail = log.crash
             if streams and any(e.error and any(w in e.error for w in TIMEOUT_WORDS) for e in blocked):
@@ -175,15 +175,14 @@ def sync_text(log) -> str:
     if not log.syncs:
         return ""
     _, site, _, what = log.syncs[-1]
-    where = f" at {os.path.basename(site[0])}:{site[1]} in {site[2]}()" if site else ""
+    where = f" at {sites.located(site)}" if site else ""
     return f"{where} ({what})"
 
 
 def where_killed(log) -> str:
     """'while in f() at main.py:9', from the stacks dumped at SIGTERM: where a rank that was not in
     a collective spent its time (computing, checkpointing, loading data)."""
-    path, line, func = log.dump_site
-    return f"while in {func}() at {os.path.basename(path)}:{line}"
+    return f"while in {sites.function_at(log.dump_site)}"
 
 
 def _raised_in_wait(run: Run, log) -> list:

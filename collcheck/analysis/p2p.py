@@ -20,6 +20,32 @@ def _field_mismatch(send, recv) -> str | None:
     return None
 
 
+def _posts_elsewhere(channels: dict, key: tuple, peer: int, owner: int) -> bool:
+    """Whether `peer` posted more of the missing half to `owner` on another group than it paired
+    there (a receive, or a send, addressed on the wrong group)."""
+    group, src, dst = key
+    for (g, s, d), c in channels.items():
+        if g != group and (s, d) == (src, dst):
+            peers, owners = (c.sends, c.recvs) if peer == src else (c.recvs, c.sends)
+            if len(peers) > len(owners):
+                return True
+    return False
+
+
+def _same_wait(run: Run, channels: dict, key: tuple, sending: bool) -> bool:
+    """Whether the peer ended waiting on the owner the same way: its last call an unmatched send to
+    the owner while the owner's send is unmatched (or both receive from each other): a cycle of
+    one kind, where neither end alone is out of step."""
+    group, src, dst = key
+    back = channels.get((group, dst, src))
+    if back is None:
+        return False
+    peer = dst if sending else src
+    mine, other = (back.sends, back.recvs) if sending else (back.recvs, back.sends)
+    log = run.ranks.get(peer)
+    return len(mine) > len(other) and log is not None and len(log) > 0 and mine[-1] == len(log) - 1
+
+
 def match_p2p(run: Run, sequences: Sequences) -> list[Finding]:
     """Message k of each channel: the k-th send and the k-th recv agree, or a finding. Capped logs
     are compared from the first message both sides kept."""
@@ -49,10 +75,17 @@ def match_p2p(run: Run, sequences: Sequences) -> list[Finding]:
             lonely = se or re
             owner = src if se is not None else dst
             peer = dst if se is not None else src
-            findings.append(Finding("unmatched_p2p", group, k, sorted({owner, peer} - {None}), "",
+            # the peer that should have posted the other half, unless it did so elsewhere (on
+            # another group), or waits on the owner in the same way (both receive, or both send,
+            # from each other): then the pairing is wrong, and both ends are named
+            elsewhere = peer is not None and (_posts_elsewhere(channels, key, peer, owner)
+                                              or _same_wait(run, channels, key, se is not None))
+            culprits = sorted({owner, peer} - {None}) if elsewhere or peer is None else [peer]
+            findings.append(Finding("unmatched_p2p", group, k, culprits, "",
                                     {owner: lonely}, None,
                                     {"p2p": True, "src": src, "dst": dst,
-                                     "missing": "recv" if se is not None else "send"},
+                                     "missing": "recv" if se is not None else "send",
+                                     **({"elsewhere": True} if elsewhere else {})},
                                     lonely.t_issue if lonely else 0))
     if unknown:
         pairs = ", ".join(f"{c.src}->{c.dst}" for c in unknown[:6]) + (" ..." if len(unknown) > 6 else "")

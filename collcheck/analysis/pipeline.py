@@ -4,7 +4,7 @@ A pipeline's stages pair their sends and recvs only while every stage runs the s
 microbatches in a step; a stage that derives the count from its own data (a ragged last batch)
 runs fewer or more, and the first unpaired message shows up between two neighbours that may both
 be right. The recorder labels each send and recv of a schedule with its stage and the step's
-microbatch count (capture/frameworks/pipelining.py); here the counts of the ranks' last steps
+microbatch count (knowledge/torch_internals/pipelining.py); here the counts of the ranks' last steps
 are compared: the stage whose count differs from the others', or changed from its own earlier
 steps, is the culprit of the first point-to-point finding.
 """

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
+from ..knowledge.frameworks import split_chain
 from ..model import group_label
-from ..model.framework_calls import split_chain
 from . import blame
 from .findings import field_mismatch
 
@@ -15,8 +15,9 @@ from .findings import field_mismatch
 class Ties:
     """Reads one group's aligner (align._Aligner): its sequences, positions and findings."""
 
-    def __init__(self, aligner):
+    def __init__(self, aligner, source=None):
         self.al = aligner
+        self.source = source  # the program's source (analysis/source.py), or None
 
     def out_of_step(self, live: dict[int, int], ended: list[int]) -> bool:
         """Ranks that issued a collective here while the other members wait in another group:
@@ -115,7 +116,14 @@ class Ties:
         changed = kind not in ("missing", "extra") and (dict(extra).get("silent") or (
             self.al.sig(a[0], 1) is not None and self.al.sig(b[0], 1) is not None
             and self.al.agreement(b[0], 1, a[0], 1) >= blame.ALIGNED))
-        verdict = blame.settle(self._camp(a), self._camp(b), changed)
+        camps = self._camp(a), self._camp(b)
+        verdict = blame.settle(*camps, changed)
+        told = self.read_source(camps[0].call, camps[1].call)
+        if told is not None:  # the program's source beats the trace's rules
+            culprit = told.culprit(self.al.run.world)
+            kind = told.kind(culprit)
+            span = verdict.span if verdict and (verdict.culprit, verdict.kind) == (culprit, kind) else 1
+            verdict = blame.Verdict(culprit, kind, told.rule(culprit), span)
         if verdict is None:
             return None
         culprits, others = (a, b) if verdict.culprit == 0 else (b, a)
@@ -125,7 +133,38 @@ class Ties:
             extra = tuple(x for x in extra if x[0] == "silent")
         else:
             kind, extra = verdict.kind, (("span", verdict.span),)
-        return {(kind, extra + (("blame", verdict.rule),)): culprits}, ref_rank, culprits
+        extra += (("blame", verdict.rule), ("decided_by", "source" if told is not None else "trace"))
+        if told is not None:
+            extra += (("condition", told.condition),)
+        return {(kind, extra): culprits}, ref_rank, culprits
+
+    def with_source(self, kinds: dict, culprits: list[int], ref_rank: int) -> dict:
+        """A majority named the culprits of a changed, skipped or extra call: the program's source
+        says which the culprits did (entered a branch: extra; skipped the call the others made
+        under a condition: missing) and quotes the condition."""
+        ((kind, extra), ranks), = kinds.items()
+        if kind not in ("op_mismatch", "missing", "extra") or dict(extra).get("silent"):
+            return kinds
+        told = self.read_source(self._token(culprits[0]), self._token(ref_rank))
+        if told is None:
+            return kinds
+        extra = tuple(x for x in extra if x[0] != "span") + (
+            ("blame", told.rule(0)), ("decided_by", "majority"), ("condition", told.condition))
+        return {(told.kind(0), extra): ranks}
+
+    def _token(self, r: int) -> tuple | None:
+        """(signature id, chain id) of rank r's call at its position, None past its end."""
+        p, idx = self.al.pos[r], self.al.index[r]
+        if p >= len(idx):
+            return None
+        return self.al.seq[r][p], self.al.run.ranks[r].chains_of(idx[p:p + 1], 1)[0]
+
+    def read_source(self, a, b):
+        """What the program's source says of two calls' tokens (signature, chain id): a Reading
+        (analysis/source.py), or None."""
+        if self.source is None or a is None or b is None:
+            return None
+        return self.source.read(self._frames(a[1]), self._frames(b[1]), self.al.run.world)
 
     def _skipped_text(self, culprit: int, other: int, verdict: blame.Verdict) -> str:
         """'it skipped the FSDP2 backward of step 2 (...)': the phase of the call it skipped (the

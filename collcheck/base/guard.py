@@ -37,13 +37,6 @@ ESCAPES = {  # how each format writes a defused character, readable back by that
     "json": {":": "\\u003a", "[": "\\u005b"},
     "xml": {":": "&#x3a;", "[": "&#x5b;"},
 }
-FLAVOURS = {"json": "json", "sarif": "json", "junit": "xml"}  # output format -> flavour; others: text
-
-
-def flavour_of(fmt: str | None) -> str:
-    return FLAVOURS.get(fmt or "text", "text")
-
-
 def guard_lines(text: str, flavour: str = "text") -> str:
     """`text` (whole lines) with every workflow-command pattern defused."""
     if "::" not in text and "##" not in text:

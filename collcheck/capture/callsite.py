@@ -6,30 +6,20 @@ Walking ``frame.f_back`` costs ~1-4 us (capture.md); ``traceback``/``inspect`` c
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-import sysconfig
 
 import torch
 
+from ..knowledge import frames
+from ..knowledge import torch_internals as frameworks
 from ..logfile.ops import P2P_OPS, PUBLIC_APIS
-from . import frameworks
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _COLLCHECK_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-_SKIP_FILES = {os.path.abspath(contextlib.__file__)}
-try:  # typing_extensions wraps deprecated torch APIs
-    import typing_extensions
-
-    _SKIP_FILES.add(os.path.abspath(typing_extensions.__file__))
-except ImportError:  # pragma: no cover
-    pass
-
-# the standard library's frames (threading's bootstrap, runpy) are not the user's program; the
-# packages installed under it are (a training framework's loop is part of the user's chain)
-_STDLIB_DIRS = tuple({os.path.join(os.path.abspath(sysconfig.get_paths()[k]), "") for k in ("stdlib", "platstdlib")})
-_PACKAGE_DIRS = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
+# what only the job knows: where this torch and this collcheck are (an editable checkout has no
+# site-packages marker); the rest is the recorded path's own markers (knowledge/frames.py)
+_ROOTS = ((_TORCH_DIR, frames.TORCH), (_COLLCHECK_DIR, frames.COLLCHECK))
 MAX_CHAIN = 48  # frames of a chain kept: the innermost MAX_CHAIN - CHAIN_OUTER and the outermost CHAIN_OUTER
 CHAIN_OUTER = 8
 
@@ -50,24 +40,21 @@ def _classify(code) -> tuple[bool, str | None]:
     torch package), what `frameworks` tables are keyed by; torch's plumbing between a framework and
     the wire has none, a public torch.distributed function is 'dist.<name>'."""
     fn = code.co_filename
-    if fn.startswith(_TORCH_DIR):
-        file = fn[len(_TORCH_DIR):].replace(os.sep, "/")
+    owner, inside = frames.classify(fn, _ROOTS)
+    if owner == frames.TORCH and inside is not None:
         name = code.co_name
-        if file == _C10D_FILE and name in _API_NAMES:
+        if inside == _C10D_FILE and name in _API_NAMES:
             v = (False, _API_NAMES[name])
-        elif file in frameworks.PLUMBING_FILES:
+        elif inside in frameworks.PLUMBING_FILES:
             v = (False, None)
         else:
-            key = sys.intern(f"{file}:{name}")
+            key = sys.intern(f"{inside}:{name}")
             reader = frameworks.DETAIL_FRAMES.get(key)
             v = (False, key, reader) if reader is not None else (False, key)
     elif fn.startswith(_FX_GRAPH):  # code torch.fx generated for a compiled graph: not the user's line
         v = (False, frameworks.COMPILED_GRAPH)
-    elif fn.startswith((_COLLCHECK_DIR, "<frozen")) or fn in _SKIP_FILES or (
-            fn.startswith(_STDLIB_DIRS) and not any(d in fn for d in _PACKAGE_DIRS)):
-        v = (False, None)
     else:
-        v = (True, None)
+        v = (frames.in_chain(owner), None)
     _pinned.append(code)
     _verdicts[id(code)] = v
     return v

@@ -526,6 +526,17 @@ class Recorder:
             return
         self.completions.watch(self.writer, eid, t_ret, out, self.tls.issued)
 
+    def note_source(self, eid: int, rank: int) -> None:
+        """The sender a receive returned: a U record, written with the next record (never raises)."""
+        w = self.writer
+        if w is None:
+            return
+        try:
+            with w.lock:
+                w.queue({"k": lf.SOURCE, "i": eid, "p": rank})
+        except Exception as exc:  # noqa: BLE001 - the job goes on; recording stops with one warning
+            self.fail(exc)
+
     def finish(self, eid: int, t_ret: int, error: BaseException | None = None) -> None:
         """Op `eid` returned at `t_ret` and has completed now, or failed with `error`."""
         self.completions.finish(self.writer, eid, t_ret, error)

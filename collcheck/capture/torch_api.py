@@ -22,6 +22,7 @@ import inspect
 import sys
 import time
 
+from ..knowledge import frames
 from ..logfile import format as lf
 from ..logfile.ops import ALWAYS_ASYNC, PUBLIC_APIS
 from .recorder import ApiCall, Recorder
@@ -60,6 +61,7 @@ def _reduce_op_value(op):
 def _wrap_collective(rec: Recorder, name: str, fn):
     op_index, op_default = _param_index(fn, "op")
     async_index, _ = _param_index(fn, "async_op")
+    src_index, _ = _param_index(fn, "src") if name == "recv" else (None, None)
     multi = name in MULTI_OP
     always_async = name in ALWAYS_ASYNC
     no_future = name in NO_FUTURE
@@ -78,6 +80,8 @@ def _wrap_collective(rec: Recorder, name: str, fn):
                 is_async = bool(args[async_index] if len(args) > async_index else kwargs.get("async_op", False))
             else:
                 is_async = False
+            any_source = name == "recv" and src_index is not None and (
+                args[src_index] if len(args) > src_index else kwargs.get("src")) is None and kwargs.get("group_src") is None
             if rec.compiled and not multi and is_async:
                 call = None  # async: the compiled kernel records it alone
             else:
@@ -90,7 +94,10 @@ def _wrap_collective(rec: Recorder, name: str, fn):
         if call is None:
             return fn(*args, **kwargs)
         try:
-            return fn(*args, **kwargs)
+            out = fn(*args, **kwargs)
+            if any_source and out.__class__ is int and out >= 0 and call.returned:  # who sent it (dist.recv says)
+                rec.note_source(next(iter(call.returned)), out)
+            return out
         except BaseException as exc:
             for eid, t_ret in call.returned.items():
                 rec.completions.finish(rec.writer, eid, t_ret, exc)
@@ -228,6 +235,8 @@ def record_exit(rec: Recorder, clean: bool, exc: BaseException | None = None) ->
     if rec.writer is None:
         return
     try:
+        with rec.writer.lock:  # the program's own files, hashed once the job is done with them
+            rec.writer.file_hashes(lambda path: frames.owner(path) == frames.USER)
         rec.checkpoint("exception" if exc is not None else "end")
         if exc is not None:
             rec.record_exception(exc)

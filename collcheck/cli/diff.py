@@ -4,6 +4,7 @@ line per launch and the full report of those with findings (docs/diff.md, 'Many 
 from __future__ import annotations
 
 from ..base.errors import FINDINGS, INCOMPLETE, INPUT_ERROR, OK
+from ..report.formats import formats, reporter
 from . import values
 from .common import add_launch_arguments, inputs_of, launches, output
 
@@ -13,57 +14,52 @@ MAX_CONTEXT = 1000  # collectives each side of the divergence
 def add_parser(commands) -> None:
     p = commands.add_parser("diff", help=execute.__doc__)
     add_launch_arguments(p)
-    p.add_argument("--format", choices=["text", "json", "junit", "github"], default="text")
+    p.add_argument("--format", choices=formats("diff"), default=formats("diff")[0])
     p.add_argument("--output", "-o", type=values.path, help="write the report to this file")
     p.add_argument("--context", type=values.count(0, MAX_CONTEXT), default=4,
                    help=f"collectives shown around the divergence (0..{MAX_CONTEXT})")
+    p.add_argument("--source-root", type=values.path, metavar="DIR",
+                   help="where the recorded program's files are here (logs from another machine): the source "
+                        "says which rank took a branch where no majority does")
+    p.add_argument("--no-source", action="store_true", help="blame from the trace alone (never read the program)")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings or unchecked ranks")
     p.set_defaults(handler=execute)
 
 
 def execute(args) -> int:
     """Align the ranks' collectives, report the first divergence and any hang (each launch's)."""
-    found = launches(args, writes=args.output)
-    report = _analysed(found[0]) if len(found) == 1 else None
-    with output(args.output, inputs_of(found)) as out:
-        if report is None:
-            return _several(args, found, out)
-        if args.launch is not None:
-            from ..report.launches import render_one
-
-            render_one(report, args.format, out, found[0].id, args.logs, context=args.context)
-        else:
-            from ..report import render
-
-            render(report, args.format, out, context=args.context)
-    if args.exit_zero:
-        return OK
-    return FINDINGS if report.findings else INCOMPLETE if report.verdict == "incomplete" else OK
-
-
-def _analysed(launch):
-    from ..analysis.diff import analyse
-    from ..model import load_run
-
-    return analyse(load_run(launch.source))
-
-
-def _several(args, found, out) -> int:
-    """Each launch checked and reported in turn; 1 when any has findings, else 2 when any could not
-    be read, else 4 when any is incomplete (--exit-zero: 0 but for an unreadable one), else 0."""
     from ..logfile.reader import LogError
-    from ..report.launches import FORMATS
 
-    report = FORMATS[args.format](out, args.logs, [launch.id for launch in found], context=args.context)
-    for launch in found:
-        try:
-            report.add(launch.id, launch.world, _analysed(launch))
-        except LogError as exc:
-            report.add(launch.id, launch.world, error=str(exc))
-    report.finish()
-    counts = report.counts
-    if counts["findings"] and not args.exit_zero:
+    found = launches(args, writes=args.output)
+    several = len(found) > 1
+    with output(args.output, inputs_of(found)) as out:
+        report = reporter("diff", args.format, out, where=args.logs, ids=[launch.id for launch in found],
+                          context=args.context)
+        for launch in found:
+            try:
+                result = _analysed(launch, args.source_root, not args.no_source)
+            except LogError as exc:
+                if not several:
+                    raise
+                report.add(launch.id, launch.world, error=str(exc))
+                continue
+            report.add(launch.id if several or args.launch is not None else None, launch.world, result)
+        report.finish()
+    return exit_code(report.counts, args.exit_zero)
+
+
+def exit_code(counts: dict, exit_zero: bool) -> int:
+    """1 when any launch has findings, else 2 when any could not be read, else 4 when any is
+    incomplete, else 0; --exit-zero: 0 but for an unreadable one."""
+    if counts["findings"] and not exit_zero:
         return FINDINGS
     if counts["unreadable"]:
         return INPUT_ERROR
-    return INCOMPLETE if counts["incomplete"] and not args.exit_zero else OK
+    return INCOMPLETE if counts["incomplete"] and not exit_zero else OK
+
+
+def _analysed(launch, source_root: str | None = None, read_source: bool = True):
+    from ..analysis.diff import analyse
+    from ..model import load_run
+
+    return analyse(load_run(launch.source), source_root, read_source)

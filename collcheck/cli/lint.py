@@ -7,6 +7,7 @@ import os
 
 from ..base.errors import FINDINGS, OK, UsageError
 from ..base.outputs import NO_INPUTS, Inputs, check_output
+from ..report.formats import formats, reporter
 from . import values
 from .common import output
 
@@ -16,7 +17,7 @@ def add_parser(commands) -> None:
     p.add_argument("paths", nargs="+", type=values.path, metavar="PATH", help="Python files or folders (read, never run)")
     p.add_argument("--logs", type=values.path, metavar="RUN", help="a recorded run: the calls its call chains show issuing "
                    "collectives count too (for frameworks collcheck has no table of)")
-    p.add_argument("--format", choices=["text", "json", "github", "sarif"], default="text")
+    p.add_argument("--format", choices=formats("lint"), default=formats("lint")[0])
     p.add_argument("--output", "-o", type=values.path, help="write the report to this file")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
     p.set_defaults(handler=execute)
@@ -25,7 +26,6 @@ def add_parser(commands) -> None:
 def execute(args) -> int:
     """Find collectives under rank-dependent branches in Python sources, before the job runs."""
     from ..lint import lint_paths
-    from ..report.lint import render
 
     missing = [p for p in args.paths if not os.path.exists(p)]
     if missing:
@@ -38,8 +38,10 @@ def execute(args) -> int:
         check_output(args.output, inputs)  # before the work: not onto a linted file
     result = lint_paths(args.paths, logs=args.logs)
     with output(args.output, inputs) as out:
-        render(result, args.format, out)
-    return FINDINGS if result.findings and not args.exit_zero else OK
+        report = reporter("lint", args.format, out)
+        report.add(None, 0, result)
+        report.finish()
+    return FINDINGS if report.counts["findings"] and not args.exit_zero else OK
 
 
 def _inputs(args) -> Inputs:

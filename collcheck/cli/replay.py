@@ -11,6 +11,7 @@ import tempfile
 
 from ..base.errors import UsageError
 from ..base.outputs import check_folder, check_output, output_folder, subfolder
+from ..report.formats import formats, printer
 from . import values
 from .common import RUN_HELP
 
@@ -47,7 +48,7 @@ def add_parser(commands) -> None:
     p.add_argument("--no-minimize", action="store_true", help="with --emit-script: keep every recorded collective")
     p.add_argument("--max-tests", type=values.count(0, MAX_TESTS), default=40, help="minimization: at most this many trial replays (40)")
     p.add_argument("--keep", type=values.path, metavar="DIR", help="keep the replay's plan, logs and outputs in DIR")
-    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument("--format", choices=formats("replay"), default=formats("replay")[0])
     p.add_argument("--verbose", "-v", action="store_true", help="print each replayed op and minimization step")
     p.set_defaults(handler=execute)
 
@@ -59,7 +60,6 @@ def execute(args) -> int:
     from ..model import load_run
     from ..replay.plan import build_plan
     from ..replay.whatif import parse_edit
-    from ..report.replay import Printer
 
     edits = [parse_edit(k, v) for k in ("drop", "insert", "move") for v in getattr(args, k)]
     source = discover(args.logs, newest=True)
@@ -70,7 +70,7 @@ def execute(args) -> int:
         check_folder(args.keep, inputs)
     run = load_run(source)
     original = analyse(run)
-    out = Printer(args.format != "json")
+    out = printer("replay", args.format)
     for e in edits:
         for r in (e.rank, e.other_rank):
             if r is not None and not 0 <= r < run.world:
@@ -128,12 +128,11 @@ def _replay(args, run, original, plan, edits, scale_note, work, out, inputs) -> 
         matches = got == recorded and (first is not None or o.status == "completed")
         out.matches(matches, recorded, got, scaled_down=plan.world < len(run.ranks))
     script = _emit_script(args, plan, first, recorded, o, got, work, out, inputs) if args.emit_script else None
-    if args.format == "json":
-        out.document({"run": run.directory, "status": o.status, "world": plan.world, "rank_map": plan.rank_map,
-                      "recorded": key_json(recorded), "replayed": key_json(got), "matches": matches,
-                      "edits": [e.describe() for e in edits], "scale": scale_note, "notes": plan.notes,
-                      "exit_codes": o.exit_codes, "blocked": {str(k): v for k, v in o.blocked().items()},
-                      "collectives": plan.n_ops(), "script": script, "seconds": round(o.wall_s, 2)})
+    out.document({"run": run.directory, "status": o.status, "world": plan.world, "rank_map": plan.rank_map,
+                  "recorded": key_json(recorded), "replayed": key_json(got), "matches": matches,
+                  "edits": [e.describe() for e in edits], "scale": scale_note, "notes": plan.notes,
+                  "exit_codes": o.exit_codes, "blocked": {str(k): v for k, v in o.blocked().items()},
+                  "collectives": plan.n_ops(), "script": script, "seconds": round(o.wall_s, 2)})
     return 0 if o.status == "completed" and got is None else 1
 
 

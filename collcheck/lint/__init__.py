@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from .findings import Finding
 from .interprocedural import Lint
 from .program import load
-from .syntax import _DOTTED
 
 
 @dataclass
@@ -49,7 +48,6 @@ def lint_paths(paths: list[str], learned=(), logs: str | None = None) -> LintRes
             known = learn_from_run(logs, program)
         findings = Lint(program, known).run()
     finally:
-        _DOTTED.clear()  # it holds the program's nodes
         if collecting:
             gc.enable()
     return LintResult(findings, len(program.modules), program.lines, time.perf_counter() - start,

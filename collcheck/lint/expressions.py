@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import ast
 
+from ..knowledge import fixes
 from . import vocabulary as V
-from .syntax import dotted, members_key
-from .values import CLEAN, LOCAL, RANK, Origin, Val, combine
+from .conditions import unwrapped
+from .syntax import alike, dotted, members_key
+from .values import CLEAN, LOCAL, RANK, Origin, Val, combine, join
 
 FORWARD_COLLECTIVES = frozenset({"FSDP", "FSDP2", "DeepSpeed"})  # their forward all-gathers the parameters
 PACKAGES = {"lightning": ("lightning", "pytorch_lightning", "lightning_fabric"), "accelerate": ("accelerate",),
@@ -37,13 +39,21 @@ class Issued:
 
 
 class Evaluator:
-    """Expression values in one function's environment (the walker in flow.py owns the state)."""
+    """Expression values in one function's environment. A walker (flow.py) holds one and is its
+    `scope`: the walker owns the environment the values are read from and written to (a walrus,
+    a comprehension's target), binds names, and hears of each collective a call issues and of
+    each conditional expression (a branch, for its guards)."""
 
-    # set by the walker
-    env: dict
-    fn: object
-    mod: object
-    lint: object
+    def __init__(self, lint, fn, scope):
+        self.lint, self.fn, self.mod, self.scope = lint, fn, fn.module, scope
+
+    @property
+    def env(self) -> dict:
+        return self.scope.env
+
+    @env.setter
+    def env(self, env: dict) -> None:
+        self.scope.env = env
 
     # -- names ---------------------------------------------------------------------------------
     def resolve(self, name: str | None) -> str | None:
@@ -163,6 +173,13 @@ class Evaluator:
             return CLEAN  # `local_rank != -1`: whether the job is distributed
         return combine(*parts)
 
+    def v_IfExp(self, node) -> Val:
+        cond = self.value(node.test)
+        if alike(unwrapped(node.body), unwrapped(node.orelse)):  # `tqdm(loader) if rank == 0 else loader`
+            return join(self.value(node.body), self.value(node.orelse))
+        with self.scope.branch(node, cond):
+            return join(combine(cond), self.value(node.body), self.value(node.orelse))
+
     def v_NamedExpr(self, node) -> Val:
         v = self.value(node.value)
         self.env[node.target.id] = v
@@ -185,7 +202,7 @@ class Evaluator:
         for gen in node.generators:
             it = self.value(gen.iter)
             parts.append(it.data_only())
-            self.bind(gen.target, it.data_only())
+            self.scope.bind(gen.target, it.data_only())
             parts += [self.value(c).data_only() for c in gen.ifs]
         parts += [self.value(e) for e in elts]
         self.env = saved
@@ -193,6 +210,8 @@ class Evaluator:
 
     # -- calls ---------------------------------------------------------------------------------
     def v_Call(self, node) -> Val:
+        if self.lint.probes and self.scope.report:
+            self.lint.probe(self.mod.path, node, self.scope.guards)
         func = node.func
         recv = self.value(func.value) if isinstance(func, ast.Attribute) else None
         fval = self.value(func) if not isinstance(func, ast.Attribute) else CLEAN
@@ -204,7 +223,7 @@ class Evaluator:
         key = self.program_function(node, name, recv)
         issued = self.classify(node, name, recv, fval, (args, kwargs), key)
         if issued is not None:
-            self.collective(node, issued, args, kwargs)
+            self.scope.collective(node, issued, args, kwargs)
         return self.result(node, name, recv, fval, args, kwargs, issued, key)
 
     def result(self, node, name, recv, fval, args, kwargs, issued, key) -> Val:
@@ -224,7 +243,7 @@ class Evaluator:
         if name in V.WRAPPERS:
             kind = V.WRAPPERS[name]
             if kind in V.IN_PLACE_WRAPPERS and node.args:
-                self.bind(node.args[0], Val(wrapped=kind))
+                self.scope.bind(node.args[0], Val(wrapped=kind))
             return Val(wrapped=kind)
         if name in V.FRAMEWORK_TYPES:
             return Val(typ=V.FRAMEWORK_TYPES[name])
@@ -313,8 +332,7 @@ class Evaluator:
         if name in V.COLLECTIVES:
             return Issued(V.Api(V.COLLECTIVES[name], V.collective_fix(V.COLLECTIVES[name])))
         if name in V.WRAPPERS and V.WRAPPERS[name] == "DDP":
-            return Issued(V.Api("DistributedDataParallel(...)", "wrap the model in DDP on every rank "
-                                "(its constructor broadcasts the parameters)"))
+            return Issued(V.Api("DistributedDataParallel(...)", fixes.WRAP_IN_DDP))
         func = node.func
         if isinstance(func, ast.Attribute):
             found = self._method(node, func, name, recv)
@@ -323,7 +341,7 @@ class Evaluator:
         elif fval.wrapped:
             return _forward(fval.wrapped)
         elif fval.params and not fval.wrapped and isinstance(func, ast.Name):
-            self.param_calls.setdefault(min(fval.params), node)  # `model(x)` of a parameter: the caller's model
+            self.scope.param_calls.setdefault(min(fval.params), node)  # `model(x)` of a parameter: the caller's model
         framework = self._framework_function(node, name)
         if framework is not None:
             return framework
@@ -340,8 +358,7 @@ class Evaluator:
         if recv.wrapped and meth == "forward":
             return _forward(recv.wrapped)
         if recv.wrapped == "FSDP" and meth in V.FSDP_METHODS:
-            return Issued(V.Api(f"FSDP `{meth}()` (gathers the sharded state)", f"call `model.{meth}()` on every "
-                                "rank (write the file from rank 0 only, after it)", "FSDP"))
+            return Issued(V.Api(f"FSDP `{meth}()` (gathers the sharded state)", fixes.fsdp_state(meth), "FSDP"))
         receiver = dotted(func.value) or ""
         fits = [(named, api) for hint, api, named in V.framework_apis().get(meth, ())
                 if V.receiver_matches(hint, receiver, recv.typ) and _keyword_set(node, api.needs_keyword)]
@@ -382,14 +399,12 @@ def _forward(kind: str) -> Issued:
     (there the backward is the collective every iteration issues)."""
     sure = kind in FORWARD_COLLECTIVES
     return Issued(V.Api(f"the forward of the {kind}-wrapped model" + ("" if sure else " (its buffer broadcast)"),
-                        f"run the {kind} model's forward on every rank (for one rank's own evaluation use the "
-                        "unwrapped module, `model.module`)", kind), wrapped=True, maybe=not sure)
+                        fixes.wrapped_forward(kind), kind), wrapped=True, maybe=not sure)
 
 
 def _backward(kind: str) -> Issued:
     return Issued(V.Api(f"`.backward()` of the {kind}-wrapped model's output (its gradient collectives)",
-                        "run the backward on every rank as many times (the same number of batches everywhere, or "
-                        "`with model.join():` for DDP)", kind), wrapped=True)
+                        fixes.wrapped_backward(), kind), wrapped=True)
 
 
 def _is_minus_one(node: ast.AST) -> bool:

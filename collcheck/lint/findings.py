@@ -7,6 +7,7 @@ import ast
 import operator
 from dataclasses import dataclass, field
 
+from ..knowledge import fixes
 from .syntax import alike
 from .values import LOCAL, Origin
 
@@ -65,11 +66,8 @@ class Finding:
 
 
 def local_fix(guard: Guard, api_fix: str) -> str:
-    if guard.how == "loop":
-        return ("give every rank the same number of iterations (pad or drop the data evenly, a DistributedSampler, "
-                "or `with model.join():` for DDP); " + api_fix)
-    return ("decide on every rank alike: reduce the condition first (`flag = torch.tensor(float(cond)); "
-            "dist.all_reduce(flag, op=dist.ReduceOp.MAX)`) and branch on `flag`; or " + api_fix)
+    """The fix of a call under a condition on this rank's own data (knowledge/fixes.py)."""
+    return fixes.same_iterations(api_fix) if guard.how == "loop" else fixes.decide_alike(api_fix)
 
 
 BARRIERS = frozenset({"dist.barrier()", "dist.monitored_barrier()", "deepspeed.comm.barrier()",
@@ -90,7 +88,7 @@ def complementary(a: ast.AST, b: ast.AST) -> bool:
     if subject is None or other is None or not alike(subject, other):
         return False
     try:
-        return all(_holds(a, r) != _holds(b, r) for r in _RANKS)
+        return all(holds(a, r) != holds(b, r) for r in _RANKS)
     except (TypeError, ValueError, KeyError):
         return False
 
@@ -106,12 +104,13 @@ def _subject(test) -> ast.AST | None:
     return None
 
 
-def _holds(test, rank: int) -> bool:
+def holds(test, rank: int) -> bool:
+    """Whether a condition on one rank value holds for `rank` (ValueError: not such a condition)."""
     if isinstance(test, ast.BoolOp):
-        parts = [_holds(v, rank) for v in test.values]
+        parts = [holds(v, rank) for v in test.values]
         return all(parts) if isinstance(test.op, ast.And) else any(parts)
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return not _holds(test.operand, rank)
+        return not holds(test.operand, rank)
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
         return _OPS[type(test.ops[0])](rank, ast.literal_eval(test.comparators[0]))
     raise ValueError("not a condition on one rank value")

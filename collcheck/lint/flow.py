@@ -12,6 +12,7 @@ ranks the condition lets through, and lines marked `# collcheck: ignore[rank-bra
 from __future__ import annotations
 
 import ast
+import contextlib
 import re
 
 from . import vocabulary as V
@@ -23,17 +24,21 @@ from .conditions import (
     is_join,
     local_count,
     members,
-    unwrapped,
 )
 from .expressions import Evaluator, Issued
 from .findings import BARRIERS, Finding, Guard, complementary, local_fix
-from .syntax import alike, dotted
+from .syntax import dotted
 from .values import CLEAN, LOCAL, RANK, Origin, Val, combine, join
 
 
-class Walker(Evaluator):
+class Walker:
+    """One function's statements, walked once: its environment, the guards around each statement,
+    the findings and the summary its callers read. Expressions are its evaluator's (`ev`)."""
+
     def __init__(self, lint, fn, report: bool, summary: bool):
         self.lint, self.fn, self.mod, self.report, self.summary = lint, fn, fn.module, report, summary
+        self.ev = Evaluator(lint, fn, self)
+        self.value, self.origin = self.ev.value, self.ev.origin  # (read on every statement)
         self.env: dict[str, Val] = {}
         self.guards: list[Guard] = []
         self.joined = 0  # inside `with model.join():`
@@ -130,15 +135,14 @@ class Walker(Evaluator):
             guard.text, guard.how, guard.kind, _why(guard.origin), fix, [here, *issued.chain], api.framework,
             maybe=issued.maybe))
 
-    def v_IfExp(self, node) -> Val:
-        cond = self.value(node.test)
-        if alike(unwrapped(node.body), unwrapped(node.orelse)):  # `tqdm(loader) if rank == 0 else loader`
-            return join(self.value(node.body), self.value(node.orelse))
+    @contextlib.contextmanager
+    def branch(self, node, cond: Val):
+        """While the evaluator reads the two arms of a conditional expression: under its guard."""
         guard = self._guard(node, cond, "branch", node.test)
         if guard is not None:
             self.guards.append(guard)
         try:
-            return join(combine(cond), self.value(node.body), self.value(node.orelse))
+            yield
         finally:
             if guard is not None:
                 self.guards.pop()
@@ -261,7 +265,7 @@ class Walker(Evaluator):
         joins = 0
         for item in s.items:
             v = self.value(item.context_expr)
-            if is_join(item.context_expr, self.resolve):
+            if is_join(item.context_expr, self.ev.resolve):
                 joins += 1
             if item.optional_vars is not None:
                 self.assign(item.optional_vars, v, None)
@@ -377,7 +381,7 @@ class Walker(Evaluator):
         if isinstance(target, ast.Subscript):
             base = dotted(target.value)
             if base is not None:
-                self.env[base] = join(self.lookup(base), v.data_only())
+                self.env[base] = join(self.ev.lookup(base), v.data_only())
                 self.writes.append(base)
             return
         if name is None:

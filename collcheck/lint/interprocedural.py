@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 from dataclasses import replace
 
-from .expressions import Issued, _forward
+from .expressions import Evaluator, Issued, _forward
 from .flow import Walker
 from .syntax import dotted
 from .values import CLEAN, RANK, Origin, Val, combine, join
@@ -43,6 +43,8 @@ class Lint:
         self.own: set = set()
         self.callers: set[str] = set()  # functions the program calls (their parameters' values are known)
         self.actual = False  # walking with the callers' arguments (else with placeholders)
+        self.probes: dict[str, frozenset[int]] = {}  # path -> lines whose calls' guards are wanted
+        self.probed: dict[tuple[str, int], tuple] = {}  # (path, line) -> the guards around a call there
 
     def run(self) -> list:
         """Walk every function, then again only those that read a summary, argument, attribute
@@ -212,7 +214,7 @@ class Lint:
         self.read(("called", key))
         return key in self.callers
 
-    def call_result(self, w: Walker, key: str, node: ast.Call, args: list, kwargs: dict) -> Val:
+    def call_result(self, ev: Evaluator, key: str, node: ast.Call, args: list, kwargs: dict) -> Val:
         fn = self.program.functions[key]
         self.read(("fn", key))
         if key not in self.callers:
@@ -238,16 +240,16 @@ class Lint:
                     got[i] = new
                     self._change(("in", key))
 
-    def spawned(self, node: ast.Call, w: Walker) -> None:
+    def spawned(self, node: ast.Call, ev: Evaluator) -> None:
         """`mp.spawn(worker, ...)`: worker's first parameter is the process's rank."""
         if not node.args:
             return
-        key = w.program_function(ast.Call(func=node.args[0], args=[], keywords=[]), dotted(node.args[0]))
+        key = ev.program_function(ast.Call(func=node.args[0], args=[], keywords=[]), dotted(node.args[0]))
         if key is not None:
-            origin = Origin(RANK, w.mod.path, node.lineno, w.mod.text(node))
+            origin = Origin(RANK, ev.mod.path, node.lineno, ev.mod.text(node))
             self._record_args(key, {0: Val(rank=origin)})
 
-    def issued_by(self, w: Walker, key: str, node: ast.Call, passed) -> Issued | None:
+    def issued_by(self, ev: Evaluator, key: str, node: ast.Call, passed) -> Issued | None:
         """What calling the program's function `key` issues: its first collective, or the forward
         of a wrapped model this call passes to a parameter the function calls (`evaluate(model)`)."""
         self.read(("fn", key))
@@ -268,9 +270,18 @@ class Lint:
                 site = (fn.module.path, calls[i].lineno, fn.module.text(calls[i]))
                 forward = _forward(arg.wrapped)
                 return Issued(forward.api, (site,), wrapped=True, maybe=forward.maybe)
-            if arg.params and w.summary:
-                w.param_calls.setdefault(min(arg.params), node)  # passed on: the caller's parameter, called
+            if arg.params and ev.scope.summary:
+                ev.scope.param_calls.setdefault(min(arg.params), node)  # passed on: the caller's parameter, called
         return None
+
+    def probe(self, path: str, node: ast.Call, guards: list) -> None:
+        """A call on a probed line (analysis/source.py asks which conditions enclose a recorded
+        call): the guards around it, as the findings walk sees them (its last walk's)."""
+        lines = self.probes.get(path)
+        if lines:
+            for line in range(node.lineno, (getattr(node, "end_lineno", None) or node.lineno) + 1):
+                if line in lines:
+                    self.probed[(path, line)] = tuple(guards)
 
     def learned_call(self, mod, node: ast.Call, name: str | None) -> Issued | None:
         if self.learned is None:

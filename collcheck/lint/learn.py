@@ -13,7 +13,8 @@ from __future__ import annotations
 import ast
 import os
 
-from ..model.framework_calls import split_chain
+from ..knowledge import fixes
+from ..knowledge.frameworks import split_chain
 from .expressions import Issued
 from .syntax import dotted
 from .vocabulary import Api
@@ -30,7 +31,7 @@ class Learned:
         text = dotted(node.func)
         if (mod.path, node.lineno) in self.sites or (text is not None and text in self.names):
             return Issued(Api(f"collectives (a recorded run issued them from `{text or mod.text(node)}(...)`)",
-                              f"call `{text or mod.text(node)}(...)` on every rank, outside the branch", "recorded run"))
+                              fixes.call_on_every_rank(f"{text or mod.text(node)}(...)"), "recorded run"))
         return None
 
 

@@ -10,18 +10,18 @@ import ast
 
 
 def dotted(node: ast.AST) -> str | None:
-    """`a.b.c` for a chain of names and attributes, else None."""
+    """`a.b.c` for a chain of names and attributes, else None (asked for again and again: kept on
+    the node, so the cache is the linted program's and goes with it)."""
     if node.__class__ is ast.Name:
         return node.id
     if node.__class__ is not ast.Attribute:
         return None
-    got = _DOTTED.get(node)
+    got = getattr(node, "_dotted", None)
     if got is None:
-        got = _DOTTED[node] = _dotted(node) or ""
+        got = node._dotted = _dotted(node) or ""
     return got or None
 
 
-_DOTTED: dict = {}  # attribute chain -> its dotted source ("" for none): asked for again and again
 MAX_DOTTED = 64  # attributes of a name that can mean an API; a longer chain is no name (and costs no more)
 
 

@@ -4,7 +4,7 @@ and the calls that make a value the same on every rank again.
 Names are matched after imports are resolved (`dist.barrier` -> `torch.distributed.barrier`), so
 `import torch.distributed as dist`, `from torch.distributed import barrier` and the full path
 all count. Framework methods come from the framework tables `collcheck diff` names chains with
-(model/framework_calls): each entry's public call (`accelerator.gather_for_metrics(...)`) gives the
+(knowledge/frameworks): each entry's public call (`accelerator.gather_for_metrics(...)`) gives the
 method and the receiver it is called on, and its fix is the fix the lint prints.
 """
 
@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+
+from ..knowledge import fixes
 
 _TD = "torch.distributed"
 
@@ -153,7 +155,7 @@ DISTINCTIVE = frozenset({"gather_for_metrics", "wait_for_everyone", "pad_across_
 def framework_apis() -> dict[str, list[tuple[str | None, Api]]]:
     """method -> [(receiver hint: None for any, BARE, or the name the receiver must have; Api; the
     receiver the table names)], from every framework table's public calls."""
-    from ..model.framework_calls.lookup import TABLES
+    from ..knowledge.frameworks.lookup import TABLES
 
     out: dict[str, list] = {}
     for table in TABLES:
@@ -196,4 +198,4 @@ def receiver_matches(hint: str | None, receiver_text: str, receiver_type: str | 
 
 
 def collective_fix(name: str) -> str:
-    return f"call `{name}` on every rank (all members of its group), outside the branch"
+    return fixes.call_on_every_rank(name)

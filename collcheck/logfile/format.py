@@ -45,10 +45,12 @@ SYNC = "Y"        # the CPU thread waited at a sync point for a collective (stre
 COUNTERS = "J"    # at the start of a segment: the last `j` of every group and P2P channel
 STEP = "O"        # an optimizer finished a step (torch.optim's global step hook): where training steps end
 CHECKPOINT = "P"  # per group and channel: collectives issued and their rolling hash (logfile/checkpoint.py)
+FILE = "L"        # a call site's file as it was when first seen: size, mtime; its hash at exit (blame from the source)
+SOURCE = "U"      # the rank a receive from any source got its message from (what dist.recv returned)
 
 ALL_KINDS = frozenset(
     (HEADER, STRING, SITE, CHAIN, TSPEC, THREAD, GROUP, COLL, DONE, API, STACKS, EXCEPTION, TRAILER, DISABLED, NON_MEMBER,
-     COUNTERS, SYNC, STEP, CHECKPOINT)
+     COUNTERS, SYNC, STEP, CHECKPOINT, FILE, SOURCE)
 )
 
 LOG_SUFFIX = ".msgpack"

@@ -225,6 +225,8 @@ SCHEMA: dict[str, tuple[dict, tuple]] = {
     lf.SYNC: ({"ts": _TIME, "s": _ID, "i": _COUNT, "w": _str}, ()),
     lf.COUNTERS: ({"c": _list_of(_counter)}, ("c",)),
     lf.STEP: ({"ts": _TIME, "o": _ID}, ()),
+    lf.FILE: ({"f": _ID, "s": _COUNT, "m": _NS, "h": _str}, ("f",)),
+    lf.SOURCE: ({"i": _COUNT, "p": _rank}, ("i", "p")),
     lf.CHECKPOINT: ({"n": _COUNT, "c": _list_of(_sequence), "w": _str, "o": _list_of(_COUNT),
                      "x": _list_of(_COUNT), "more": _flag, "v": _int(0, 1 << 64), "a": _int(0, 1 << 64)}, ("n", "c")),
 }

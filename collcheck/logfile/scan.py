@@ -79,6 +79,8 @@ class Scan:
     # None, event id waited for or None, what: "item()", "barrier()", ...)
     syncs: list = field(default_factory=list)
     steps: list = field(default_factory=list)  # [(ts, optimizer)] optimizer steps (O records)
+    files: dict = field(default_factory=dict)  # a call site's file -> {"s": size, "m": mtime ns, "h": hash} (L records)
+    sources: dict = field(default_factory=dict)  # event -> the global rank a receive from any source got it from
     # format 2: each event's `j` (its position among the group's collectives, or its P2P
     # channel's messages, as the recorder counted them); kept only when collectives were lost or
     # dropped (scan_bytes' second pass), else empty: positions are then what they were

@@ -345,6 +345,13 @@ class Scanner:
             scan.syncs.append((rec.get("ts", 0), sites.get(rec.get("s")), rec.get("i"), rec.get("w", "")))
         elif kind == lf.STEP:
             scan.steps.append((rec.get("ts", 0), rec.get("o", 0)))
+        elif kind == lf.SOURCE:
+            i = scan.event_of(rec["i"])
+            if i is not None:
+                scan.sources[i] = rec["p"]
+        elif kind == lf.FILE and rec["f"] in strings:
+            seen = scan.files.setdefault(strings[rec["f"]], {})
+            seen.update((k, rec[k]) for k in ("s", "m", "h") if k in rec)
 
 
 def _stacks(rec: dict) -> dict:

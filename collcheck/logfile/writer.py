@@ -39,6 +39,15 @@ SEGMENTS = 8  # a capped log is kept as about this many segments
 MIN_SEGMENT = 16 * 1024
 
 
+MAX_FILES = 256  # call-site files fingerprinted per log (a program's own and the frameworks' it calls)
+MAX_HASH_BYTES = 4 << 20  # a file hashed at exit at most (as large as lint reads)
+
+
+def file_hash(data: bytes) -> str:
+    """The content hash an L record keeps, and the analysis computes of its copy of the file."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
 def open_exclusive(directory: str, base: str) -> tuple[int, str]:
     """Create a new log file that no other process is using (restarts, forks, reruns)."""
     os.makedirs(directory, exist_ok=True)
@@ -79,6 +88,7 @@ class LogWriter:
         self._sites: dict[tuple, int] = {}
         self._chains: dict[tuple, int] = {}
         self._tspecs: dict[tuple, int] = {}
+        self._files: dict[int, str] = {}  # string id -> a call site's file seen (L records)
         self._groups = hashlib.blake2b(digest_size=8)  # every group record's lasting fields (vocabulary)
         self.closed = False
         # why recording stopped (a write failed: ENOSPC, EDQUOT, EFBIG, EIO...): its Q record is
@@ -106,7 +116,36 @@ class LogWriter:
             f, n = self.string_id(filename), self.string_id(func)
             i = self._sites[key] = len(self._sites)
             self.keep(site_record(i, f, line, n))
+            if f not in self._files and filename.endswith(".py"):
+                self._file_seen(filename, f)
         return i
+
+    def _file_seen(self, filename: str, sid: int) -> None:
+        """An L record for a call site's file, first seen: its size and mtime now (once per file:
+        what the analysis compares with the source it reads, to blame from the program)."""
+        self._files[sid] = filename
+        if len(self._files) > MAX_FILES:
+            return
+        try:
+            st = os.stat(filename)
+        except (OSError, ValueError):
+            return
+        self.keep({"k": lf.FILE, "f": sid, "s": st.st_size, "m": st.st_mtime_ns})
+
+    def file_hashes(self, select) -> None:
+        """At exit: an L record with the content hash of each file seen that `select(path)` keeps
+        (the program's own), read now (off the collectives' path; at most MAX_HASHED files of at
+        most MAX_HASH_BYTES): a checkout on another machine is recognised by it."""
+        for sid, path in list(self._files.items())[:MAX_FILES]:
+            if not select(path):
+                continue
+            try:
+                with open(path, "rb") as fh:
+                    data = fh.read(MAX_HASH_BYTES + 1)
+            except (OSError, ValueError):
+                continue
+            if len(data) <= MAX_HASH_BYTES:
+                self.queue({"k": lf.FILE, "f": sid, "h": file_hash(data)})
 
     def chain_id(self, sites: tuple) -> int:
         """sites: the site ids of the user's frames, outermost first."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import sysconfig
 from array import array
 from bisect import bisect_left
 from collections import OrderedDict
@@ -19,6 +18,8 @@ from itertools import accumulate
 
 import numpy as np
 
+from ..knowledge import sites
+from ..knowledge.frames import USER, owner
 from ..logfile import format as lf
 from ..logfile.decode import LogFile, Tables
 from ..logfile.ops import P2P_OPS, SHAPE_FREE_OPS
@@ -158,13 +159,10 @@ class Event:
         return self.t_done is not None and self.error is None
 
     def where(self) -> str:
-        if self.site is None:
-            return "?"
-        return f"{os.path.basename(self.site[0])}:{self.site[1]}"
+        return sites.short(self.site)
 
 
 _DUMP_FRAME = re.compile(r'^\s+File "(.+)", line (\d+) in (.+)$')  # faulthandler's frame lines
-_LIBRARY_DIRS = tuple({sysconfig.get_paths()[k] + os.sep for k in ("stdlib", "purelib", "platlib")})
 
 
 class RankLog:
@@ -213,6 +211,8 @@ class RankLog:
         self.watchdog = scan.watchdog
         self.syncs = scan.syncs  # [(ts, site, event id, what)] where the CPU waited for its stream
         self.steps = scan.steps  # [(ts, optimizer index)] where its optimizers finished a step
+        self.files = scan.files  # a call site's file -> what the recorder saw of it (L records)
+        self.sources = scan.sources  # event -> the rank a receive from any source got its message from
         self.torn = scan.torn
         self.junk = scan.junk
         self.partial = scan.partial  # only the first collectives were read (a preview)
@@ -305,7 +305,7 @@ class RankLog:
             if m is None:
                 break
             frames.append((m[1], int(m[2]), m[3].strip()))
-        user = next((f for f in frames if not f[0].startswith(_LIBRARY_DIRS) and "/collcheck/" not in f[0]), None)
+        user = next((f for f in frames if owner(f[0]) == USER), None)
         return user or (frames[0] if frames else None)
 
     @property
@@ -495,6 +495,16 @@ class Run:
         self.source = "collcheck"  # what wrote the logs: "collcheck", or "flight-recorder" (converted dumps)
         self._groups: tuple[int, GroupIndex] | None = None  # (ranks it was built from, the index)
         self._files: OrderedDict[str, LogFile] = OrderedDict()
+
+    @property
+    def source_prints(self) -> dict[str, dict]:
+        """A call site's file -> what the recorders saw of it ({"s": size, "m": mtime ns, "h": hash}),
+        merged over the ranks (one machine's file: the same on each of its ranks)."""
+        out: dict[str, dict] = {}
+        for log in self.ranks.values():
+            for path, seen in log.files.items():
+                out.setdefault(path, {}).update(seen)
+        return out
 
     @property
     def running(self) -> list[int]:

@@ -336,7 +336,7 @@ class Sequences:
                         continue
                     sig = self.run.signatures[sid]
                     group = log.groups[log.gid[i]].name
-                    peer = self.run.global_rank(group, sig.root)
+                    peer = self.run.global_rank(group, sig.root) if sig.root is not None else log.sources.get(i)
                     src, dst = (rank, peer) if sig.op == "send" else (peer, rank)
                     ch = self._channels.get((group, src, dst))
                     if ch is None:

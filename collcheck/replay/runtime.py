@@ -51,7 +51,7 @@ ROLE_FUNCTION = {
     "SyncBatchNorm statistics": "nn/modules/_functions.py:forward",
     "SyncBatchNorm gradient": "nn/modules/_functions.py:backward",
     "checkpoint planning": "distributed/checkpoint/utils.py:all_gather_object",
-    # capture/frameworks/training.py
+    # knowledge/torch_internals/training.py
     "PowerSGD uncompressed bucket": "distributed/algorithms/ddp_comm_hooks/powerSGD_hook.py:powerSGD_hook",
     "PowerSGD P": "distributed/algorithms/ddp_comm_hooks/powerSGD_hook.py:unpack_uncompressed_tensors_and_allreduce_ps",
     "PowerSGD Q": "distributed/algorithms/ddp_comm_hooks/powerSGD_hook.py:compute_qs",
@@ -91,7 +91,7 @@ PHASE_FUNCTION = {
     "FSDP init": f"{_FSDP1}fully_sharded_data_parallel.py:__init__",
     "checkpoint save": "distributed/checkpoint/state_dict_saver.py:save",
     "checkpoint load": "distributed/checkpoint/state_dict_loader.py:load",
-    # capture/frameworks/training.py
+    # knowledge/torch_internals/training.py
     "DDP backward": "distributed/algorithms/ddp_comm_hooks/default_hooks.py:allreduce_hook",
     "ZeRO step": "distributed/optim/zero_redundancy_optimizer.py:step",
     "ZeRO consolidate_state_dict": "distributed/optim/zero_redundancy_optimizer.py:consolidate_state_dict",

@@ -1,6 +1,7 @@
-"""Reporters: one module per output format, each `render(report, out)`."""
+"""Reporters: one module per output format; which formats each command has, and who writes each,
+is chosen in formats.py alone."""
 
-FORMATS = ("text", "json", "junit", "github")
+LAUNCH_CHARS = 200  # a launch id shown at most (a run id is a string from the logs)
 MESSAGE_CHARS = 1 << 16  # a finding's message shown whole up to this (it quotes strings from the logs)
 WARNINGS_SHOWN = 40  # a run's warnings shown one by one (one per group of 100,000 is possible); the rest counted
 
@@ -13,13 +14,9 @@ def shown_warnings(warnings: list[str]) -> tuple[list[str], str | None]:
 
 
 def render(report, fmt: str, out, context: int = 4) -> None:
-    if fmt == "json":
-        from .json_report import render as r
-    elif fmt == "junit":
-        from .junit import render as r
-    elif fmt == "github":
-        from .github import render as r
-    else:
-        from .text import render as r
-        return r(report, out, context=context)
-    return r(report, out)
+    """`collcheck diff`'s report of one run in format `fmt` (formats.py chooses who writes it)."""
+    from .formats import reporter
+
+    r = reporter("diff", fmt, out, context=context)
+    r.add(None, report.run.world, report)
+    r.finish()

@@ -109,6 +109,12 @@ def _frames(e) -> list[dict]:
     return [{"name": f[2], "filename": f[0], "line": f[1]} for f in reversed(chain) if f is not None]
 
 
+def export(run, target: str, inputs: Inputs = NO_INPUTS) -> str:
+    """`collcheck export --format fr`: the folder `target` of dumps; what to tell the user."""
+    paths = write(run, target, inputs)
+    return f"wrote {len(paths)} Flight Recorder dumps to {target} (torchfrtrace {target} -p rank_)"
+
+
 def write(run, directory: str, inputs: Inputs = NO_INPUTS) -> list[str]:
     """`rank_<rank>` files in `directory` (made when missing); their paths. Every name is checked
     before the first is written (UsageError: the folder or a file in it is a link or an input)."""

@@ -31,6 +31,14 @@ def _site_params(site) -> dict:
     return {"file": one_line(path), "line": _line(site[1]) if len(site) > 1 else None}
 
 
+def render_launch(report, out, launch: str | None = None, **_) -> None:
+    """The annotations of one run (`launch`: its id in a folder of several, in each title; a notice
+    that it has no finding)."""
+    render(report, out, launch=launch)
+    if launch is not None and not report.findings:
+        guarded(out).command("notice", f"no divergence found in launch {one_line(launch)}", title="collcheck")
+
+
 def render(report, out, launch: str | None = None) -> None:
     """`launch`: the id of the launch the report is of (a folder of several), named in each title;
     no notice is then written for a launch without findings (report/launches.py writes one)."""

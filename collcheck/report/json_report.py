@@ -7,8 +7,8 @@ import math
 
 from ..base.guard import guarded
 from ..base.untrusted import one_line
+from ..knowledge.frameworks import split_chain
 from ..model import REDUCE_OPS, group_label
-from ..model.framework_calls import split_chain
 
 JSON_VERSION = 1
 
@@ -81,8 +81,20 @@ def to_dict(report) -> dict:
 
 
 def render(report, out) -> None:
-    write_json(to_dict(report), out, indent=1)
+    render_launch(report, out)
+
+
+def render_launch(report, out, launch: str | None = None, **_) -> None:
+    """The JSON report of one run (`launch`: its id in a folder of several, kept as "launch")."""
+    doc = to_dict(report)
+    write_json(doc if launch is None else with_launch(doc, launch), out, indent=1)
     out.write("\n")
+
+
+def with_launch(report_dict: dict, launch: str) -> dict:
+    """A one-run JSON report (diff's or stats') with "launch" after its version key."""
+    version, *rest = report_dict.items()
+    return dict([version, ("launch", launch), *rest])
 
 
 def write_json(obj, out, indent: int | None = None) -> None:

@@ -11,11 +11,16 @@ from xml.etree import ElementTree as ET
 from ..base.guard import guarded
 from ..base.untrusted import one_line, visible
 from ..model import group_label, rank_ranges, stopped_ranks
-from . import MESSAGE_CHARS
+from . import LAUNCH_CHARS, MESSAGE_CHARS
 
 
 def render(report, out) -> None:
     write(suite(report), out)
+
+
+def render_launch(report, out, launch: str | None = None, **_) -> None:
+    """One <testsuite> (`launch`: its id in a folder of several names it)."""
+    write(suite(report) if launch is None else suite(report, one_line(launch, LAUNCH_CHARS)), out)
 
 
 def write(element, out) -> None:

@@ -9,21 +9,22 @@ Launch ids come from the logs: they are shown through `one_line`."""
 
 from __future__ import annotations
 
-import os
 from xml.etree import ElementTree as ET
 
 from rich.text import Text
 
 from ..base.guard import guarded
 from ..base.untrusted import one_line, visible
+from ..knowledge import sites
 from ..model import group_label, rank_ranges
-from . import MESSAGE_CHARS, github, junit
+from . import LAUNCH_CHARS, MESSAGE_CHARS, github, junit
 from .console import make_console
-from .json_report import JSON_VERSION, to_dict, write_json
+from .formats import OUTCOMES, outcome
+from .json_report import JSON_VERSION, to_dict, with_launch, write_json
 
 MAX_FULL_REPORTS = 10  # full text reports after the lines; --launch shows any other
 ID_WIDTH = 48  # the id column's widest (a longer id pushes the rest of its line)
-ID_CHARS = 200  # an id shown at most (a run id is a string from the logs)
+ID_CHARS = LAUNCH_CHARS
 WORDS = 160  # a line's words about the first finding, at most
 
 
@@ -38,25 +39,20 @@ def first_words(report) -> str:
     return one_line(report.run.unchecked[0], WORDS) if report.run.unchecked else ""
 
 
-def outcome(report) -> str:
-    """'findings', 'incomplete' or 'clean': what a launch adds to the exit code."""
-    return "findings" if report.findings else "incomplete" if report.verdict == "incomplete" else "clean"
-
-
 class LaunchesReport:
     """One format's report of several launches: `add` each as it is checked (its Report, or why it
     could not be read), then `finish`. `counts` gathers the outcomes for the exit code:
     findings, incomplete, clean, unreadable."""
 
-    def __init__(self, out, where: str, ids: list[str], context: int = 4) -> None:
+    def __init__(self, out, where: str, ids: list[str], context: int = 4, **_) -> None:
         self.out = out
         self.where = where
         self.total = len(ids)
         self.context = context
-        self.counts = {"findings": 0, "incomplete": 0, "clean": 0, "unreadable": 0}
+        self.counts = dict.fromkeys(OUTCOMES, 0)
 
     def add(self, launch: str, world: int, report=None, error: str | None = None) -> None:
-        self.counts["unreadable" if report is None else outcome(report)] += 1
+        self.counts[outcome(report)] += 1
         self._add(launch, world, report, error)
 
     def _add(self, launch: str, world: int, report, error: str | None) -> None:
@@ -67,7 +63,7 @@ class LaunchesReport:
 
 
 class TextLaunches(LaunchesReport):
-    def __init__(self, out, where: str, ids: list[str], context: int = 4) -> None:
+    def __init__(self, out, where: str, ids: list[str], context: int = 4, **_) -> None:
         super().__init__(out, where, ids, context)
         self.console = make_console(out)
         self.id_width = min(max((len(one_line(i, ID_CHARS)) for i in ids), default=0), ID_WIDTH)
@@ -116,7 +112,7 @@ class JsonLaunches(LaunchesReport):
     a launch that could not be read is {"collcheck_json", "launch", "world", "verdict": "error",
     "error"}."""
 
-    def __init__(self, out, where: str, ids: list[str], context: int = 4) -> None:
+    def __init__(self, out, where: str, ids: list[str], context: int = 4, **_) -> None:
         super().__init__(out, where, ids, context)
         self.items: list[dict] = []
 
@@ -136,7 +132,7 @@ class JunitLaunches(LaunchesReport):
     """<testsuites>, one <testsuite> per launch named by its id; a launch that could not be read is
     a suite whose one test case has an <error>."""
 
-    def __init__(self, out, where: str, ids: list[str], context: int = 4) -> None:
+    def __init__(self, out, where: str, ids: list[str], context: int = 4, **_) -> None:
         super().__init__(out, where, ids, context)
         self.suites: list[ET.Element] = []
 
@@ -173,37 +169,6 @@ class GithubLaunches(LaunchesReport):
             guarded(self.out).command("notice", f"no divergence found in {self.total} launches", title="collcheck")
 
 
-FORMATS = {"text": TextLaunches, "json": JsonLaunches, "junit": JunitLaunches, "github": GithubLaunches}
-
-
-def with_launch(report_dict: dict, launch: str) -> dict:
-    """A one-run JSON report (diff's or stats') with "launch" after its version key."""
-    version, *rest = report_dict.items()
-    return dict([version, ("launch", launch), *rest])
-
-
-def render_one(report, fmt: str, out, launch: str, where: str, context: int = 4) -> None:
-    """The report of the one launch --launch picked out of a folder of several: the one-run report,
-    which names the launch (the first line of the text, "launch" in the JSON, the test suite's name,
-    the annotations' titles)."""
-    if fmt == "json":
-        write_json(with_launch(to_dict(report), launch), out, indent=1)
-        out.write("\n")
-    elif fmt == "junit":
-        junit.write(junit.suite(report, one_line(launch, ID_CHARS)), out)
-    elif fmt == "github":
-        github.render(report, out, launch=launch)
-        if not report.findings:
-            guarded(out).command("notice", f"no divergence found in launch {one_line(launch)}", title="collcheck")
-    else:
-        from .text import render
-
-        console = make_console(out)
-        console.print(Text(f"launch {one_line(launch, ID_CHARS)} of {one_line(where)}"), soft_wrap=True)
-        console.file.flush()
-        render(report, out, context=context)
-
-
 def stats_line(launch: str, st, id_width: int) -> str:
     """A launch's statistics in a line: ranks, collectives, the most time one rank spent inside
     collectives, the call site that took most, how many hints."""
@@ -217,35 +182,45 @@ def stats_line(launch: str, st, id_width: int) -> str:
             f"{max(per_rank.values(), default=0) / 1e6:9.3f} s inside them")
     if st.sites:
         top = st.sites[0]
-        where = f"{os.path.basename(top.site[0])}:{top.site[1]} " if top.site else ""
+        where = f"{sites.short(top.site)} " if top.site else ""
         line += f"  most: {one_line(where + top.api, 80)} {top.total_s:.3f} s"
     return line + (f"  {len(st.hints)} hint{'s' if len(st.hints) != 1 else ''}" if st.hints else "")
 
 
-def render_stats(results, fmt: str, out, where: str, ids: list[str]) -> int:
-    """`collcheck stats` of several launches: a line per launch as it is computed (text), or a list
-    of per-launch statistics (json: each the one-run form with "launch"; a launch that could not be
-    read {"launch", "world", "error"}). `results` yields (launch id, world, Stats or None, error);
-    returns how many could not be read."""
-    from .stats import to_dict as stats_dict
+class TextStatsLaunches(LaunchesReport):
+    """`collcheck stats` of several launches: a line per launch as it is computed."""
 
-    console = make_console(out)
-    id_width = min(max((len(one_line(i, ID_CHARS)) for i in ids), default=0), ID_WIDTH)
-    if fmt == "text":
-        console.print(Text(f"collcheck stats: {one_line(where)}  ({len(ids)} launches; --launch ID for one's tables)"),
-                      soft_wrap=True)
-    items, unreadable = [], 0
-    for launch, world, st, error in results:
-        unreadable += st is None
-        if fmt == "json":
-            items.append(with_launch(stats_dict(st), launch) if st is not None
-                         else {"launch": launch, "world": world, "error": error})
-            continue
-        text = stats_line(launch, st, id_width) if st is not None else \
-            f"  {one_line(launch, ID_CHARS).ljust(id_width)}  world {world}: could not be read: {one_line(error)}"
-        console.print(Text(text), soft_wrap=True)
-        console.file.flush()
-    if fmt == "json":
-        write_json(items, out, indent=1)
-        out.write("\n")
-    return unreadable
+    def __init__(self, out, where: str, ids: list[str], **_) -> None:
+        super().__init__(out, where, ids)
+        self.console = make_console(out)
+        self.id_width = min(max((len(one_line(i, ID_CHARS)) for i in ids), default=0), ID_WIDTH)
+        self.console.print(Text(f"collcheck stats: {one_line(where)}  ({len(ids)} launches; --launch ID for one's "
+                                "tables)"), soft_wrap=True)
+
+    def _add(self, launch: str, world: int, st, error: str | None) -> None:
+        text = stats_line(launch, st, self.id_width) if st is not None else \
+            f"  {one_line(launch, ID_CHARS).ljust(self.id_width)}  world {world}: could not be read: {one_line(error)}"
+        self.console.print(Text(text), soft_wrap=True)
+        self.console.file.flush()
+
+    def finish(self) -> None:
+        pass
+
+
+class JsonStatsLaunches(LaunchesReport):
+    """A list of per-launch statistics: each the one-run form with "launch"; a launch that could
+    not be read {"launch", "world", "error"}."""
+
+    def __init__(self, out, where: str, ids: list[str], **_) -> None:
+        super().__init__(out, where, ids)
+        self.items: list[dict] = []
+
+    def _add(self, launch: str, world: int, st, error: str | None) -> None:
+        from .stats import to_dict as stats_dict
+
+        self.items.append(with_launch(stats_dict(st), launch) if st is not None
+                          else {"launch": launch, "world": world, "error": error})
+
+    def finish(self) -> None:
+        write_json(self.items, self.out, indent=1)
+        self.out.write("\n")

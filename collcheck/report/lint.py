@@ -19,11 +19,22 @@ RULE_TEXT = ("A call that issues collectives runs under a condition that differs
              "collectives mismatch.")
 
 
-def render(result, fmt: str, out) -> None:
-    """`result` in format `fmt` on `out`, through the CI guard (base/guard.py; JSON and SARIF in its
-    JSON form): a linted file's name or source text can never form a workflow command."""
-    renderer = {"json": _json, "github": _github, "sarif": _sarif}.get(fmt, _text)
-    renderer(result, guarded(out))
+def render_text(result, out, **_) -> None:
+    _text(result, guarded(out))
+
+
+def render_json(result, out, **_) -> None:
+    _json(result, guarded(out))
+
+
+def render_github(result, out, **_) -> None:
+    """Annotations: the only workflow commands lint writes, through the CI guard (base/guard.py),
+    like every other line of every format (a linted file's name or source text forms none)."""
+    _github(result, guarded(out))
+
+
+def render_sarif(result, out, **_) -> None:
+    _sarif(result, guarded(out))
 
 
 def _rel(path: str) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from itertools import pairwise
 
+from ..knowledge import sites
 from ..model import P2P_OPS
 from .json_report import write_json
 
@@ -39,7 +40,7 @@ def trace(report, stats=None) -> dict:
             dur = max(MIN_DUR_US, (end - e.t_issue) if end is not None else MIN_DUR_US)
             args = {"group": e.group, "position": e.position, "op": e.sig.op, "completed": e.completed}
             if e.site is not None:
-                args["site"] = f"{e.site[0]}:{e.site[1]} in {e.site[2]}()"
+                args["site"] = sites.full(e.site)
             if e.label:
                 args["label"] = e.label
             if e.error:
@@ -110,3 +111,15 @@ def _findings(report) -> list[dict]:
 
 def write(report, out, stats=None) -> None:
     write_json(trace(report, stats), out)  # strict JSON whatever numbers the logs hold
+
+
+def export(run, target: str, inputs) -> str:
+    """`collcheck export --format perfetto`: the run's trace, with its findings and statistics, as
+    the file `target`; what to tell the user."""
+    from ..analysis.diff import analyse
+    from ..base.outputs import atomic_output
+    from ..stats.summary import compute
+
+    with atomic_output(target, inputs=inputs) as out:
+        write(analyse(run), out, compute(run))
+    return f"wrote {target}: open it in https://ui.perfetto.dev"

@@ -39,11 +39,11 @@ def script_note(key, message: str | None) -> str:
 
 
 class Printer:
-    """The replay's lines, as it goes: the recording, the replay's outcome, its verdict."""
+    """The replay's lines, as it goes: the recording, the replay's outcome, its verdict (text:
+    the output itself, on stdout)."""
 
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
-        self.console = make_console(sys.stdout if enabled else sys.stderr)
+    def __init__(self, out=None):
+        self.console = make_console(out or sys.stdout)
 
     def line(self, text: str) -> None:
         self.console.print(visible(text, limit=1 << 16), soft_wrap=True)  # (soft: never wrapped nor cut)
@@ -102,6 +102,15 @@ class Printer:
         self.line(f"wrote {one_line(path)}: run it with  torchrun --nproc-per-node {world} {one_line(path)}")
 
     def document(self, doc: dict) -> None:
-        """--format json: the result as one JSON document on stdout."""
+        """The result as a document: the text has said it all."""
+
+
+class JsonPrinter(Printer):
+    """--format json: the same lines on stderr, and the result as one JSON document on stdout."""
+
+    def __init__(self):
+        super().__init__(sys.stderr)
+
+    def document(self, doc: dict) -> None:
         write_json(doc, sys.stdout, indent=1)
         sys.stdout.write("\n")

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
-
 from rich.table import Table
 
 from ..base.untrusted import one_line
+from ..knowledge import sites
 from ..model import REDUCE_OPS, load_run, members_text
 from .console import make_console
 
@@ -25,7 +24,7 @@ def show(path: str, out, limit: int = 0) -> None:
         site = log.exception[2] if len(log.exception) > 2 else None
         message = log.exception[1].split("\n", 1)[0] if isinstance(log.exception[1], str) else ""
         console.print(f"uncaught exception: {one_line(log.exception[0])}: {one_line(message)}"
-                      + (f"  (raised at {_site(site)})" if site else ""))
+                      + (f"  (raised at {sites.full(site)})" if site else ""))
     if log.stopped is not None:
         console.print(f"recording stopped: {one_line(log.stopped)} (after {len(log)} collectives; what came after is "
                       "not known)")
@@ -53,10 +52,10 @@ def show(path: str, out, limit: int = 0) -> None:
     console.print(t)
     for c in log.creations:
         console.print(f"group {one_line(c.op)}: {one_line(c.name)} ranks={members_text(c.ranks) if c.ranks else '?'}"
-                      + (f" at {_site(c.site, short=True)}" if c.site else ""))
+                      + (f" at {sites.short(c.site)}" if c.site else ""))
     for api, site, _ in log.non_member:
         console.print(f"skipped by torch (not a member of the group): {one_line(api)}"
-                      + (f" at {_site(site, short=True)}" if site else ""))
+                      + (f" at {sites.short(site)}" if site else ""))
     for w in log.watchdog:
         console.print(f"watchdog: stuck {one_line(w.get('waited_s'), 40)} s in {one_line(w.get('op'), 200)} "
                       f"(collective #{one_line(w.get('i'), 40)}); Python stacks, innermost last:")
@@ -73,14 +72,8 @@ def stack_text(record: dict, threads: int = 8, frames: int = 12) -> str:
         fs = th.get("f") or []
         if len(fs) > frames:
             lines.append(f"    ... {len(fs) - frames} outer frames")
-        lines += [f"    {_site(f)}" for f in fs[-frames:]]
+        lines += [f"    {sites.full(f)}" for f in fs[-frames:]]
     return "\n".join(lines)
 
 
-def _site(site, short: bool = False) -> str:
-    """'file:line in function()' (`short`: 'basename:line'), each part from the log escaped."""
-    path = os.path.basename(site[0]) if short and isinstance(site[0], str) else site[0]
-    if short:
-        return f"{one_line(path)}:{one_line(site[1], 40)}"
-    return f"{one_line(site[0])}:{one_line(site[1], 40)} in {one_line(site[2])}()"
 

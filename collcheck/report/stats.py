@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 import itertools
-import os
 import statistics
 
 from rich.table import Table
 from rich.text import Text
 
 from ..base.untrusted import one_line
+from ..knowledge import sites
 from ..model import group_label, rank_ranges
 from .console import make_console
-from .json_report import write_json
+from .json_report import with_launch, write_json
 
 STATS_JSON_VERSION = 1
 
 
 def _site_text(s) -> str:
-    return one_line(f"{os.path.basename(s.site[0])}:{s.site[1]} {s.site[2]}()") if s.site else "?"
+    return f"{sites.frame_text(s.site)}()" if s.site else "?"
 
 
 def _fmt(x, unit: str = "", digits: int = 1) -> str:
@@ -130,12 +130,15 @@ def _sites_table(run, sites, top: int) -> Table:
     return t
 
 
-def render(st, fmt: str, out, top: int = 20) -> None:
-    """`st`: summary.Stats."""
-    if fmt == "json":
-        write_json(to_dict(st), out, indent=1)
-        out.write("\n")
-        return
+def render_json(st, out, launch: str | None = None, **_) -> None:
+    """`st` (summary.Stats) as JSON (`launch`: its id in a folder of several, kept as "launch")."""
+    doc = to_dict(st)
+    write_json(doc if launch is None else with_launch(doc, launch), out, indent=1)
+    out.write("\n")
+
+
+def render_text(st, out, top: int = 20, **_) -> None:
+    """`st`'s tables: the first `top` call sites and groups."""
     console = make_console(out)
     for r in renderables(st, top):
         console.print(r)

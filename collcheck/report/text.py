@@ -3,50 +3,32 @@ hand-made traces, then the other findings, then the hang summary."""
 
 from __future__ import annotations
 
-import os
-
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ..analysis.explain import where
 from ..analysis.fold import fold_identical
 from ..base.untrusted import one_line, visible
-from ..model import P2P_OPS, group_label, rank_ranges
-from ..model.framework_calls import render_chain, split_chain
-from . import MESSAGE_CHARS, shown_warnings
+from ..knowledge import sites
+from ..knowledge.frameworks import split_chain
+from ..model import group_label, rank_ranges
+from . import LAUNCH_CHARS, MESSAGE_CHARS, shown_warnings, words
 from .console import make_console
 
 MAX_COLUMNS = 8
 
 
 def _cell(e) -> str:
-    """The event as a table cell; every string from the log shown on one line, escaped."""
+    """The event as a table cell (report/words.py: the TUI's cells say the same)."""
     if e is None:
         return "—"
-    s = e.sig
-    shape = ",".join(f"{d}[{'x'.join(map(str, sh))}]" for d, sh in e.sized.tensors) + e.splits_text()
-    extra = ""
-    if s.root is not None:
-        extra = f" {'peer' if s.op in P2P_OPS else 'root'} {s.root}"
-    if s.tag:
-        extra += f" tag {s.tag}"
-    label = f"\n  ({one_line(e.label)})" if e.label else ""
-    state = "" if e.completed else (" ✗" if e.error else " ⏳")
-    return f"{one_line(f'{s.api} {shape}{extra}')}{state}{label}\n  @{one_line(where(e))}"
+    label = f"\n  ({words.event_label(e)})" if e.label else ""
+    return f"{words.event_words(e)}{words.event_state(e)}{label}\n  @{words.event_site(e)}"
 
 
 def chain_text(e, most: int = 6) -> str:
-    """'train.py:87 evaluate() > helpers.py:49 sync()': the user's frames down to the call site (its
-    full path), the outermost ones left out beyond `most`."""
-    frames = [x for x in (e.chain or (e.site,)) if x is not None]
-    if not frames:
-        return "?"
-    *outer, site = frames
-    parts = [f"{os.path.basename(x[0])}:{x[1]} {x[2]}()" for x in outer]
-    if len(parts) > most - 1:  # the outermost frame (where the program runs the loop) and the innermost ones
-        parts = [parts[0], "…", *parts[len(parts) - (most - 2):]] if most > 2 else ["…"]
-    return one_line(" > ".join([*parts, f"{site[0]}:{site[1]} in {site[2]}()"]))
+    """An event's chain of the program's own frames on one line (knowledge/sites.chain_line)."""
+    return sites.chain_line(e.chain, e.site, most)
 
 
 def slot_rows(report, finding, context: int) -> dict[int, tuple[int, ...]]:
@@ -105,11 +87,11 @@ def side_by_side(report, finding, context: int) -> Table | None:
 
 def _chain_block(rank: int, e, width: int) -> str:
     """A rank's call chain: the user's frames whole, each framework's frames folded to one line
-    (model/framework_calls), then what the framework was doing, in its words."""
+    (knowledge/frameworks), then what the framework was doing, in its words."""
     view = split_chain(e.chain) if e.chain and len(e.chain) > 1 else None
     if view is None or not view.folds:  # the program's own frames only: one line
         return f"  rank {rank}: {chain_text(e)}  [thread {one_line(e.thread)}]\n"
-    lines = render_chain(view, max(40, width - 12))
+    lines = sites.chain_lines(view.chain, max(40, width - 12))
     text = f"  rank {rank}: {lines[0]}\n" + "".join(f"          {line}\n" for line in lines[1:])
     if view.call is not None:
         text += f"          = {one_line(view.call.words)}\n"
@@ -121,11 +103,11 @@ def _finding_panel(report, f, index: int, width: int = 120) -> Panel:
     (never markup, the title included: rich parses a `str` title as markup) and escaped."""
     body = Text()
     body.append(visible(f.message, MESSAGE_CHARS) + "\n\n")
-    sites = {r: e for r, e in sorted(f.events.items()) if e is not None and e.site}
-    if sites:
-        chained = any(e.chain and len(e.chain) > 1 for e in sites.values())
+    placed = {r: e for r, e in sorted(f.events.items()) if e is not None and e.site}
+    if placed:
+        chained = any(e.chain and len(e.chain) > 1 for e in placed.values())
         body.append("call chains (outermost first):\n" if chained else "call sites:\n", style="bold")
-        for r, e in list(sites.items())[:8]:
+        for r, e in list(placed.items())[:8]:
             body.append(_chain_block(r, e, width))
     waiting = f.details.get("waiting_in") or {}
     if waiting:
@@ -137,7 +119,7 @@ def _finding_panel(report, f, index: int, width: int = 120) -> Panel:
     if f.kind == "group_mismatch":
         for r, site in sorted(f.details.get("sites", {}).items()):
             if site:
-                body.append(f"  rank {r}: new_group at {one_line(f'{site[0]}:{site[1]}')}\n")
+                body.append(f"  rank {r}: new_group at {sites.full(site)}\n")
     body.append("under NCCL: ", style="bold")
     body.append(visible(f.nccl) + "\n")
     body.append("under gloo: ", style="bold")
@@ -171,6 +153,15 @@ def render_first(report, out, headline: str, context: int = 4) -> None:
     if f.kind in ("hang", "deadlock"):
         _hang_summary(console, report)
     console.file.flush()
+
+
+def render_launch(report, out, launch: str | None = None, context: int = 4, where: str = "") -> None:
+    """The text report of one run (`launch`: its id in the folder `where` of several: named first)."""
+    if launch is not None:
+        console = make_console(out)
+        console.print(Text(f"launch {one_line(launch, LAUNCH_CHARS)} of {one_line(where)}"), soft_wrap=True)
+        console.file.flush()
+    render(report, out, context=context)
 
 
 def render(report, out, context: int = 4) -> None:
@@ -210,22 +201,13 @@ def _hang_summary(console, report) -> None:
     if all(s.state == "finished" for s in states.values()) and not report.hang.inside:
         return
     t = Table(title="final state of each rank", show_lines=False)
-    t.add_column("ranks")
-    t.add_column("state")
-    t.add_column("blocked in")
-    t.add_column("detail")
-    rows = {r: (s.state, _cell(s.blocked[0]).replace("\n", " ") if s.blocked else "", s.detail) for r, s in states.items()}
-    for ranks, row in fold_identical(rows):
-        t.add_row(rank_ranges(ranks), *(Text(one_line(x)) for x in row))
+    for column in ("ranks", "state", "blocked in", "detail"):
+        t.add_column(column)
+    for row in words.final_states(report):
+        t.add_row(row.ranks, *(Text(x) for x in (row.state, row.blocked, row.detail)))
     console.print(t)
-    edges = list(report.hang.graph.edges(data=True))
-    if edges:
-        waits: dict = {}
-        for a, b, d in edges:
-            waits.setdefault((a, d.get("group")), []).append(b)
-        ordered = sorted(waits.items(), key=lambda kv: (kv[0][0], str(kv[0][1])))
-        lines = [f"  rank {a} waits in group {one_line(g)} on rank{'s' if len(bs) > 1 else ''} {rank_ranges(bs)}"
-                 for (a, g), bs in ordered]
+    lines = [f"  {w.words()}" for w in words.waits(report)]
+    if lines:
         console.print("wait-for graph:\n" + "\n".join(lines[:40]), markup=False)
     if report.hang.root_causes:
         console.print(f"root cause rank(s): {rank_ranges(report.hang.root_causes)} (waited on and waiting on nobody, "

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..knowledge import sites
 from ..model import P2P_OPS, Run, rank_ranges
 from ..model.timing import EXACT, Timings, ints, summable
 from .sites import SiteStats, by_key
@@ -54,7 +55,7 @@ class Hint:
 
 
 def where_text(site: tuple | None) -> str:
-    return f"{site[0]}:{site[1]}" if site else "?"
+    return sites.path_line(site)
 
 
 def _loops(run: Run, candidates: list[SiteStats], timings: Timings) -> dict[int, list[int]]:

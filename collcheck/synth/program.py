@@ -192,7 +192,8 @@ class Fault:
     def expect(self, prog: Program) -> Expected:
         if self.kind == "unmatched_p2p":
             op = prog.ops[self.index]
-            return Expected("unmatched_p2p", op.group, _p2p_position(prog, self.index), sorted({op.src, op.dst}))
+            # the receiver never posted it: the send left unmatched blames the receiver
+            return Expected("unmatched_p2p", op.group, _p2p_position(prog, self.index), [op.dst])
         if self.kind == "tag_mismatch":
             op = prog.ops[self.index]
             return Expected("tag_mismatch", op.group, _p2p_messages(prog, self.index).index(self.index),

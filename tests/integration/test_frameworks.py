@@ -245,7 +245,7 @@ def test_every_table_entry_names_a_function_of_this_torch():
 
     import torch
 
-    from collcheck.capture import frameworks
+    from collcheck.knowledge import torch_internals as frameworks
 
     root = os.path.dirname(torch.__file__)
     defined: dict = {}

@@ -100,6 +100,7 @@ def _declared() -> dict[str, Job]:
         jobs[f"pipeline_ok_{schedule}"] = job(program("pipeline_ok.py"), env=dict(FULL, PP_SCHEDULE=schedule))
     jobs["pipeline_ragged"] = job(program("pipeline_ragged.py"), env=FULL)
     _frameworks(jobs)
+    _blame_from_source(jobs)
     jobs["straggler"] = job(program("straggler.py"), 4, timeout=150)
     jobs["sync_then_work"] = job(program("sync_then_work.py"), timeout=150)
     jobs["many_groups"] = job(program("many_groups.py"), 4, timeout=150)
@@ -158,6 +159,36 @@ def _frameworks(jobs: dict[str, Job]) -> None:
                                                  timeout=240 if framework == "deepspeed" else 150)
     jobs["tp_world_allreduce"] = job(program("tp_world_allreduce.py"), 4, env=FULL, timeout=120)
     jobs["fsdp2_skip_backward"] = job(program("fsdp2_skip_backward.py"), env=FULL, timeout=120)
+
+
+# Two camps that part at one slot, where only the program's source says which took a branch
+# (tests/integration/test_blame_from_source.py): program -> (ranks, its folder argument or None,
+# timeout). "blame_<case>" runs tests/integration/programs/blame_<case>.py with "bug",
+# "blame_<case>_ok" its correct twin with "ok".
+BLAME_PROGRAMS = {
+    "helper": (2, None, 100),
+    "env_download": (4, "{dir}", 120),
+    "ddp_logger": (2, None, 100),
+    "ddp_converged": (2, None, 100),
+    "fsdp2_export": (2, None, 120),
+    "dtensor_snapshot": (4, None, 120),
+    "lightning_ckpt": (2, "{dir}", 150),
+    "lightning_val": (2, None, 150),
+    "accelerate_summary": (2, "{dir}", 150),
+    "accelerate_empty_shard": (2, None, 150),
+    "trainer_evaluate": (2, "{dir}/out", 150),
+    "p2p_lost_send": (2, None, 100),
+    "p2p_halo": (4, None, 120),
+    "p2p_any_source": (3, None, 100),
+}
+
+
+def _blame_from_source(jobs: dict[str, Job]) -> None:
+    """Recorded with the default stacks, as a user would run them."""
+    for case, (nproc, folder, timeout) in BLAME_PROGRAMS.items():
+        for variant, suffix in (("bug", ""), ("ok", "_ok")):
+            args = (variant, folder) if folder else (variant,)
+            jobs[f"blame_{case}{suffix}"] = job(program(f"blame_{case}.py"), nproc, args=args, timeout=timeout)
 
 
 JOBS = _declared()

@@ -11,7 +11,7 @@ issued it, told from its full stack (COLLCHECK_STACK=full), not from the label u
 
 from __future__ import annotations
 
-from collcheck.capture.frameworks import ddp
+from collcheck.knowledge.torch_internals import ddp
 
 FRAMEWORK_DIRS = {"FSDP": "torch/distributed/fsdp/", "DTensor": "torch/distributed/tensor/",
                   "pipelining": "torch/distributed/pipelining/", "checkpoint": "torch/distributed/checkpoint/"}

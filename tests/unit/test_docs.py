@@ -49,3 +49,19 @@ def test_commands_named_in_the_docs_exist(path):
         parts = module.split(".")
         assert (ROOT.joinpath(*parts).with_suffix(".py").is_file()
                 or ROOT.joinpath(*parts, "__main__.py").is_file()), module
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: p.name)
+def test_tests_named_in_the_docs_exist(path):
+    """A guarantee's test named in the docs (`tests/x.py`, `tests/x.py::name`, `::name` after it)
+    is there: a renamed test cannot leave its guarantee unshown."""
+    for line in path.read_text().splitlines():
+        current = None
+        for file, name in re.findall(r"`(tests/[\w/]+\.py)?(?:::(\w+))?", line):
+            current = file or current
+            if not current:
+                continue
+            source = (ROOT / current).read_text() if (ROOT / current).is_file() else None
+            assert source is not None, current
+            if name:
+                assert re.search(rf"^(async )?def {name}\(", source, re.M), f"{current}::{name}"

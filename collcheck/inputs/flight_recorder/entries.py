@@ -5,9 +5,7 @@ c10::ScalarType names). Entries are those schema.entry_of checked: every field t
 
 from __future__ import annotations
 
-import os
-import sysconfig
-
+from ...knowledge.frames import in_chain, owner
 from ...logfile.ops import WIRE_OPS
 from .schema import MAX_RANKS
 
@@ -59,8 +57,6 @@ SYMMETRIC = frozenset(("all_reduce", "allreduce_coalesced", "barrier", "all_redu
                        "reduce_scatter_single", "_reduce_scatter_base", "reduce_scatter_tensor_coalesced",
                        "all_to_all", "all_to_all_single"))
 
-_LIBRARY_DIRS = tuple(p for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["stdlib"]} if p)
-_TORCH_PARTS = (os.sep + "torch" + os.sep, os.sep + "collcheck" + os.sep)
 
 
 def group_of(entry: dict) -> tuple[str, str]:
@@ -104,10 +100,10 @@ def tensors_from(sizes: tuple, dtypes: tuple) -> tuple:
 
 
 def site_of(frames) -> tuple[tuple | None, list]:
-    """The innermost user frame and the user's call chain (outermost first) of FR's frames
-    ((filename, line, name), innermost first), leaving out torch, collcheck and the Python library."""
-    chain = [f for f in frames
-             if not (f[0].startswith(_LIBRARY_DIRS) or any(p in f[0] for p in _TORCH_PARTS) or f[0].startswith("<"))]
+    """The innermost frame of the program and its call chain (outermost first) of FR's frames
+    ((filename, line, name), innermost first): as the recorder keeps them, the frames the
+    program's chain holds (knowledge/frames.py: not torch, collcheck or the Python library)."""
+    chain = [f for f in frames if in_chain(owner(f[0]))]
     return (chain[0] if chain else None), chain[::-1]
 
 

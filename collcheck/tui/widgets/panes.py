@@ -15,24 +15,19 @@ from rich.text import Text
 
 from ...analysis.fold import fold_identical
 from ...base.untrusted import one_line, visible
+from ...knowledge import sites
 from ...model import rank_ranges
-from ...report import MESSAGE_CHARS, shown_warnings
+from ...report import MESSAGE_CHARS, shown_warnings, words
 from .timeline import cell_text
 
 STATE_STYLE = {"finished": "green", "raised": "bold red", "timed-out": "bold red", "stuck": "bold magenta",
                "killed-in-collective": "bold magenta", "killed": "red", "missing-log": "grey50",
                "damaged": "yellow", "recording-stopped": "yellow"}
-STATE_TEXT = {"finished": "finished", "raised": "raised an exception", "timed-out": "timed out in a collective",
-              "stuck": "stuck (per watchdog)", "killed-in-collective": "killed while in collective",
-              "killed": "killed", "missing-log": "no log", "damaged": "log damaged: its end is not known",
-              "recording-stopped": "recording stopped: its end is not known"}
 
 
 MAX_SOURCE_BYTES = 8 << 20  # a call site's file larger than this is not read for the source pane
 
 
-def _blocked(e) -> str:
-    return one_line(f"{e.describe()} #{e.position} of group {e.group}") if e is not None else ""
 
 
 def overview(report) -> RGroup:
@@ -72,10 +67,9 @@ def overview(report) -> RGroup:
     states = Table(title="final state of every rank", title_justify="left", show_edge=False, pad_edge=False)
     for c in ("ranks", "state", "blocked in", "detail"):
         states.add_column(c, overflow="fold")
-    rows = {r: (s.state, _blocked(s.blocked[0]) if s.blocked else "", s.detail) for r, s in report.hang.states.items()}
-    for ranks, (state, blocked, detail) in fold_identical(rows)[:64]:
-        states.add_row(Text(rank_ranges(ranks)), Text(STATE_TEXT.get(state, state), style=STATE_STYLE.get(state, "")),
-                       Text(blocked), Text(one_line(detail)))
+    for row in words.final_states(report, most=64):
+        states.add_row(Text(row.ranks), Text(row.state, style=STATE_STYLE.get(row.raw, "")), Text(row.blocked),
+                       Text(row.detail))
     parts.append(states)
     return RGroup(*parts)
 
@@ -157,8 +151,8 @@ def detail(grid, rank: int, row: int) -> RGroup:
 
 
 def _frame(fr) -> str:
-    """'file:line in function', each part from the log escaped."""
-    return f"{one_line(fr[0])}:{one_line(fr[1], 40)} in {one_line(fr[2])}"
+    """'file:line in function()' (knowledge/sites.full), each part from the log escaped."""
+    return sites.full(fr)
 
 
 def _dumps(log) -> Text:
@@ -189,33 +183,17 @@ def waitfor(report) -> RGroup:
     t.append("victims ", style="bold yellow")
     t.append(f"(waiting): {rank_ranges(hang.waiting)}\n\n")
     for cyc in hang.cycles:
-        hops = " → ".join(f"rank {a} (group {one_line(hang.graph.edges[a, b]['group'])})"
-                          for a, b in zip(cyc, cyc[1:] + cyc[:1]))
-        t.append(f"CYCLE: {hops} → rank {cyc[0]}\n", style="bold red")
-    cyc_edges = {(c[i], c[(i + 1) % len(c)]) for c in hang.cycles for i in range(len(c))}
-    waits: dict[int, dict] = {}
-    for a, b, d in hang.graph.edges(data=True):
-        ev = d.get("event")
-        key = (d.get("group"), _blocked(ev) if ev is not None else "")
-        waits.setdefault(a, {}).setdefault(key, []).append(b)
-    rows = {a: tuple(sorted(((one_line(g), b), tuple(v)) for (g, b), v in w.items())) for a, w in waits.items()}
+        t.append(f"CYCLE: {words.cycle_words(report, cyc)}\n", style="bold red")
     t.append("\nwait-for edges:\n", style="bold")
-    for ranks, w in fold_identical(rows)[:200]:
-        for (group, blocked), targets in w:
-            in_cycle = any((a, b) in cyc_edges for a in ranks for b in targets)
-            style = "bold red" if in_cycle else ""
-            t.append(f"  rank{'s' if len(ranks) > 1 else ''} {rank_ranges(ranks)}", style="yellow")
-            t.append(f" wait in group {group} ({blocked}) on ", style=style)
-            who = Text(f"rank{'s' if len(targets) > 1 else ''} {rank_ranges(targets)}",
-                       style="bold red" if set(targets) & culprits else "")
-            t.append_text(who)
-            t.append("  ⟲ cycle\n" if in_cycle else "\n", style=style)
+    for w in words.waits(report, most=200):
+        style = "bold red" if w.in_cycle else "bold red" if set(w.targets) & culprits else ""
+        t.append(f"  {w.words()}\n", style=style)
     states = {r: hang.states[r].state for r in culprits if r in hang.states}
     if states:
         t.append("\nculprit states:\n", style="bold")
         for ranks, st in fold_identical({r: (s,) for r, s in states.items()}):
             t.append(f"  ranks {rank_ranges(ranks)}: ", style="bold red")
-            t.append(STATE_TEXT.get(st[0], st[0]) + "\n")
+            t.append(words.state_words(st[0]) + "\n")
     return RGroup(t)
 
 

@@ -3,7 +3,6 @@ renders only the visible rows x columns and decodes only the events on screen.""
 
 from __future__ import annotations
 
-import os
 import time
 
 from rich.cells import cell_len, set_cell_size
@@ -16,7 +15,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from ...base.untrusted import one_line
-from ...model import P2P_OPS
+from ...report import words
 from ..grid import STATUS, Grid
 from ..messages import CursorMoved
 
@@ -32,19 +31,16 @@ def cell_text(ev, status: str, width: int | None = None) -> str:
     glyph = STATUS[status][0]
     if ev is None:
         return {"missing": "✗ missing (never issued)", "after exit": "·", "not member": ""}.get(status, glyph)
-    s = ev.sig
-    shape = ",".join(f"{d}[{'x'.join(map(str, sh)) or '-'}]" for d, sh in s.tensors)
-    extra = f" {'peer' if s.op in P2P_OPS else 'root'} {s.root}" if s.root is not None else ""
-    if status == "mismatched" and not ev.completed:
-        extra += " ⧗"
-    op, label = s.api or s.op, ev.label
-    head = f"{glyph} {op}{' ' + shape if shape else ''}{extra}"
-    site = f" · {os.path.basename(ev.site[0])}:{ev.site[1]}" if ev.site else ""
+    what, label = words.event_words(ev), words.event_label(ev)  # the report's words for the same event
+    op = one_line(ev.sig.api or ev.sig.op)
+    pending = " ⧗" if status == "mismatched" and not ev.completed else ""
+    head = f"{glyph} {what}{pending}"
+    site = f" · {words.event_site(ev)}" if ev.site else ""
     labelled = f" ({label})" if label else ""
     options = [head + labelled + site]
     if label:
-        options += [f"{glyph} {op}{extra}{labelled}{site}", f"{glyph} {label}{extra}{site}", f"{glyph} {label}{extra}"]
-    options = [one_line(t) for t in options + [head + labelled]]  # the last: as before, cut at the width
+        options += [f"{glyph} {op}{pending}{labelled}{site}", f"{glyph} {label}{site}", f"{glyph} {label}"]
+    options = options + [head + labelled]  # the last: as before, cut at the width
     if width is None:
         return options[0]
     fits = next((t for t in options if cell_len(t) <= width), None)

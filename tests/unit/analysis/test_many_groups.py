@@ -40,7 +40,7 @@ def _everything(directory: str) -> None:
     render_json(report, io.StringIO())
     st = compute(run)
     for fmt in ("text", "json"):
-        stats_report.render(st, fmt, io.StringIO())
+        (stats_report.render_json if fmt == "json" else stats_report.render_text)(st, io.StringIO())
     Grid(report, None)
     panes.overview(report)
     navigation.group_choices(report, navigation.MERGED)

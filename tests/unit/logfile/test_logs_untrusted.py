@@ -46,7 +46,8 @@ DEEP = 1000  # nesting of the deep value (msgpack's decoder takes up to 1024)
 def _write_rank(path: str, rank: int) -> None:
     """Every kind the reader knows: header, strings, sites, a chain, tensor specs, threads, groups,
     collectives with every optional key (completions riding along), errors, watchdog stacks, an
-    exception, the recorder disabled, counters, a skipped call, a sync point, steps, the trailer."""
+    exception, the recorder disabled, counters, a skipped call, a sync point, steps, a call site's
+    file, a receive's sender, the trailer."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
     w = LogWriter(fd, path)
     with w.lock:
@@ -82,6 +83,8 @@ def _write_rank(path: str, rank: int) -> None:
         w.queue({"k": lf.DONE, "i": 2, "r": 350, "c": 360})
         w.queue({"k": lf.DONE, "i": 3, "r": 450, "e": "RuntimeError: peer lost"})
         for rec in ({"k": lf.STEP, "ts": 460, "o": 1}, {"k": lf.SYNC, "ts": 470, "s": site, "i": 3, "w": "item()"},
+                    {"k": lf.FILE, "f": s(FILE), "s": 1234, "m": 1_700_000_000_000_000_000, "h": "00ff" * 8},
+                    {"k": lf.SOURCE, "i": 3, "p": 1 - rank},
                     {"k": lf.NON_MEMBER, "x": s("all_reduce"), "s": site, "h": 0, "ts": 480},
                     {"k": lf.STACKS, "i": 4, "op": "barrier", "waited_s": 1.5, "ts": 490,
                      "threads": [{"id": 2, "n": "worker", "f": [[FILE, 10, "main"], [FILE, 20, "step"]]}]},

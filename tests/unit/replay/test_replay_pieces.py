@@ -31,7 +31,8 @@ def test_shrink_keeps_size_relations():
 
 def test_role_chains_match_the_recorder():
     """The runtime's torch-function chains make the recorder see the recorded role and label phase."""
-    from collcheck.capture import callsite, frameworks
+    from collcheck.capture import callsite
+    from collcheck.knowledge import torch_internals as frameworks
 
     roles = set(frameworks.ROLES.values()) | {"bucket rebuild"}
     phases = set(frameworks.PHASES.values())

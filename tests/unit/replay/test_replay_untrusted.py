@@ -261,5 +261,5 @@ def test_replay_progress_lines_escape_log_strings(capsys):
     key = ("shape_mismatch", "g\x1b[31m\nrank 9: forged", 3, (0, 1))
     text = key_text(key)
     assert "\x1b" not in text and "\n" not in text and "g\\x1b[31m\\nrank 9: forged" in text
-    Printer(True).line("collcheck replay: /runs/\x1b]0;x\x07")
+    Printer().line("collcheck replay: /runs/\x1b]0;x\x07")
     assert capsys.readouterr().out == "collcheck replay: /runs/\\x1b]0;x\\x07\n"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from collcheck.report.console import DEFAULT_WIDTH, make_console, width
-from collcheck.report.replay import Printer
+from collcheck.report.replay import JsonPrinter, Printer
 
 PACKAGE = Path(__file__).resolve().parents[3] / "collcheck"
 
@@ -61,8 +61,8 @@ def test_plain_text_on_a_terminal_too(terminal, monkeypatch):
 def test_replay_lines_go_through_the_console_unwrapped(capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "20")
     long = "replay COMPLETED in 0.1 s: " + ", ".join(f"rank {r} exited 0" for r in range(8))
-    Printer(True).line(long)
-    Printer(False).line("::warning::x")
+    Printer().line(long)
+    JsonPrinter().line("::warning::x")
     captured = capsys.readouterr()
     assert captured.out == long + "\n" and captured.err == ":\\x3awarning::x\n"
 

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ...base.untrusted import one_line
+from ..frames import frames_of, framework_name, package_of, relative_path
 from . import accelerate, deepspeed, lightning, torchmetrics, transformers
 from .entry import ANY, Entry
-from .paths import frames_of, framework_name, package_of, relative_path
 
 TABLES = (lightning, accelerate, transformers, deepspeed, torchmetrics)
 

@@ -4,8 +4,8 @@ transformers Trainer, DeepSpeed), read from the chain's file paths and function 
 Most users never call `torch.distributed` themselves: a collective comes from `self.log(...,
 sync_dist=True)`, `gather_for_metrics`, a Trainer's checkpoint save. `split_chain` separates a
 chain's user frames from installed packages' frames, `framework_call` names what the framework
-was doing and the fix in its terms, `render_chain` shows a chain with the user's frames kept,
-`group_role` names a DeepSpeed process group. Tables (one module per framework) cite the
+was doing and the fix in its terms, `group_role` names a DeepSpeed process group (how a chain is
+shown: ../sites.py). Tables (one module per framework) cite the
 installed version's source; no framework is ever imported here, so one not installed costs
 nothing, and logs from machines with other versions are read the same way.
 """
@@ -14,12 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..frames import FRAMEWORK_NAMES, frames_of, framework_name, package_of
 from .lookup import FrameworkCall, framework_call, group_role, innermost_run, table_path
-from .paths import FRAMEWORK_NAMES, frames_of, framework_name, package_of
-from .render import render_chain as _render
 
 __all__ = ["FRAMEWORK_NAMES", "ChainView", "FrameworkCall", "framework_call", "framework_name", "group_role",
-           "innermost_run", "package_of", "render_chain", "split_chain", "table_path"]
+           "innermost_run", "package_of", "split_chain", "table_path"]
 
 
 @dataclass(frozen=True)
@@ -32,9 +31,6 @@ class ChainView:
     inner: tuple | None  # the user's innermost frame
     folds: tuple  # ((display name, frames), ...): runs of consecutive frames of one package, chain order
     call: FrameworkCall | None  # what the framework was doing when it issued the collective
-
-    def lines(self, width: int) -> list[str]:
-        return _render(self.chain, width)
 
 
 def split_chain(chain) -> ChainView:
@@ -53,7 +49,3 @@ def split_chain(chain) -> ChainView:
     return ChainView(frames, tuple(user), user[0] if user else None, user[-1] if user else None,
                      tuple((name, fs) for name, fs, _ in folds), framework_call(frames))
 
-
-def render_chain(view, width: int) -> list[str]:
-    """`view.lines(width)` for a ChainView, or a chain as it comes (Event.chain)."""
-    return _render(view.chain if isinstance(view, ChainView) else frames_of(view), width)

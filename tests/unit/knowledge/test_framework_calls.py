@@ -1,4 +1,4 @@
-"""Framework calls (collcheck.model.framework_calls): chains split into the user's frames and
+"""Framework calls (collcheck.knowledge.frameworks): chains split into the user's frames and
 installed packages' frames, the collective named in the framework's own terms, chains rendered
 with the user's frames kept at any width, DeepSpeed groups named by role.
 
@@ -21,11 +21,27 @@ import sys
 import pytest
 from support.framework_chains import ABBREV, RECORDED
 
-from collcheck.model.framework_calls import (
-    FRAMEWORK_NAMES, ChainView, accelerate, deepspeed, framework_call, group_role, lightning, lookup, package_of,
-    render_chain, split_chain, torchmetrics, transformers,
+from collcheck.knowledge.frameworks import (
+    FRAMEWORK_NAMES,
+    ChainView,
+    accelerate,
+    deepspeed,
+    framework_call,
+    group_role,
+    lightning,
+    lookup,
+    package_of,
+    split_chain,
+    torchmetrics,
+    transformers,
 )
-from collcheck.model.framework_calls.entry import ANY
+from collcheck.knowledge.sites import chain_lines
+
+
+def render_chain(frames, width: int) -> list[str]:
+    """A chain's lines (knowledge/sites.py) for a ChainView or the frames themselves."""
+    return chain_lines(frames.chain if isinstance(frames, ChainView) else frames, width)
+from collcheck.knowledge.frameworks.entry import ANY
 
 SP = "/home/u/.venv/lib/python3.11/site-packages/"
 WIN_SP = "C:\\Users\\u\\venv\\Lib\\site-packages\\"
@@ -71,7 +87,7 @@ def test_recorded_chain_names_its_framework_call(program, op, expected, text, wi
     shown = [f"{f[0].replace(chr(92), '/').rpartition('/')[2]}:{f[1]} {f[2]}" for f in (view.outer, view.inner)]
     assert shown[0].endswith(":" + text.split(":")[1] + " <module>")
     for width in (40, 200):
-        lines = view.lines(width)
+        lines = render_chain(view, width)
         assert lines[0] == shown[0] and shown[1] in lines
         assert all(len(line) <= width for line in lines if line.startswith("via "))
 
@@ -87,17 +103,17 @@ def test_recorded_programs_cover_every_framework():
 
 def test_self_log_chain_renders_user_frames_and_one_line_per_fold():
     text = next(r[3] for r in RECORDED if r[0] == "pl" and r[2] == "LightningModule.log")
-    assert split_chain(expand(text)).lines(200) == [
+    assert render_chain(split_chain(expand(text)), 200) == [
         "pl_prog.py:41 <module>", "pl_prog.py:37 main", "via Lightning: Trainer.fit > ... > wrapped_forward",
         "pl_prog.py:15 training_step", "via Lightning: LightningModule.log > ... > _sync_ddp"]
-    narrow = split_chain(expand(text)).lines(40)
+    narrow = render_chain(split_chain(expand(text)), 40)
     assert narrow[0] == "pl_prog.py:41 <module>" and narrow[3] == "pl_prog.py:15 training_step"
     assert narrow[2].startswith("via Lightning") and "…" in narrow[2] and len(narrow[2]) == 40
 
 
 def test_trainer_chain_folds_each_framework():
     text = next(r[3] for r in RECORDED if r[0] == "hf" and r[2] == "Trainer.evaluation_loop")
-    lines = split_chain(expand(text)).lines(200)
+    lines = render_chain(split_chain(expand(text)), 200)
     assert lines[-2:] == ["via transformers: Trainer.train > ... > Trainer.evaluation_loop",
                           "via accelerate: Accelerator.gather_for_metrics > ... > _gpu_gather_one"]
 
@@ -260,14 +276,14 @@ def test_split_chain_parts():
         "train.py:10 main", "via Lightning: Trainer.fit", "via torchmetrics: wrapped_func",
         "cb.py:43 on_train_epoch_end", "via Lightning: DDPStrategy.barrier"]
     sandwich = split_chain([user(), fit, metric, pkg("lightning/pytorch/strategies/ddp.py", 367, "reduce")])
-    assert sandwich.lines(100)[1:] == ["via Lightning: Trainer.fit > DDPStrategy.reduce"]
+    assert render_chain(sandwich, 100)[1:] == ["via Lightning: Trainer.fit > DDPStrategy.reduce"]
 
 
 def test_split_chain_survives_damaged_chains():
     view = split_chain([None, ("only", 2), (b"f", "7", 3), user(), (SP + "a/b.py", True, None)])
     assert (view.outer, view.inner) == (("", None, "?"), user())  # a frame nothing is known of: not a package's
     assert view.chain[2] == ("", None, "?") and view.chain[4] == (SP + "a/b.py", None, "?")
-    assert split_chain(None).user == () and split_chain("nonsense").lines(40) == []
+    assert split_chain(None).user == () and render_chain(split_chain("nonsense"), 40) == []
 
 
 @pytest.mark.parametrize("width", [1, 12, 40, 80, 200, 1000])
@@ -312,7 +328,7 @@ def test_group_role():
 # -- no framework imported ----------------------------------------------------------------------------
 def test_importing_does_not_import_any_framework():
     root = str(pathlib.Path(lookup.__file__).parents[3])
-    code = ("import sys; sys.path.insert(0, %r); import collcheck.model.framework_calls as f; "
+    code = ("import sys; sys.path.insert(0, %r); import collcheck.knowledge.frameworks as f; "
             "f.framework_call([('/x/site-packages/lightning/pytorch/strategies/ddp.py', 303, 'barrier')]); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in %r))")
     names = ("lightning", "pytorch_lightning", "lightning_fabric", "lightning_utilities", "accelerate",

@@ -1,0 +1,123 @@
+"""The words every view uses for what the analysis found: an event as a cell, the ranks' final
+state, the wait-for graph. The text report and the TUI both build on these, so that a user reads
+the same string for the same thing in either (sites and chains: knowledge/sites.py).
+
+Only strings and plain tuples here: how they are laid out (a table, a wrapped cell, a Textual
+widget) is each view's own. Every string from the logs goes through `one_line`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..analysis.fold import fold_identical
+from ..base.untrusted import one_line
+from ..knowledge import sites
+from ..model import P2P_OPS, rank_ranges
+
+# a rank's final state (analysis/hang.py's RankState.state) in words
+STATES = {
+    "finished": "finished", "raised": "raised an exception", "crashed": "crashed",
+    "timed-out": "timed out in a collective", "stuck": "stuck (per watchdog)",
+    "killed-in-collective": "killed while in collective", "killed": "killed", "peer-lost": "lost a peer",
+    "collective-failed": "a collective failed", "missing-log": "no log", "dumped": "dumped its Flight Recorder",
+    "waiting-at-dump": "waiting in a collective at its dump", "running": "running",
+    "running-in-collective": "running, inside a collective",
+    "damaged": "log damaged: its end is not known", "recording-stopped": "recording stopped: its end is not known",
+}
+PENDING, FAILED = "⏳", "✗"  # an event not completed, one that raised
+
+
+def state_words(state: str) -> str:
+    return STATES.get(state, one_line(state))
+
+
+def event_words(e) -> str:
+    """'broadcast bfloat16[2x3] root 1': the call, its tensors as issued, its root or peer and tag."""
+    s = e.sig
+    shape = ",".join(f"{d}[{'x'.join(map(str, sh))}]" for d, sh in e.sized.tensors) + e.splits_text()
+    extra = f" {'peer' if s.op in P2P_OPS else 'root'} {s.root}" if s.root is not None else ""
+    if s.tag:
+        extra += f" tag {s.tag}"
+    return one_line(f"{s.api or s.op} {shape}{extra}".replace("  ", " ").strip())
+
+
+def event_state(e) -> str:
+    """'' for a completed event, else its mark: still pending, or raised."""
+    return "" if e.completed else f" {FAILED}" if e.error else f" {PENDING}"
+
+
+def event_site(e) -> str:
+    """Where the user can change the call (knowledge/sites.user_site): the same in every view."""
+    return sites.user_site(e.site, e.chain)
+
+
+def event_label(e) -> str:
+    return one_line(e.label) if e.label else ""
+
+
+def blocked_words(e) -> str:
+    """'all_reduce float32[4] #12 of group 0': what a rank was blocked in."""
+    return one_line(f"{e.describe()} #{e.position} of group {e.group}") if e is not None else ""
+
+
+@dataclass(frozen=True)
+class FinalState:
+    """One row of the final-state table: ranks folded by identical words."""
+
+    ranks: str
+    state: str  # the state's words
+    blocked: str  # what they were blocked in
+    detail: str
+    raw: str  # the state's name (for a view's colour)
+
+
+def final_states(report, most: int | None = None) -> list[FinalState]:
+    """Every rank's end, folded: the same rows in the report's table and the TUI's overview."""
+    rows = {r: (s.state, blocked_words(s.blocked[0]) if s.blocked else "", one_line(s.detail))
+            for r, s in report.hang.states.items()}
+    folded = fold_identical(rows)
+    return [FinalState(rank_ranges(ranks), state_words(state), blocked, detail, state)
+            for ranks, (state, blocked, detail) in folded[:most]]
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Ranks that wait, in one group and one collective, on other ranks."""
+
+    ranks: list[int]
+    group: str
+    blocked: str
+    targets: list[int]
+    in_cycle: bool
+
+    def words(self) -> str:
+        return (f"rank{'s' if len(self.ranks) > 1 else ''} {rank_ranges(self.ranks)} wait"
+                f"{'s' if len(self.ranks) == 1 else ''} in group {self.group}"
+                + (f" ({self.blocked})" if self.blocked else "")
+                + f" on rank{'s' if len(self.targets) > 1 else ''} {rank_ranges(self.targets)}"
+                + ("  ⟲ cycle" if self.in_cycle else ""))
+
+
+def waits(report, most: int | None = None) -> list[Wait]:
+    """The wait-for graph's edges, ranks that wait alike folded: the report's and the TUI's."""
+    hang = report.hang
+    cyc_edges = {(c[i], c[(i + 1) % len(c)]) for c in hang.cycles for i in range(len(c))}
+    by_rank: dict[int, dict] = {}
+    for a, b, d in hang.graph.edges(data=True):
+        key = (one_line(d.get("group")), blocked_words(d.get("event")))
+        by_rank.setdefault(a, {}).setdefault(key, []).append(b)
+    rows = {a: tuple(sorted((key, tuple(sorted(v))) for key, v in w.items())) for a, w in by_rank.items()}
+    out = []
+    for ranks, w in fold_identical(rows):
+        for (group, blocked), targets in w:
+            out.append(Wait(list(ranks), group, blocked, list(targets),
+                            any((a, b) in cyc_edges for a in ranks for b in targets)))
+    return out[:most]
+
+
+def cycle_words(report, cycle: list[int]) -> str:
+    """'rank 0 (group 1) → rank 1 (group 0) → rank 0'."""
+    edges = report.hang.graph.edges
+    hops = " → ".join(f"rank {a} (group {one_line(edges[a, b]['group'])})" for a, b in zip(cycle, cycle[1:] + cycle[:1]))
+    return f"{hops} → rank {cycle[0]}"
