@@ -193,7 +193,10 @@ class _Aligner:
         elif self.ties and len(kinds) == 1 and not ended:
             kinds = self.ties.with_source(kinds, culprits, ref_rank)
         for (kind, extra), ranks in sorted(kinds.items(), key=lambda kv: kv[1][0]):
-            self.add(kind, ranks, ref_rank, details=dict(extra))
+            details = dict(extra)
+            if "condition" in details:  # (file, line, text), hashable while the kinds are keyed by it
+                details["condition"] = dict(zip(("file", "line", "text"), details["condition"]))
+            self.add(kind, ranks, ref_rank, details=details)
         if len(kinds) > 1:
             return False
         ((kind, extra), _ranks), = kinds.items()

@@ -23,7 +23,6 @@ _ROOTS = ((_TORCH_DIR, frames.TORCH), (_COLLCHECK_DIR, frames.COLLCHECK))
 MAX_CHAIN = 48  # frames of a chain kept: the innermost MAX_CHAIN - CHAIN_OUTER and the outermost CHAIN_OUTER
 CHAIN_OUTER = 8
 
-_FX_GRAPH = "<eval_with_key>"  # torch.fx's generated forward() of a GraphModule (torch.compile, AOT autograd)
 _C10D_FILE = "distributed/distributed_c10d.py"
 API_PREFIX = "dist."  # a walk's name for a public torch.distributed function: "dist.all_reduce"
 _API_NAMES = {name: API_PREFIX + name for name in PUBLIC_APIS}
@@ -41,7 +40,9 @@ def _classify(code) -> tuple[bool, str | None]:
     the wire has none, a public torch.distributed function is 'dist.<name>'."""
     fn = code.co_filename
     owner, inside = frames.classify(fn, _ROOTS)
-    if owner == frames.TORCH and inside is not None:
+    if fn.startswith(frames.FX_GENERATED):  # torch.fx's forward() of a compiled graph: not the user's line
+        v = (False, frameworks.COMPILED_GRAPH)
+    elif owner == frames.TORCH and inside is not None:
         name = code.co_name
         if inside == _C10D_FILE and name in _API_NAMES:
             v = (False, _API_NAMES[name])
@@ -51,8 +52,6 @@ def _classify(code) -> tuple[bool, str | None]:
             key = sys.intern(f"{inside}:{name}")
             reader = frameworks.DETAIL_FRAMES.get(key)
             v = (False, key, reader) if reader is not None else (False, key)
-    elif fn.startswith(_FX_GRAPH):  # code torch.fx generated for a compiled graph: not the user's line
-        v = (False, frameworks.COMPILED_GRAPH)
     else:
         v = (frames.in_chain(owner), None)
     _pinned.append(code)

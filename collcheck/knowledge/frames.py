@@ -22,6 +22,7 @@ USER = "user"  # the program: the user's own files (and a frame whose path is no
 STDLIB = "stdlib"  # the Python standard library (threading's bootstrap, runpy, contextlib)
 PYTHON = "python"  # Python's own code without a file: <frozen ...> (a `<string>` or `<stdin>` is the user's)
 TORCH, COLLCHECK = "torch", "collcheck"  # two installed packages the views treat apart
+FX_GENERATED = "<eval_with_key>"  # code torch.fx generated (a compiled graph's forward): torch's, never a file
 NOT_THE_PROGRAM = frozenset({STDLIB, PYTHON, TORCH, COLLCHECK})
 # installed packages that only wrap the call they pass on (typing_extensions' @deprecated around
 # torch APIs): never part of anybody's call chain
@@ -52,6 +53,8 @@ def classify(path, roots: tuple = ()) -> tuple[str, str | None]:
         return USER, None
     if path.startswith("<frozen"):
         return PYTHON, None
+    if path.startswith(FX_GENERATED):  # '<eval_with_key>.3 from /.../torch/fx/...py:1738 in wrapped'
+        return TORCH, None
     for root, name in roots:
         if path.startswith(root):
             return name, path[len(root):].replace("\\", "/")

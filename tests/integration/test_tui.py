@@ -66,7 +66,7 @@ def test_deadlock_waitfor_step_group(recorded):
         await pilot.press("w")
         text = plain(app, "#waitfor-text")
         assert "CYCLE: rank 0 (group 1) → rank 1 (group 2) → rank 2 (group 3) → rank 3 (group 4) → rank 0" in text
-        assert "rank 3 wait in group 4" in text and "⟲ cycle" in text
+        assert "rank 3 waits in group 4" in text and "⟲ cycle" in text
         await pilot.press("t")
         await pilot.press("s")
         assert app.step_mode
@@ -127,16 +127,16 @@ def test_clean_run_and_help(recorded):
 @pytest.mark.recordings("scenario:unmatched_p2p")
 def test_point_to_point_messages_have_rows(corpus):
     """unmatched_p2p: every rank receives from the wrong peer; each (src, dst) channel is a row,
-    and the first finding lands on rank 0's send to rank 1, whose recv is missing."""
+    and the first finding lands on rank 1, which never posted the recv of rank 0's send to it."""
     run_dir = corpus("scenario:unmatched_p2p").run_dir
 
     async def script(pilot, app):
         assert len(app.grid) == 3 and set(app.grid.channels) == {"0·0→1", "0·1→2", "0·2→1"}
         await pilot.press("f")
-        assert app.selected() == ("rank 0", "0·0→1", 0, "failed")
-        assert "unmatched point-to-point" in plain(app, "#status-line")
-        await pilot.press("right")
         assert app.selected() == ("rank 1", "0·0→1", 0, "missing")
+        assert "unmatched point-to-point" in plain(app, "#status-line")
+        await pilot.press("left")
+        assert app.selected() == ("rank 0", "0·0→1", 0, "failed")
         await pilot.press("s")
         assert "failed in send #0 of group 0·0→1 for ranks 1 (never issued it)" in plain(app, "#steps")
 

@@ -111,7 +111,7 @@ def _check_diff(run_dir: str, kind: str) -> None:
     text = run_cli("diff", run_dir, columns=250)
     assert text.code == 4, (text.code, text.out, text.err)
     assert "verdict: INCOMPLETE" in text.out and "HANG" not in text.out, text.out
-    assert f"recording stopped after" in text.out and f"{words} ({name})" in text.out, text.out
+    assert "recording stopped after" in text.out and f"{words} ({name})" in text.out, text.out
     assert "checked up to #" in text.out and "recording stopped there" in text.out, text.out
     res = run_cli("diff", run_dir, "--format", "json")
     report = json.loads(res.out)
