@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from ..base import collector
 from ..model import Run, Sequences, rank_ranges
@@ -17,6 +18,7 @@ from .p2p import match_p2p
 from .pipeline import blame_microbatch_counts
 from .source import ProgramSource
 from .splits import split_findings
+from .verdicts import SlotVerdict, slot_verdicts
 
 
 @dataclass
@@ -49,6 +51,12 @@ class Report:
     @property
     def first(self) -> Finding | None:
         return self.findings[0] if self.findings else None
+
+    @cached_property
+    def verdicts(self) -> dict[tuple, SlotVerdict]:
+        """(group, position, src, dst) -> who is out of step there (analysis/verdicts.py): what
+        every view marks, never a vote of its own."""
+        return slot_verdicts(self.findings)
 
 
 def analyse(run: Run, source_root: str | None = None, read_source: bool = True) -> Report:

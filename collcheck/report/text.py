@@ -10,7 +10,6 @@ from rich.text import Text
 from ..analysis.fold import fold_identical
 from ..base.untrusted import one_line, visible
 from ..knowledge import sites
-from ..knowledge.frameworks import split_chain
 from ..model import group_label, rank_ranges
 from . import LAUNCH_CHARS, MESSAGE_CHARS, shown_warnings, words
 from .console import make_console
@@ -24,11 +23,6 @@ def _cell(e) -> str:
         return "—"
     label = f"\n  ({words.event_label(e)})" if e.label else ""
     return f"{words.event_words(e)}{words.event_state(e)}{label}\n  @{words.event_site(e)}"
-
-
-def chain_text(e, most: int = 6) -> str:
-    """An event's chain of the program's own frames on one line (knowledge/sites.chain_line)."""
-    return sites.chain_line(e.chain, e.site, most)
 
 
 def slot_rows(report, finding, context: int) -> dict[int, tuple[int, ...]]:
@@ -86,16 +80,11 @@ def side_by_side(report, finding, context: int) -> Table | None:
 
 
 def _chain_block(rank: int, e, width: int) -> str:
-    """A rank's call chain: the user's frames whole, each framework's frames folded to one line
-    (knowledge/frameworks), then what the framework was doing, in its words."""
-    view = split_chain(e.chain) if e.chain and len(e.chain) > 1 else None
-    if view is None or not view.folds:  # the program's own frames only: one line
-        return f"  rank {rank}: {chain_text(e)}  [thread {one_line(e.thread)}]\n"
-    lines = sites.chain_lines(view.chain, max(40, width - 12))
-    text = f"  rank {rank}: {lines[0]}\n" + "".join(f"          {line}\n" for line in lines[1:])
-    if view.call is not None:
-        text += f"          = {one_line(view.call.words)}\n"
-    return text
+    """A rank's call chain (report/words.chain_words: the TUI's detail pane says the same)."""
+    lines = words.chain_words(e, width - 12)
+    if len(lines) == 1:
+        return f"  rank {rank}: {lines[0]}  [thread {one_line(e.thread)}]\n"
+    return f"  rank {rank}: {lines[0]}\n" + "".join(f"          {line}\n" for line in lines[1:])
 
 
 def _finding_panel(report, f, index: int, width: int = 120) -> Panel:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from ..analysis.fold import fold_identical
 from ..base.untrusted import one_line
 from ..knowledge import sites
+from ..knowledge.frameworks import split_chain
 from ..model import P2P_OPS, rank_ranges
 
 # a rank's final state (analysis/hang.py's RankState.state) in words
@@ -50,6 +51,17 @@ def event_state(e) -> str:
 def event_site(e) -> str:
     """Where the user can change the call (knowledge/sites.user_site): the same in every view."""
     return sites.user_site(e.site, e.chain)
+
+
+def chain_words(e, width: int = 120) -> list[str]:
+    """An event's call chain as lines, outermost first: the program's own frames on one line
+    (knowledge/sites.chain_line), or with frameworks, their frames folded a line each
+    (knowledge/sites.chain_lines) and then what the framework was doing, in its words."""
+    view = split_chain(e.chain) if e.chain and len(e.chain) > 1 else None
+    if view is None or not view.folds:
+        return [sites.chain_line(e.chain, e.site)]
+    lines = sites.chain_lines(view.chain, max(40, width))
+    return lines + ([f"= {one_line(view.call.words)}"] if view.call is not None else [])
 
 
 def event_label(e) -> str:

@@ -308,7 +308,7 @@ class CollcheckApp(App):
             self.query_one("#steps", Static).update(panes.steps(g, row))
         grp, k = g.slot(row)
         status = g.status(column.rep, row)
-        ev = g.event(column.rep, row) if status not in ("not member", "after exit") else None
+        ev = g.event(column.rep, row) if status not in ("not member", "after exit", "not issued") else None
         where = f" at {ev.where()}" if ev is not None else ""
         text = one_line(f"{column.title}  group {grp} #{k}: {status}{where}")
         if self.finding >= 0 and self.report.findings:

@@ -6,13 +6,17 @@ rows of their own, one per channel (group, src, dst) of the model: message k is 
 send and the dst's k-th recv on it. In the merged view the rows of all groups are interleaved
 in issue order. Everything here works on signature ids (numpy views, no decoding); only
 `event()` decodes, and only what is on screen.
+
+Which cells are wrong is the analysis' word (`report.verdicts`, analysis/verdicts.py), never a
+vote here: a cell is marked only where a finding blames its rank. Past a group's first judged
+slot the ranks' positions may no longer line up, so cells there claim no match ("issued").
 """
 
 from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,12 +26,14 @@ from ..model import Channel, Sequences, rank_ranges
 # status -> (glyph, style)
 STATUS = {
     "matched": ("✓", "green"),
+    "issued": ("•", "grey70"),  # past the group's first judged slot: not compared
     "mismatched": ("≠", "bold red"),
     "missing": ("✗", "bold red"),
     "extra": ("+", "bold yellow"),
     "pending": ("⧗", "bold magenta"),
     "failed": ("!", "bold magenta"),
     "after exit": ("·", "grey50"),
+    "not issued": ("·", "grey50"),  # (a rank still running or stopped, not blamed here)
     "not member": (" ", "grey35"),
 }
 ENDED = ("finished", "raised", "killed", "missing-log")
@@ -81,9 +87,9 @@ class RankSeq:
                         out.setdefault(g, []).append(p)
         return {g: tuple(ps) for g, ps in out.items()}
 
-    def key(self, state: str, contents: dict[tuple, int], numbers: dict[tuple, int]) -> tuple:
-        """What ranks folded into one column share: state, groups, each group's signatures and
-        where its unfinished events are. `contents`: the ids of a rank's signature arrays -> the
+    def key(self, state: str, contents: dict[tuple, int], numbers: dict[tuple, int], blamed: frozenset) -> tuple:
+        """What ranks folded into one column share: state, groups, each group's signatures,
+        where its unfinished events are and the slots where the analysis blames it. `contents`: the ids of a rank's signature arrays -> the
         number of their content in `numbers` (ranks read by kinds share arrays: joined once)."""
         arrays = self.sig.values()
         ids = tuple(map(id, arrays))
@@ -92,7 +98,7 @@ class RankSeq:
             joined = b"".join([s.tobytes() if s.typecode == "I" else array("I", s).tobytes() for s in arrays])
             content = contents[ids] = numbers.setdefault((joined, array("Q", map(len, arrays)).tobytes()), len(numbers))
         bad = self._unfinished_at() if self.unfinished else {}
-        return state, tuple(self.sig), content, frozenset(bad.items())
+        return state, tuple(self.sig), content, frozenset(bad.items()), blamed
 
 
 class Grid:
@@ -113,18 +119,19 @@ class Grid:
         self.channels: dict[str, tuple] = {}  # pseudo-group name -> (group, src, dst)
         self._cmp = self._compare_keys(self.sequences.p2p_ids)
         self._add_channels()
+        self.verdicts, self.judged_from, blamed = self._verdicts(report)
         folds: dict[tuple, list[int]] = {}
         contents: dict[tuple, int] = {}
         numbers: dict[tuple, int] = {}
         for r in self.ranks:
-            folds.setdefault(self.seqs[r].key(self.states.get(r, "?"), contents, numbers), []).append(r)
+            key = self.seqs[r].key(self.states.get(r, "?"), contents, numbers, blamed.get(r, frozenset()))
+            folds.setdefault(key, []).append(r)
         self.folds = sorted(folds.values(), key=lambda rs: rs[0])
         self.fold_of = {r: k for k, rs in enumerate(self.folds) for r in rs}
         self.expanded: set[int] = set()
         self.columns: list[Column] = []
         self._layout_columns()
         self._build_rows()
-        self._majority: dict[int, tuple] = {}
         self._events: OrderedDict = OrderedDict()
 
     def _fill(self, sequences: Sequences) -> None:
@@ -150,6 +157,18 @@ class Grid:
             for r, ix in seqs.index.items():
                 if r in others:
                     self.seqs[r].idx[g], self.seqs[r].sig[g] = ix, seqs.seq[r]
+
+    def _verdicts(self, report) -> tuple[dict, dict, dict]:
+        """The analysis' verdicts keyed by this view's (group or channel name, position), each
+        group's first judged position, and rank -> the slots where it is blamed."""
+        verdicts, first, blamed = {}, {}, {}
+        for (group, position, src, dst), v in report.verdicts.items():
+            name = group if src is None and dst is None else channel_name(Channel(group, src, dst))
+            verdicts[name, position] = v
+            first[name] = min(first.get(name, position), position)
+            for r in v.kinds:
+                blamed.setdefault(r, set()).add((name, position))
+        return verdicts, first, {r: frozenset(s) for r, s in blamed.items()}
 
     # -- point-to-point channels -------------------------------------------------------
     def _compare_keys(self, p2p_ids: set[int]) -> list[int]:
@@ -279,47 +298,33 @@ class Grid:
         s = self.seqs[rank].sig.get(g)
         return int(s[k]) if s is not None and k < len(s) else None
 
-    def majority(self, row: int) -> tuple:
-        """(majority signature id or None, ranks of the group) at the row, weighted by fold size."""
-        m = self._majority.get(row)
-        if m is None:
-            g, _ = self.slot(row)
-            votes: Counter = Counter()
-            example: dict = {}  # compare key -> a signature id with it
-            for rs in self.folds:
-                if g in self.seqs[rs[0]].idx:
-                    s = self.sig(rs[0], row)
-                    key = None if s is None else self._cmp[s]
-                    example.setdefault(key, s)
-                    votes[key] += len(rs)
-            best = example[max(votes.items(), key=lambda kv: (kv[1], kv[0] is not None))[0]] if votes else None
-            m = self._majority[row] = (best, votes)
-            if len(self._majority) > 20000:
-                self._majority.clear()
-        return m
+    def verdict(self, row: int):
+        """The analysis' verdict at the row (analysis/verdicts.SlotVerdict), None: none judged."""
+        return self.verdicts.get(self.slot(row))
+
+    def expected(self, row: int):
+        """What the ranks in step issued at a judged row (an event), None elsewhere."""
+        v = self.verdict(row)
+        return v.expected if v is not None else None
 
     def status(self, rank: int, row: int) -> str:
         g, k = self.slot(row)
         seq = self.seqs[rank]
         if g not in seq.idx:
             return "not member"
-        sig = self.sig(rank, row)
-        best, _ = self.majority(row)
-        if sig is None:
-            if best is None:
-                return "after exit"
-            return "missing" if k == len(seq.idx[g]) else "after exit"
         i = self.index(rank, row)
+        v = self.verdicts.get((g, k))
+        blamed = v.cell(rank, i is not None) if v is not None else None
+        if blamed is not None:
+            return blamed
+        if i is None:
+            return "after exit" if self.states.get(rank) in ENDED else "not issued"
         log = self.run.ranks[rank]
-        if best is None:
-            return "extra"
-        if not self.same(sig, best):
-            return "mismatched"
         if i in log.errors:
             return "failed"
         if i in log.pending:
             return "pending"
-        return "matched"
+        return "matched" if k < self.judged_from.get(g, k + 1) or v is not None else "issued"
 
     def event(self, rank: int, row: int):
         i = self.index(rank, row)
@@ -340,7 +345,8 @@ class Grid:
         n = self.number(g, k)
         members = self.members(g) or self.ranks
         reached = {r for r in members if r in self.seqs and k < len(self.seqs[r].idx.get(g, ()))}
-        best, _ = self.majority(row)
+        v = self.verdicts.get((g, k))
+        compared = v is not None or k < self.judged_from.get(g, k + 1)
         texts = {}
         for r in self.ranks:
             seq = self.seqs[r]
@@ -365,10 +371,10 @@ class Grid:
                     why.append(f"ranks {rank_ranges(differ)} (issued another op)")
                 how = "failed" if i in log.errors else "waiting"
                 texts[r] = f"{how} in {op} #{n} of group {g}" + (" for " + ", ".join(why) if why else "")
-            elif not self.same(self.sig(r, row), best):
-                texts[r] = f"ran {op} #{n} (differs from the majority)"
+            elif v is not None and r in v.kinds:
+                texts[r] = f"ran {op} #{n} (out of step: {v.kinds[r].replace('_', ' ')})"
             else:
-                texts[r] = f"ran {op} #{n} (matched)"
+                texts[r] = f"ran {op} #{n}" + (" (matched)" if compared else "")
         folded: dict[str, list[int]] = {}
         for r, t in texts.items():
             folded.setdefault(t, []).append(r)

@@ -92,7 +92,7 @@ def search(grid: Grid, query: str, row: int, col: int, max_decode: int = 5000):
     decoded = 0
     for r in order:
         for c, column in enumerate(grid.columns[:8]):
-            if grid.status(column.rep, r) in ("not member", "after exit", "missing"):
+            if grid.status(column.rep, r) in ("not member", "after exit", "not issued", "missing"):
                 continue
             decoded += 1
             if _site_match(grid.event(column.rep, r), q):

@@ -56,6 +56,7 @@ def test_wrapped_point_to_point_channels_give_no_finding(corpus):
     assert code == 0 and report["findings"] == [], report["findings"][:2]
 
 
+@pytest.mark.slow
 @pytest.mark.recordings("capped_divergence")
 def test_divergence_near_the_end_of_a_wrapped_log(corpus):
     rec = corpus("capped_divergence")

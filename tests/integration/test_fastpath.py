@@ -251,8 +251,8 @@ def _wait_for_glob(directory, pattern: str, seconds: float = 60) -> None:
         time.sleep(0.2)
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.recordings(n)) for n in ("no_future@compiled",
-                                                                                              "no_future")])
+@pytest.mark.parametrize("name", [pytest.param("no_future", marks=pytest.mark.recordings("no_future")),
+                                  pytest.param("no_future@compiled", marks=[pytest.mark.recordings("no_future@compiled"), pytest.mark.slow])])
 def test_work_without_a_future_is_asked_once(corpus, name):
     """gloo's reduce-scatter Work has no future: every async one is recorded as returned (its
     completion unknown), and each path asks once (the compiled one per Work type, the Python one

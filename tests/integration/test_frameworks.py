@@ -100,6 +100,7 @@ def test_tensor_parallel_rank_only_full_tensor_names_the_placement_change(corpus
     assert assert_labels_speak_their_framework(load_run(run_dir)) > 10
 
 
+@pytest.mark.slow  # its buggy twin (fsdp_skip) runs by default
 @pytest.mark.recordings("fsdp_tp_ok")
 def test_a_correct_fsdp2_and_tensor_parallel_program_is_clean(corpus):
     """FSDP2 over dp and tensor parallel over tp on a 2-D mesh of 4 ranks, a correct program: no
@@ -214,6 +215,7 @@ def test_a_pipeline_stage_with_another_microbatch_count_is_the_culprit(corpus):
     assert [label.rpartition(" ")[2] for label in last] == ["0", "1", "2"], last
 
 
+@pytest.mark.slow
 @pytest.mark.recordings("dcp_rank0")
 def test_a_checkpoint_saved_on_one_rank_blames_that_rank(corpus):
     """torch.distributed.checkpoint.save called on rank 0 only: its planning collective meets rank

@@ -37,7 +37,7 @@ def test_overview_findings_detail_search(recorded):
         await pilot.press("d")
         detail = plain(app, "#detail-text")
         assert "rank 1, group 0, collective #28: mismatched" in detail
-        assert "sig.op: barrier" in detail and "majority: all_reduce float32[1] SUM" in detail
+        assert "sig.op: barrier" in detail and "in step: all_reduce float32[1] SUM" in detail
         assert "▶   25" in detail  # the call site's source line (the scenario file exists here)
         await pilot.press("d")
         assert not app.show_detail

@@ -116,9 +116,9 @@ def detail(grid, rank: int, row: int) -> RGroup:
         t.append(f"no event: the rank's sequence in group {one_line(g)} ended at "
                  f"#{len(grid.seqs[rank].idx.get(g, ()))} "
                  f"(final state: {grid.states.get(rank, '?')})\n")
-        best, _ = grid.majority(row)
-        if best is not None:
-            t.append(f"the majority issued: {one_line(grid.run.signatures[best].describe())}\n")
+        expected = grid.expected(row)
+        if expected is not None:
+            t.append(f"the ranks in step issued: {one_line(expected.sig.describe())}\n")
         return RGroup(t, _dumps(log))
     t.append(cell_text(ev, status) + "\n\n")  # escaped by cell_text
     for f in dataclasses.fields(ev):
@@ -134,15 +134,17 @@ def detail(grid, rank: int, row: int) -> RGroup:
         t.append(f"{_shown(getattr(ev.sig, f.name))}\n")
     t.append(f"{'log':>12}: ", style="bold")
     t.append(f"{one_line(os.path.basename(log.path))}\n")
-    best, _ = grid.majority(row)
-    if best is not None and best != grid.sig(rank, row):
-        t.append(f"{'majority':>12}: ", style="bold red")
-        t.append(one_line(grid.run.signatures[best].describe()) + "\n")
+    expected = grid.expected(row)
+    if expected is not None and status in ("mismatched", "missing", "extra"):
+        t.append(f"{'in step':>12}: ", style="bold red")
+        t.append(one_line(expected.sig.describe()) + "\n")
+    if ev.chain and len(ev.chain) > 1:  # the report's words for it (report/words.chain_words)
+        t.append("\ncall chain (outermost first):\n", style="bold")
+        for line in words.chain_words(ev):
+            t.append(f"  {line}\n")
     t.append("\nstack:\n", style="bold")
-    if ev.stack or (ev.chain and len(ev.chain) > 1):
-        if not ev.stack:
-            t.append("  (the user's call chain, outermost first)\n", style="dim")
-        for fr in ev.stack or ev.chain:
+    if ev.stack:
+        for fr in ev.stack:
             t.append(f"  {_frame(fr)}\n" if fr else "  ?\n")
     else:
         t.append(f"  {_frame(ev.site)} (call site only)\n" if ev.site else "  (none recorded)\n")

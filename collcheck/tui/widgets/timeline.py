@@ -30,7 +30,7 @@ def cell_text(ev, status: str, width: int | None = None) -> str:
     then the op, then the site; a label that cannot fit is cut with "…"."""
     glyph = STATUS[status][0]
     if ev is None:
-        return {"missing": "✗ missing (never issued)", "after exit": "·", "not member": ""}.get(status, glyph)
+        return {"missing": "✗ missing (never issued)", "after exit": "·", "not issued": "·", "not member": ""}.get(status, glyph)
     what, label = words.event_words(ev), words.event_label(ev)  # the report's words for the same event
     op = one_line(ev.sig.api or ev.sig.op)
     pending = " ⧗" if status == "mismatched" and not ev.completed else ""
@@ -211,7 +211,7 @@ class Timeline(ScrollView, can_focus=True):
             status = g.status(col.rep, row)
             # ranks of one fold have identical signatures here: decode the fold's first rank only
             rep = g.folds[col.fold][0]
-            ev = g.event(rep, row) if status not in ("not member", "after exit") else None
+            ev = g.event(rep, row) if status not in ("not member", "after exit", "not issued") else None
             text = cell_text(ev, status, col_w - 3)  # a space either side, then the separator
             style = Style.parse(STATUS[status][1])
             if culprits and any(r in culprits for r in col.ranks):
