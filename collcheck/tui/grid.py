@@ -132,6 +132,7 @@ class Grid:
         self.columns: list[Column] = []
         self._layout_columns()
         self._build_rows()
+        self._member_sets: dict[str, frozenset] = {}
         self._events: OrderedDict = OrderedDict()
 
     def _fill(self, sequences: Sequences) -> None:
@@ -201,6 +202,13 @@ class Grid:
             _, src, dst = self.channels[g]
             return [r for r in (src, dst) if r in self.run.ranks]
         return [r for r in self.run.group_members(g) if r in self.run.ranks]
+
+    def is_member(self, rank: int, g: str) -> bool:
+        """Whether the rank belongs to the group, whether or not it issued anything in it."""
+        members = self._member_sets.get(g)
+        if members is None:
+            members = self._member_sets[g] = frozenset(self.members(g))
+        return rank in members
 
     def same(self, a: int | None, b: int | None) -> bool:
         """Do two signature ids agree as cells (a send and its recv agree on tensors)?"""
@@ -310,7 +318,7 @@ class Grid:
     def status(self, rank: int, row: int) -> str:
         g, k = self.slot(row)
         seq = self.seqs[rank]
-        if g not in seq.idx:
+        if g not in seq.idx and not self.is_member(rank, g):
             return "not member"
         i = self.index(rank, row)
         v = self.verdicts.get((g, k))
@@ -350,7 +358,7 @@ class Grid:
         texts = {}
         for r in self.ranks:
             seq = self.seqs[r]
-            if g not in seq.idx:
+            if g not in seq.idx and not self.is_member(r, g):
                 texts[r] = f"not in {'channel' if g in self.channels else 'group'} {g}"
                 continue
             if r not in reached:

@@ -61,9 +61,9 @@ EXPECTED = {
     # reduce-scatters: step 2's backward starts at #14, which rank 1 skipped
     "fsdp2_skip_backward": ("missing", "0", 14, [1], {0: "backward", 1: "forward"}),
 }
-# the default run keeps one recording per framework family it can afford (the rest: -m slow)
-# (the rules each of the others exercises are also shown in-process: tests/unit/analysis/test_blame_properties.py)
-DEFAULT_RUN = {"fw_lightning_metric_rank0"}
+# every framework's recording runs with -m slow (each imports its framework: seconds per rank); the
+# rules they exercise are shown in-process by default: tests/unit/analysis/test_blame_properties.py
+DEFAULT_RUN: set = set()
 
 
 def _installed(module: str) -> bool:

@@ -81,7 +81,7 @@ def check_replay(name, run_dir, tmp_path):
 # a mismatch (gloo's abort on a size mismatch: shape_mismatch, in the --emit-script test) and a fix
 # (seed004_case4's what-if); the rest of the scenarios, a silent mismatch (dtype_mismatch) among
 # them, replay with -m slow.
-DEFAULT_REPLAYS = frozenset(("missing_barrier", "p2p_pipeline"))
+DEFAULT_REPLAYS = frozenset(("missing_barrier",))
 
 
 @pytest.mark.timeout(240)

@@ -37,6 +37,7 @@ BUG_PROGRAMS = (
 # recorded by the default run for other tests already; the rest: -m slow
 DEFAULT_RUN = {"scenario:seed004_case4", "scenario:unmatched_p2p", "scenario:cross_group_deadlock",
                "scenario:op_mismatch", "fsdp_skip", "blame_helper", "chains_extra_forward", "batch_ring"}
+PILOT = {"scenario:unmatched_p2p", "blame_helper"}  # the app driven by default; the others: -m slow
 WIDE = 400
 
 
@@ -59,15 +60,18 @@ def _unfolded(report) -> Grid:
 
 
 def _blamed_cells(report, grid) -> set:
-    """(rank, row) of every cell the report blames: each finding's ranks at its slot; a hang's
-    only where the rank never issued the call (the others wait in theirs: pending, not wrong)."""
+    """(rank, row) of every cell the report blames: each finding's ranks at its slot (members of
+    its group); a hang's only where the rank never issued the call (the others wait in theirs:
+    pending, not wrong)."""
     out = set()
     for f in report.findings:
         row = finding_row(grid, f)
         if row is None:
             continue
+        group = grid.slot(row)[0]
         for r in f.ranks:
-            if r in grid.seqs and (f.kind not in HANGS or grid.index(r, row) is None):
+            member = r in grid.seqs and (group in grid.seqs[r].idx or grid.is_member(r, group))
+            if member and (f.kind not in HANGS or grid.index(r, row) is None):
                 out.add((r, row))
     return out
 
@@ -118,7 +122,8 @@ def test_the_tui_marks_exactly_the_cells_the_report_blames(corpus, name, monkeyp
         assert (state.blocked in text and state.blocked in overview) if state.blocked else True, state
 
 
-@pytest.mark.parametrize("name", cases(sorted(DEFAULT_RUN)))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.recordings(n)] + [pytest.mark.slow] * (n not in PILOT),
+                                               id=n) for n in sorted(DEFAULT_RUN)])
 def test_the_app_lands_on_the_blamed_ranks_of_every_finding(corpus, name):
     """In the app: 'f' and 'n' walk the findings; each lands on a column of blamed ranks whose
     cell is marked wrong (or, in a hang, a rank that waits there), the status line naming its site."""

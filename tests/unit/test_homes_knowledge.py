@@ -2,7 +2,7 @@
 from the source (ast): whose code a frame is is decided in knowledge/frames.py alone (no other
 module reads this machine's library paths or a path's library markers), each fix is phrased once
 (knowledge/fixes.py), an output format is chosen in report/formats.py alone, and lint's classes
-hold their collaborators instead of mixing them in. Each check also runs on small made-up trees
+hold their collaborators instead of mixing them in; the views mark the cells the analysis blames and never vote. Each check also runs on small made-up trees
 that keep the rule and that break it, so that it can be seen to fail."""
 
 from __future__ import annotations
@@ -152,6 +152,28 @@ def lint_mixins(root: Path) -> list[str]:
             for base in node.bases if dotted_name(base) in classes]
 
 
+# --- l. the views never vote ---------------------------------------------------------------
+
+VIEWS = ("collcheck/tui/", "collcheck/report/")
+
+
+def view_votes(root: Path) -> list[str]:
+    """'path:line' of each vote among the ranks in a view (a Counter, `most_common`, a name
+    saying majority): which cells are wrong is the analysis' word (analysis/verdicts.py)."""
+    found = []
+    for path, tree in parsed(root).items():
+        if not path.startswith(VIEWS):
+            continue
+        for node in ast.walk(tree):
+            name = dotted_name(node.func) if isinstance(node, ast.Call) else None
+            if name and name.rpartition(".")[2] in ("Counter", "most_common"):
+                found.append(_where(path, node))
+            elif isinstance(node, (ast.FunctionDef, ast.Name, ast.Attribute)) and "majority" in (
+                    getattr(node, "name", None) or getattr(node, "id", None) or getattr(node, "attr", "")).lower():
+                found.append(_where(path, node))
+    return found
+
+
 # --- the facts, on this tree --------------------------------------------------------------------
 
 def test_whose_code_a_frame_is_is_decided_in_knowledge_frames_only():
@@ -172,6 +194,10 @@ def test_lint_has_no_mixin():
 
 def test_a_call_site_is_named_in_knowledge_sites_only():
     assert site_formatters(ROOT) == []
+
+
+def test_the_views_mark_what_the_analysis_says_and_never_vote():
+    assert view_votes(ROOT) == []
 
 
 # --- each check keeps a tree that satisfies it and catches one that breaks it ----------------
@@ -236,3 +262,14 @@ def test_the_site_check_catches_a_second_formatter(tmp_path, module, text, line)
           "collcheck/report/text.py": 'from ..knowledge import sites\ndef cell(e):\n    return f"@{sites.short(e.site)}"\n'}
     assert site_formatters(write_tree(tmp_path / "ok", ok)) == []
     assert site_formatters(write_tree(tmp_path / "bad", {**ok, module: text})) == [f"{module}:{line}"]
+
+
+@pytest.mark.parametrize("module, text, line", [
+    ("collcheck/tui/grid.py", "from collections import Counter\ndef f(sigs):\n    return Counter(sigs)\n", 3),
+    ("collcheck/tui/grid.py", "def f(votes):\n    return votes.most_common(1)\n", 2),
+    ("collcheck/report/text.py", "def majority(sigs):\n    return sigs[0]\n", 1),
+], ids=["counter", "most-common", "named"])
+def test_the_vote_check_catches_a_view_that_votes(tmp_path, module, text, line):
+    ok = {**KNOWLEDGE, "collcheck/tui/grid.py": "def status(verdicts, key, rank):\n    return verdicts[key].cell(rank, True)\n"}
+    assert view_votes(write_tree(tmp_path / "ok", ok)) == []
+    assert view_votes(write_tree(tmp_path / "bad", {**ok, module: text})) == [f"{module}:{line}"]
