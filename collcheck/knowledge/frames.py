@@ -35,6 +35,10 @@ _STDLIB = re.compile(r"/lib(?:64)?/python\d+(?:\.\d+)*t?/"  # POSIX: venv, conda
 _TORCH_CHECKOUT = re.compile(r"/torch/(?:distributed|nn|autograd|utils|_dynamo|_functorch|_inductor|fx|multiprocessing"
                              r"|optim|amp|cuda|testing|_tensor\.py|_ops\.py|functional\.py)")
 
+# a package's own test programs, shipped inside it: where a job runs them (torch's distributed
+# test suite), they are the program, not the library (package -> folders inside it)
+OWN_TESTS = {"torch": ("testing/_internal/",)}
+
 # (FRAMEWORK_NAMES) package -> the framework name people know it by; other packages keep their own
 FRAMEWORK_NAMES = {
     "lightning": "Lightning", "pytorch_lightning": "Lightning", "lightning_fabric": "Lightning",
@@ -57,19 +61,25 @@ def classify(path, roots: tuple = ()) -> tuple[str, str | None]:
         return TORCH, None
     for root, name in roots:
         if path.startswith(root):
-            return name, path[len(root):].replace("\\", "/")
+            return _tests_are_the_program(name, path[len(root):].replace("\\", "/"))
     rel = relative_path(path)
     if rel is not None:
         package, _, inside = rel.partition("/")
-        return package.removesuffix(".py") or USER, inside or None
+        return _tests_are_the_program(package.removesuffix(".py") or USER, inside or None)
     p = "/" + path.replace("\\", "/")
     low = p.lower()
     if _STDLIB.search(low):
         return STDLIB, None
     m = _TORCH_CHECKOUT.search(p)
     if m is not None:
-        return TORCH, p[m.start() + len("/torch/"):]
+        return _tests_are_the_program(TORCH, p[m.start() + len("/torch/"):])
     return USER, None
+
+
+def _tests_are_the_program(package: str, inside: str | None) -> tuple[str, str | None]:
+    if inside is not None and inside.startswith(OWN_TESTS.get(package, ("\0",))):
+        return USER, None
+    return package, inside
 
 
 def owner(path, roots: tuple = ()) -> str:

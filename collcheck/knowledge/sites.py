@@ -74,18 +74,30 @@ def frame_text(frame) -> str:
     return f"{where} {one_line(func, MAX_NAME)}"
 
 
+def relative_names(paths: list) -> list[str]:
+    """Each path below the folder all of them share ('train.py', 'utils/sync.py'): one root for a
+    whole chain, never shown (the full paths are in the detail and the JSON)."""
+    split = [p.replace("\\", "/").split("/") if isinstance(p, str) and p else ["?"] for p in paths]
+    folders = [parts[:-1] for parts in split]
+    common = 0
+    while folders and all(len(f) > common and f[common] == folders[0][common] for f in folders):
+        common += 1
+    return ["/".join(parts[common:]) for parts in split]
+
+
 def chain_line(chain, site=None, most: int = 6) -> str:
-    """'train.py:87 evaluate() > helpers.py:49 sync() > /abs/helpers.py:49 in sync()': a chain of
-    the program's own frames on one line, outermost first, down to the call site (its whole path),
-    the outermost ones left out beyond `most`."""
+    """'train.py:87 evaluate() > utils/sync.py:49 sync() > utils/sync.py:52 in all_sync()': a chain
+    of the program's own frames on one line, outermost first, down to the call site, every file
+    named below the one folder they share; the outermost frames left out beyond `most`."""
     frames = [x for x in (chain or (site,)) if x is not None]
     if not frames:
         return "?"
-    *outer, last = frames
-    parts = [f"{base_name(x[0])}:{x[1]} {x[2]}()" for x in outer]
+    names = relative_names([x[0] for x in frames])
+    *outer, last = [(names[k], x[1], x[2]) for k, x in enumerate(frames)]
+    parts = [f"{one_line(x[0], MAX_NAME)}:{x[1]} {x[2]}()" for x in outer]
     if len(parts) > most - 1:  # the outermost frame (where the program runs the loop) and the innermost ones
         parts = [parts[0], "…", *parts[len(parts) - (most - 2):]] if most > 2 else ["…"]
-    return one_line(" > ".join([*parts, f"{last[0]}:{last[1]} in {last[2]}()"]))
+    return one_line(" > ".join([*parts, f"{one_line(last[0], MAX_NAME)}:{last[1]} in {last[2]}()"]))
 
 
 def user_site(site, chain) -> str:

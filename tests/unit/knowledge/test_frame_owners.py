@@ -38,6 +38,11 @@ LAYOUTS = [  # (recorded path, owner): the program, installed packages, the stan
     ("C:\\Users\\u\\miniconda3\\envs\\train\\Lib\\runpy.py", frames.STDLIB),
     ("C:\\Users\\u\\.pyenv\\pyenv-win\\versions\\3.11.7\\Lib\\threading.py", frames.STDLIB),
     ("/home/u/src/pytorch/torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py", frames.TORCH),  # editable torch
+    # a package's own tests run as the job (torch's distributed test suite): the program's
+    ("/home/u/.venv/lib/python3.11/site-packages/torch/testing/_internal/distributed/distributed_test.py", frames.USER),
+    ("/home/u/src/pytorch/torch/testing/_internal/common_distributed.py", frames.USER),
+    ("C:\\venv\\Lib\\site-packages\\torch\\testing\\_internal\\common_distributed.py", frames.USER),
+    ("/home/u/.venv/lib/python3.11/site-packages/torch/testing/_comparison.py", frames.TORCH),  # the library's
     ("<frozen importlib._bootstrap>", frames.PYTHON),
     ("<string>", frames.USER),  # `python -c`: the program
     ("<stdin>", frames.USER),
@@ -108,3 +113,16 @@ def test_the_recorders_walk_and_the_readers_agree_on_a_chain():
     kept = [f.f_code.co_filename for f in chain]
     assert kept and all(frames.in_chain(frames.owner(p)) for p in kept)
     assert [p for p, _, _ in stack if frames.in_chain(frames.owner(p))] == kept
+
+
+def test_a_packages_own_tests_are_the_program_in_the_recorders_walk_too():
+    """torch's distributed tests live inside the torch package: the recorder keeps their frames
+    in the chain (its roots say torch's folder), as a reader of the log would."""
+    from collcheck.capture import callsite
+
+    test_file = os.path.join(os.path.dirname(torch.__file__), "testing", "_internal", "common_distributed.py")
+    code = compile("def f():\n    return sys._getframe()\n", test_file, "exec")
+    scope = {"sys": __import__("sys")}
+    exec(code, scope)
+    chain, _, _, _ = callsite.walk(scope["f"](), full=False)
+    assert chain and chain[0].f_code.co_filename == test_file
