@@ -12,6 +12,11 @@ rank comes from elsewhere. Chains none of them met on (an `if rank == 0` branch 
 same broadcast from another line) and ways all ranks have taken (a data-dependent branch above a
 shared helper) are how the program is written, not a divergence. A rank out of phase with the
 loop all of them ran (a skipped call between two equal ones) is one too.
+
+Where two camps pair equal calls from different chains and the trace says they part there, or
+their group diverges later (the calls paired silently and the damage shows slots on), the
+program's source (analysis/source.py) is asked first: a rank-dependent branch around one camp's
+call and not the other's is where they parted, and it says who.
 """
 from __future__ import annotations
 
@@ -24,9 +29,12 @@ from .align import stands_in
 from .findings import Finding
 
 
-def chain_findings(run: Run, seqs: GroupSequences, members: list[int], upto: int | None) -> list[Finding]:
+def chain_findings(run: Run, seqs: GroupSequences, members: list[int], upto: int | None,
+                   source=None) -> list[Finding]:
     """The first slot before `upto` (the group's first other finding; None: none) where the
-    members issue equal collectives from chains that differ, one of them a chain all met on."""
+    members issue equal collectives from chains that differ, one of them a chain all met on, or
+    where the program's source (`source`: analysis/source.py, or None) says one camp took a
+    rank-dependent branch to reach its call."""
     index = seqs.index
     if len(members) < 2 or not all([r in index for r in members]):
         return []
@@ -38,23 +46,13 @@ def chain_findings(run: Run, seqs: GroupSequences, members: list[int], upto: int
         return []  # (no slot to compare)
     if _same_chains(run, index, members, end):
         return []  # the same chains, interned alike: nothing to compare (the common case, C speed)
-    # ranks read by kinds share their chain columns and indices: each distinct pair is compared once
-    kinds: dict[tuple, list[int]] = {}
-    for r in members:
-        log = run.ranks[r]
-        kinds.setdefault((id(log.chain), id(log.chain_sites), id(index[r])), []).append(r)
-    columns: dict[bytes, list[int]] = {}  # distinct chain columns -> the ranks that have it
-    for ranks in kinds.values():
-        col = run.ranks[ranks[0]].chains_of(seqs.index[ranks[0]], end)
-        columns.setdefault(col.tobytes(), []).extend(ranks)
-    for ranks in columns.values():
-        ranks.sort()
-    if len(columns) < 2:
+    holders, cols = _columns(run, seqs, members, end)
+    if len(cols) < 2:
         return []
-    holders = list(columns.values())
-    cols = [array("I", b) for b in columns]
     met: set[int] = set()  # chains every member issued a collective of this group from, in one slot
     checks = 0
+    asked: set[tuple] = set()  # pairs of chains the source said nothing of
+    source = source if run.source != "flight-recorder" else None  # (as the aligner's ties: none there)
     for k in range(end):
         here = [c[k] for c in cols]
         first = here[0]
@@ -64,16 +62,61 @@ def chain_findings(run: Run, seqs: GroupSequences, members: list[int], upto: int
             continue
         if 0 in here or _stands_in(run, seqs, k, holders):
             continue
-        if _diverted(run, here, met):
+        diverted = _diverted(run, here, met)
+        broke = None
+        if not diverted:
+            checks += 1
+            # (a Flight Recorder dump labels nothing: a rank's chain off the loop may be join()'s shadow)
+            loops = checks <= MAX_LOOP_CHECKS and run.source != "flight-recorder"
+            broke = _broke_the_loop(cols, seqs.seq[members[0]], k) if loops else None
+        if source is not None and len(here) == 2 and (diverted or broke or upto is not None) \
+                and len(asked) < MAX_SOURCE_READS and tuple(here) not in asked:
+            told = _from_source(run, seqs, k, here, holders, met, source)
+            if told is not None:
+                return [told]
+            asked.add(tuple(here))
+        if diverted:
             return [_finding(run, seqs, k, here, holders, met)]
-        checks += 1
-        # (a Flight Recorder dump labels nothing: a rank's chain off the loop may be join()'s shadow)
-        loops = checks <= MAX_LOOP_CHECKS and run.source != "flight-recorder"
-        broke = _broke_the_loop(cols, seqs.seq[members[0]], k) if loops else None
         if broke:
             culprits = sorted(r for i in broke for r in holders[i])
-            return [_finding(run, seqs, k, here, holders, met, culprits)]
+            return [_finding(run, seqs, k, here, holders, met, culprits, _LOOP)]
     return []
+
+
+def _columns(run: Run, seqs: GroupSequences, members: list[int], end: int) -> tuple[list, list]:
+    """(the ranks of each distinct chain column, the columns) of the first `end` slots: ranks read by
+    kinds share their chain columns and indices, so each distinct pair is compared once."""
+    kinds: dict[tuple, list[int]] = {}
+    for r in members:
+        log = run.ranks[r]
+        kinds.setdefault((id(log.chain), id(log.chain_sites), id(seqs.index[r])), []).append(r)
+    columns: dict[bytes, list[int]] = {}  # distinct chain columns -> the ranks that have it
+    for ranks in kinds.values():
+        col = run.ranks[ranks[0]].chains_of(seqs.index[ranks[0]], end)
+        columns.setdefault(col.tobytes(), []).extend(ranks)
+    for ranks in columns.values():
+        ranks.sort()
+    return list(columns.values()), [array("I", b) for b in columns]
+
+
+MAX_SOURCE_READS = 8  # pairs of the two camps' chains read against the program's source, per group
+_LOOP = "it reached the call by another line than its loop reaches it there every time before"
+
+
+def _from_source(run: Run, seqs: GroupSequences, k: int, here: list[int], holders: list[list[int]],
+                 met: set[int], source) -> Finding | None:
+    """The finding at slot k when the program's source says which of two camps took a
+    rank-dependent branch to reach its call: with no majority the source names the camp out of
+    step (Reading.culprit), with one the majority does and the source says what it did."""
+    told = source.read(run.chains[here[0]], run.chains[here[1]], run.world)
+    if told is None:
+        return None
+    a, b = holders
+    camp = told.culprit(run.world) if len(a) == len(b) else int(len(b) < len(a))
+    f = _finding(run, seqs, k, here, holders, met, holders[camp], told.rule(camp))
+    f.details.update(decided_by="source" if len(a) == len(b) else "majority",
+                     condition=dict(zip(("file", "line", "text"), told.condition)))
+    return f
 
 
 def _same_chains(run: Run, index: dict, members: list[int], end: int) -> bool:
@@ -153,10 +196,9 @@ def _common_prefix(seqs: GroupSequences, members: list[int], end: int) -> int:
 
 
 def _finding(run: Run, seqs: GroupSequences, k: int, here: list[int], holders: list[list[int]],
-             met: set[int], culprits: list[int] | None = None) -> Finding:
+             met: set[int], culprits: list[int] | None = None, blame: str | None = None) -> Finding:
     """Culprits: the ranks whose way to the call is not one they all met on (the extra pass), or
-    those out of phase with their loop (`culprits`)."""
-    by_loop = culprits is not None
+    those a rule named (`culprits`, and why: `blame`)."""
     if culprits is None:
         culprits = sorted(r for c, rs in zip(here, holders) for r in rs if c not in met)
     reference = min(r for rs in holders for r in rs if r not in culprits)
@@ -164,7 +206,7 @@ def _finding(run: Run, seqs: GroupSequences, k: int, here: list[int], holders: l
     events.setdefault(reference, run.ranks[reference].event(seqs.index[reference][k]))
     times = [e.t_issue for e in events.values() if e is not None]
     details = {"chains": True}
-    if by_loop:
-        details["blame"] = "it reached the call by another line than its loop reaches it there every time before"
+    if blame is not None:
+        details["blame"] = blame
     return Finding("semantic_mismatch", seqs.name, k, culprits, "", events, events[reference],
                    details, min(times) if times else 0)

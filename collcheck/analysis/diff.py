@@ -87,7 +87,7 @@ def _analyse(run: Run, source) -> Report:
         counts[name] = _usual_length(seqs)
         aligned = align_group(run, seqs, unended, cut_short, source)
         first = min((f.position for f in aligned), default=None)
-        aligned = chain_findings(run, seqs, seqs.members, first) + aligned
+        aligned = chain_findings(run, seqs, seqs.members, first, source) + aligned
         _note_cut(run, seqs, noted)
         findings += aligned
         if a2a:

@@ -223,7 +223,7 @@ def _field_text(run: Run, f: Finding) -> str:
     """op/shape/dtype/reduce op/root/semantic/tag mismatches: the culprit's call vs the reference."""
     d = f.details
     if d.get("chains"):
-        return _chain_text(f)
+        return _chain_text(f) + (_blame_text(f) if d.get("blame") else "")
     if d.get("p2p"):
         text = (f"send rank {d['src']} -> rank {d['dst']} #{f.number}: {_ev(f.events.get(d['src']))} "
                 f"vs recv {_ev(f.events.get(d['dst']))}")

@@ -107,7 +107,8 @@ class ProgramSource:
             if why is None:
                 found = candidate
                 break
-            self.unused.setdefault(recorded, why)
+            if why != "not found" or recorded not in self.unused:  # a copy found but unfit says more
+                self.unused[recorded] = why
         if found is not None:
             self.unused.pop(recorded, None)
         elif recorded not in self.unused:

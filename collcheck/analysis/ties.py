@@ -11,6 +11,9 @@ from ..model import group_label
 from . import blame
 from .findings import field_mismatch
 
+# what a call changed into another one is found as (findings.field_mismatch): a branch may explain it
+CHANGED = ("op_mismatch", "shape_mismatch", "dtype_mismatch", "reduce_op_mismatch", "root_mismatch")
+
 
 class Ties:
     """Reads one group's aligner (align._Aligner): its sequences, positions and findings."""
@@ -139,11 +142,12 @@ class Ties:
         return {(kind, extra): culprits}, ref_rank, culprits
 
     def with_source(self, kinds: dict, culprits: list[int], ref_rank: int) -> dict:
-        """A majority named the culprits of a changed, skipped or extra call: the program's source
-        says which the culprits did (entered a branch: extra; skipped the call the others made
-        under a condition: missing) and quotes the condition."""
+        """A majority named the culprits of a changed (another op, size, dtype, reduce op or root),
+        skipped or extra call: the program's source says which the culprits did (entered a
+        branch: extra; skipped the call the others made under a condition: missing) and quotes
+        the condition."""
         ((kind, extra), ranks), = kinds.items()
-        if kind not in ("op_mismatch", "missing", "extra") or dict(extra).get("silent"):
+        if kind not in CHANGED + ("missing", "extra") or dict(extra).get("silent"):
             return kinds
         told = self.read_source(self._token(culprits[0]), self._token(ref_rank))
         if told is None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from collcheck.knowledge import frames
 from collcheck.logfile import format as lf
 from collcheck.logfile.writer import LogWriter, open_exclusive
 from collcheck.model import load_run
@@ -56,7 +57,9 @@ def write(directory: str, groups: dict[str, tuple], ranks: dict[int, list[Call]]
     where their calls end. `stopped`: rank -> an errno its writer met after its calls (LogWriter.stop:
     nothing written after). `clock`: rank -> µs its clock is ahead of the others'; `sigterm`: the
     ranks whose stacks faulthandler dumped beside the log at SIGTERM, in their last call; `descs`:
-    group -> its group_desc (a DeviceMesh's: mesh_<dim>). Returns the loaded Run."""
+    group -> its group_desc (a DeviceMesh's: mesh_<dim>). Call sites in files that exist are
+    fingerprinted as the recorder does (L records: size and mtime when first seen; the content hash
+    of the program's files on the ranks that exit, finished or raising). Returns the loaded Run."""
     raised = raised or {}
     stopped = stopped or {}
     clock = clock or {}
@@ -112,10 +115,12 @@ def write(directory: str, groups: dict[str, tuple], ranks: dict[int, list[Call]]
                     w.write({"k": lf.STEP, "ts": ts + 50})
             if rank in stopped:
                 w.stop(OSError(stopped[rank], os.strerror(stopped[rank])))
+            if rank in raised or rank in finished:  # record_exit: the program's files hashed at exit
+                w.file_hashes(lambda path: frames.owner(path) == frames.USER)
             if rank in raised:
                 last = rank_calls[-1]
                 w.write({"k": lf.EXCEPTION, "t": "RuntimeError", "m": raised[rank], "ts": 100 * (len(rank_calls) + 1),
-                         "s": w.site_id(FILE, last.line, last.func)})
+                         "s": w.site_id(last.file or FILE, last.line, last.func)})
             if rank in finished:
                 w.write({"k": lf.TRAILER, "ts": 100 * (len(rank_calls) + 2)})
         w.close()
