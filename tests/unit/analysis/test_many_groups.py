@@ -50,23 +50,7 @@ def _everything(directory: str) -> None:
 
 def _lines(directory: str) -> int:
     """Lines of collcheck's own code executed by `_everything` (sys.settrace: other code is not traced)."""
-    count = 0
-
-    def local(frame, event, arg):
-        nonlocal count
-        if event == "line":
-            count += 1
-        return local
-
-    def calls(frame, event, arg):
-        return local if frame.f_code.co_filename.startswith(PACKAGE) else None
-
-    sys.settrace(calls)
-    try:
-        _everything(directory)
-    finally:
-        sys.settrace(None)
-    return count
+    return _lines_of(lambda: _everything(directory))
 
 
 def _damage(directory: str) -> None:
