@@ -112,16 +112,16 @@ class Ties:
             culprits, others = (a, b) if verdict.culprit == 0 else (b, a)
             return {("missing", (("span", 1), ("blame", self._skipped_text(culprits[0], others[0], verdict)))):
                     culprits}, others[0], culprits
-        if self._user_call_against_torch(a[0], b[0]):
+        camps = self._camp(a), self._camp(b)
+        told = self.read_source(camps[0].call, camps[1].call)
+        if told is None and self._user_call_against_torch(a[0], b[0]):
             return None  # the user's own call where torch issued one: the user's is the odd one (_rank_key)
         # a changed call: the sequences go on after the slot and line up again (a hang right there
         # lines up nothing), or the two calls completed together (under NCCL they ran as one)
         changed = kind not in ("missing", "extra") and (dict(extra).get("silent") or (
             self.al.sig(a[0], 1) is not None and self.al.sig(b[0], 1) is not None
             and self.al.agreement(b[0], 1, a[0], 1) >= blame.ALIGNED))
-        camps = self._camp(a), self._camp(b)
         verdict = blame.settle(*camps, changed)
-        told = self.read_source(camps[0].call, camps[1].call)
         if told is not None:  # the program's source beats the trace's rules
             culprit = told.culprit(self.al.run.world)
             kind = told.kind(culprit)
@@ -131,7 +131,7 @@ class Ties:
             return None
         culprits, others = (a, b) if verdict.culprit == 0 else (b, a)
         ref_rank = others[0]
-        if changed or verdict.kind is None:
+        if (changed and told is None) or verdict.kind is None:  # (the source says which: a branch entered or left)
             kind = field_mismatch(self.al.run.signatures[self.al.sig(culprits[0])], self.al.run.signatures[self.al.sig(ref_rank)])
             extra = tuple(x for x in extra if x[0] == "silent")
         else:

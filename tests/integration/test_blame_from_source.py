@@ -55,13 +55,20 @@ EXPECTED = {
 }
 # modules next to a program that hold some of its markers
 COMPANIONS = {"blame_accelerate_summary": ("blame_accelerate_report.py",)}
-# the default run records two cheap bugs and the false-alarm twin; the rest: -m slow
+# the default run records two cheap bugs; the rest: -m slow
 DEFAULT_RUN = {"blame_helper", "blame_p2p_lost_send"}
+# what collcheck cannot tell yet (strict: each passes the day it can)
+NOT_YET = {
+    # which sender an any-source receive that never completed waited for is in the program's data
+    # (the counts it all-reduced), not in the trace
+    "blame_p2p_any_source": "an any-source receive that never completed is not yet tied to a sender",
+}
 COLUMNS = 120  # a terminal's width
 
 
 def cases(names):
-    return [pytest.param(n, marks=[pytest.mark.recordings(n)] + ([] if n in DEFAULT_RUN else [pytest.mark.slow]), id=n)
+    return [pytest.param(n, marks=[pytest.mark.recordings(n)] + ([] if n in DEFAULT_RUN else [pytest.mark.slow])
+                         + ([pytest.mark.xfail(reason=NOT_YET[n], strict=True)] if n in NOT_YET else []), id=n)
             for n in names]
 
 
@@ -118,8 +125,14 @@ def test_the_culprit_is_the_rank_that_took_the_branch(corpus, name):
     details = first["details"]
     condition = details.get("condition") or {}
     assert (os.path.basename(condition.get("file", "")), condition.get("line")) == (file, line), (details, got)
-    assert source_line(file, line) in first["message"], (source_line(file, line), first["message"])
-    assert details.get("decided_by") == "source", details
+    quoted = condition.get("text", "")
+    assert quoted and quoted in first["message"], (quoted, first["message"])
+    src, quote = source_line(file, line), quoted.removesuffix("...")  # (a long line is cut; a comment kept)
+    assert quote.startswith(src) or src.startswith(quote), (src, quoted)
+    # two camps and no majority: the source decided; with a majority, it named the culprits and the
+    # source said what they did
+    majority = 2 * len(first["ranks"]) < len(report["ranks"])
+    assert details.get("decided_by") == ("majority" if majority else "source"), details
 
 
 @pytest.mark.parametrize("name", cases(f"{name}_ok" for name in EXPECTED))

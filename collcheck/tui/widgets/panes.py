@@ -140,7 +140,7 @@ def detail(grid, rank: int, row: int) -> RGroup:
         t.append(one_line(expected.sig.describe()) + "\n")
     if ev.chain and len(ev.chain) > 1:  # the report's words for it (report/words.chain_words)
         t.append("\ncall chain (outermost first):\n", style="bold")
-        for line in words.chain_words(ev):
+        for line in words.chain_words(ev, CHAIN_WIDTH):
             t.append(f"  {line}\n")
     t.append("\nstack:\n", style="bold")
     if ev.stack:
@@ -150,6 +150,9 @@ def detail(grid, rank: int, row: int) -> RGroup:
         t.append(f"  {_frame(ev.site)} (call site only)\n" if ev.site else "  (none recorded)\n")
     t.append("\nsource:\n", style="bold")
     return RGroup(t, _source(ev.site), _dumps(log))
+
+
+CHAIN_WIDTH = 120  # a chain's folded lines cut at this width, as a 132-column report cuts them
 
 
 def _frame(fr) -> str:
