@@ -13,9 +13,14 @@ import io
 
 import pytest
 from rich.console import Console
-
-from support.corpus import BLAME_PROGRAMS, FRAMEWORK_CASES, scenario_meta, scenario_names
+from support.corpus import (
+    BLAME_PROGRAMS,
+    FRAMEWORK_CASES,
+    scenario_meta,
+    scenario_names,
+)
 from support.tui import drive, plain
+
 from collcheck.analysis.diff import analyse
 from collcheck.model import load_run
 from collcheck.report import words
