@@ -131,7 +131,9 @@ class Ties:
             return None
         culprits, others = (a, b) if verdict.culprit == 0 else (b, a)
         ref_rank = others[0]
-        if (changed and told is None) or verdict.kind is None:  # (the source says which: a branch entered or left)
+        # a changed call stays one where the two calls ran as one (silent); else the source says
+        # which it was: a branch entered (extra) or a call skipped (missing)
+        if (changed and (told is None or dict(extra).get("silent"))) or verdict.kind is None:
             kind = field_mismatch(self.al.run.signatures[self.al.sig(culprits[0])], self.al.run.signatures[self.al.sig(ref_rank)])
             extra = tuple(x for x in extra if x[0] == "silent")
         else:

@@ -219,14 +219,15 @@ def test_a_pipeline_stage_with_another_microbatch_count_is_the_culprit(corpus):
 @pytest.mark.recordings("dcp_rank0")
 def test_a_checkpoint_saved_on_one_rank_blames_that_rank(corpus):
     """torch.distributed.checkpoint.save called on rank 0 only: its planning collective meets rank
-    1's next all-reduce. With two ranks there is no majority: the call from a line rank 1 never
-    runs is the odd one (not the user's all-reduce, though DCP's call is torch's own); the fix is
-    DCP's."""
+    1's next all-reduce. With two ranks there is no majority: the program's source says rank 0
+    entered `if rank == 0:` around the save, so rank 0 issued one more call (not the user's
+    all-reduce, though DCP's call is torch's own); the fix is DCP's."""
     marks = marker_lines(program("dcp_rank0.py"))
     run_dir = recorded(corpus, "dcp_rank0")
     code, report = diff_json(run_dir)
     first = report["findings"][0]
-    assert (code, first["kind"], first["ranks"], first["position"]) == (1, "op_mismatch", [0], 4), first
+    assert (code, first["kind"], first["ranks"], first["position"]) == (1, "extra", [0], 4), first
+    assert first["details"]["decided_by"] == "source", first["details"]
     mine = first["events"]["0"]
     assert (mine["site"]["line"], mine["label"], mine["role"]) == (
         marks["save"], "checkpoint save: checkpoint planning", "checkpoint planning"), mine
