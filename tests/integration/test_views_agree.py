@@ -42,9 +42,8 @@ BUG_PROGRAMS = (
 # recorded by the default run for other tests already; the rest: -m slow
 DEFAULT_RUN = {"scenario:seed004_case4", "scenario:unmatched_p2p", "scenario:cross_group_deadlock",
                "scenario:op_mismatch", "fsdp_skip", "blame_helper", "chains_extra_forward", "batch_ring"}
-PILOT = {"scenario:unmatched_p2p", "blame_helper"}  # the app driven by default; the others: -m slow
+PILOT = {"blame_helper"}  # the app driven by default; the others: -m slow
 WIDE = 400
-REPORT_WIDTH = 132  # the report's chains at the width the TUI's detail pane lays them out
 
 
 def cases(names):
@@ -96,7 +95,7 @@ def _shown(renderable) -> str:
 
 @pytest.mark.parametrize("name", cases(BUG_PROGRAMS))
 def test_the_tui_marks_exactly_the_cells_the_report_blames(corpus, name, monkeypatch):
-    monkeypatch.setenv("COLUMNS", str(REPORT_WIDTH))
+    monkeypatch.setenv("COLUMNS", str(WIDE))  # no line of the report wrapped
     _, report = _analysed(corpus, name)
     assert report.findings, f"{name}: no finding"
     grid = _unfolded(report)
@@ -119,11 +118,9 @@ def test_the_tui_marks_exactly_the_cells_the_report_blames(corpus, name, monkeyp
             assert site in text, (r, site)
             assert site in cell_text(grid.event(r, row), grid.status(r, row)), (r, site)
             if ev.chain and len(ev.chain) > 1:
-                detail = _shown(panes.detail(grid, r, row))
-                for line in words.chain_words(ev, REPORT_WIDTH - 12):
+                detail = _shown(panes.detail(grid, r, row, chain_width=WIDE - 12))  # the report's width
+                for line in words.chain_words(ev, WIDE - 12):
                     assert line in text and line in detail, (r, line)
-    monkeypatch.setenv("COLUMNS", str(WIDE))  # the final-state table's cells unwrapped
-    text = _text_report(report)
     overview = _shown(panes.overview(report))
     for state in words.final_states(report, most=64) if "final state" in text else ():  # (a hang's table)
         assert state.state in text and state.state in overview, state

@@ -104,7 +104,10 @@ def _shown(v) -> str:
     return one_line(v if v.__class__ is str else f"{v}")  # the model's fields: small tuples, numbers, None
 
 
-def detail(grid, rank: int, row: int) -> RGroup:
+CHAIN_WIDTH = 120  # a chain's folded lines cut at this width, as a 132-column report cuts them
+
+
+def detail(grid, rank: int, row: int, chain_width: int = CHAIN_WIDTH) -> RGroup:
     """Every recorded field of the selected event, its stack and the source around its call site."""
     ev = grid.event(rank, row)
     status = grid.status(rank, row)
@@ -140,7 +143,7 @@ def detail(grid, rank: int, row: int) -> RGroup:
         t.append(one_line(expected.sig.describe()) + "\n")
     if ev.chain and len(ev.chain) > 1:  # the report's words for it (report/words.chain_words)
         t.append("\ncall chain (outermost first):\n", style="bold")
-        for line in words.chain_words(ev, CHAIN_WIDTH):
+        for line in words.chain_words(ev, chain_width):
             t.append(f"  {line}\n")
     t.append("\nstack:\n", style="bold")
     if ev.stack:
@@ -150,9 +153,6 @@ def detail(grid, rank: int, row: int) -> RGroup:
         t.append(f"  {_frame(ev.site)} (call site only)\n" if ev.site else "  (none recorded)\n")
     t.append("\nsource:\n", style="bold")
     return RGroup(t, _source(ev.site), _dumps(log))
-
-
-CHAIN_WIDTH = 120  # a chain's folded lines cut at this width, as a 132-column report cuts them
 
 
 def _frame(fr) -> str:
