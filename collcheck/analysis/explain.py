@@ -203,6 +203,10 @@ def _unmatched_p2p(run: Run, f: Finding) -> str:
     text = (f"{_ev(e)}: rank {d['src']} -> rank {d['dst']} message #{f.number} in group {f.group} "
             f"has no matching {d['missing']}")
     peer = d["src"] if d["missing"] == "send" else d["dst"]
+    if d.get("any_source"):
+        return (f"{_ev(e)}: rank {d['dst']}'s receive from any source (message #{f.number} in group {f.group}) was "
+                f"never reached by a send; {_ranks(d['any_source'])} send to it: one of them did not send "
+                "the message it waits for")
     if d.get("elsewhere"):
         text += (f"; rank {peer} exchanges with rank {d['dst'] if peer == d['src'] else d['src']} on another group: "
                  "the two sides may be pairing on different groups")

@@ -46,6 +46,18 @@ def _same_wait(run: Run, channels: dict, key: tuple, sending: bool) -> bool:
     return len(mine) > len(other) and log is not None and len(log) > 0 and mine[-1] == len(log) - 1
 
 
+def _any_source_senders(run: Run, channels: dict, group: str, receiver: int) -> list[int] | None:
+    """A receive from any source that no send reached (it never completed, so no sender was
+    recorded): the ranks that should have sent are the ones that send to the receiver on that
+    group (each of them may owe it the message), else the group's other members. Never the
+    receiver itself: it posted its half."""
+    senders = sorted({src for (g, src, dst), ch in channels.items()
+                      if g == group and dst == receiver and src is not None and ch.sends})
+    if not senders:
+        senders = sorted(r for r in run.group_members(group) if r != receiver and r in run.ranks)
+    return senders or None
+
+
 def match_p2p(run: Run, sequences: Sequences) -> list[Finding]:
     """Message k of each channel: the k-th send and the k-th recv agree, or a finding. Capped logs
     are compared from the first message both sides kept."""
@@ -80,12 +92,14 @@ def match_p2p(run: Run, sequences: Sequences) -> list[Finding]:
             # from each other): then the pairing is wrong, and both ends are named
             elsewhere = peer is not None and (_posts_elsewhere(channels, key, peer, owner)
                                               or _same_wait(run, channels, key, se is not None))
-            culprits = sorted({owner, peer} - {None}) if elsewhere or peer is None else [peer]
+            senders = _any_source_senders(run, channels, group, owner) if peer is None else None
+            culprits = senders or (sorted({owner, peer} - {None}) if elsewhere or peer is None else [peer])
             findings.append(Finding("unmatched_p2p", group, k, culprits, "",
                                     {owner: lonely}, None,
                                     {"p2p": True, "src": src, "dst": dst,
                                      "missing": "recv" if se is not None else "send",
-                                     **({"elsewhere": True} if elsewhere else {})},
+                                     **({"elsewhere": True} if elsewhere else {}),
+                                     **({"any_source": senders} if senders else {})},
                                     lonely.t_issue if lonely else 0))
     if unknown:
         pairs = ", ".join(f"{c.src}->{c.dst}" for c in unknown[:6]) + (" ..." if len(unknown) > 6 else "")
