@@ -53,6 +53,7 @@ def test_bench_diff_times_the_command_and_finds_the_injected_divergence():
     assert row["cli_s"] > 0 and row["cli_peak_rss_mb"] > 10
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_bench_diff_runs_two_trees_alternating_side_by_side(tmp_path):
     """--against: each child imports collcheck from the tree it was given, the trees take turns
@@ -84,6 +85,7 @@ def test_bench_diff_runs_two_trees_alternating_side_by_side(tmp_path):
     assert missing.returncode == 2 and "not a collcheck source tree" in missing.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_bench_many_groups_times_each_command_per_size():
     """Two runs of many groups: diff, stats and the TUI's first screen each timed in a process of
