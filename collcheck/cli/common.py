@@ -13,12 +13,13 @@ from . import values
 RUN_HELP = ("run directory (or a logs root: the newest run is used), or a directory of PyTorch Flight Recorder "
             "dumps")  # replay's: it reads one run
 LAUNCHES_HELP = ("run directory, a folder of several launches (a logs root, a test suite's logs), one log file, or "
-                 "a directory of PyTorch Flight Recorder dumps")
+                 "a directory of PyTorch Flight Recorder dumps; several of them (a folder per node of one job) are "
+                 "read as one")
 
 
 def add_launch_arguments(parser) -> None:
     """The folder, and --launch: one of the launches it holds (docs/diff.md, 'Many launches')."""
-    parser.add_argument("logs", type=values.path, help=LAUNCHES_HELP)
+    parser.add_argument("logs", nargs="+", type=values.path, help=LAUNCHES_HELP)
     parser.add_argument("--launch", metavar="ID",
                         help="only this launch of the folder (its id, or a prefix of one id only)")
 
@@ -27,14 +28,19 @@ def launches(args, writes: str | None = None, folder: bool = False) -> list:
     """The launches `args.logs` holds (inputs/launches.py), oldest first; only the one --launch
     names when it is given. `writes`: the file (`folder`: the folder) the command will write,
     refused before any log is read when it cannot be written or would land on an input."""
-    from ..inputs.discover import discover
+    from ..inputs.discover import discover_all
     from ..inputs.launches import find_launches, pick
 
-    source = discover(args.logs)
+    source = discover_all(args.logs)
     if writes:
         (check_folder if folder else check_output)(writes, source.inputs())
     found = find_launches(source)
-    return [pick(found, args.launch, args.logs)] if args.launch is not None else found
+    return [pick(found, args.launch, where(args))] if args.launch is not None else found
+
+
+def where(args) -> str:
+    """The paths the logs came from, as messages name them."""
+    return " ".join(args.logs)
 
 
 def one_launch(args, command: str, writes: str | None = None, folder: bool = False):
@@ -42,7 +48,7 @@ def one_launch(args, command: str, writes: str | None = None, folder: bool = Fal
     stderr): for the commands that show one run. `writes`, `folder`: as for `launches`."""
     from ..inputs.launches import newest
 
-    return newest(launches(args, writes, folder), args.logs, command).source
+    return newest(launches(args, writes, folder), where(args), command).source
 
 
 def inputs_of(found: list) -> Inputs:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..base.errors import FINDINGS, INCOMPLETE, INPUT_ERROR, OK
 from ..report.formats import formats, reporter
 from . import values
-from .common import add_launch_arguments, inputs_of, launches, output
+from .common import add_launch_arguments, inputs_of, launches, output, where
 
 MAX_CONTEXT = 1000  # collectives each side of the divergence
 
@@ -33,7 +33,7 @@ def execute(args) -> int:
     found = launches(args, writes=args.output)
     several = len(found) > 1
     with output(args.output, inputs_of(found)) as out:
-        report = reporter("diff", args.format, out, where=args.logs, ids=[launch.id for launch in found],
+        report = reporter("diff", args.format, out, where=where(args), ids=[launch.id for launch in found],
                           context=args.context)
         for launch in found:
             try:

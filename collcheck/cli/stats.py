@@ -8,7 +8,7 @@ import sys
 from ..base.errors import INPUT_ERROR, OK
 from ..report.formats import formats, reporter
 from . import values
-from .common import add_launch_arguments, launches
+from .common import add_launch_arguments, launches, where
 
 
 def add_parser(commands) -> None:
@@ -28,7 +28,7 @@ def execute(args) -> int:
 
     found = launches(args)
     several = len(found) > 1
-    report = reporter("stats", args.format, sys.stdout, where=args.logs, ids=[launch.id for launch in found],
+    report = reporter("stats", args.format, sys.stdout, where=where(args), ids=[launch.id for launch in found],
                       top=args.top)
     for launch in found:
         try:

@@ -1,6 +1,8 @@
 """What a path given to collcheck points to: a run directory of collcheck logs, one log file, a
 list of files, PyTorch Flight Recorder dumps, or a logs root holding several launches (all their
 logs, which launches.py tells apart; or, with `newest`, the newest run directory, for `replay`).
+Several paths (one folder per node of a job whose nodes wrote to their own disks) are read as
+one: every log (or every dump) they hold (`discover_all`).
 Found in one walk of the directory (each folder listed once); the dumps are converted
 to logs once, when their logs are first asked for (flight_recorder/convert.py).
 
@@ -41,6 +43,7 @@ class Source:
     # the checked headers of `logs`, in their order, where launches.py read them all and found one
     # launch: load_run takes them from here rather than reading every header again
     headers: list[dict] | None = field(default=None, init=False, repr=False)
+    parts: tuple = ()  # the Sources of several paths read as one (discover_all)
 
     @property
     def logs(self) -> list[str]:
@@ -60,6 +63,8 @@ class Source:
         (base/outputs.py): its files (and the SIGTERM dumps next to logs), and the folder walked
         whole with the names read there: logs and SIGTERM dumps in a run directory, every file
         named <prefix><rank> in a folder of dumps."""
+        if self.parts:
+            return sum((part.inputs() for part in self.parts), Inputs())
         named = tuple(self.found)
         files = named + tuple(p[: -len(lf.LOG_SUFFIX)] + lf.SIGTERM_SUFFIX for p in named if p.endswith(lf.LOG_SUFFIX))
         if self.kind == RUN:
@@ -91,6 +96,28 @@ def discover(target: str | list[str], newest: bool = False) -> Source:
     if dumps:
         return Source(DUMPS, target, dumps)
     raise _nothing_found(target)
+
+
+def discover_all(targets: list[str]) -> Source:
+    """Several paths read as one (a folder per node, with one run's logs, or its Flight Recorder
+    dumps): every log or every dump they hold, a file named twice read once. LogError when one
+    of them holds nothing collcheck reads, or when logs and dumps are mixed."""
+    if len(targets) == 1:
+        return discover(targets[0])
+    parts = [discover(t) for t in targets]
+    dumps = [p.kind == DUMPS for p in parts]
+    if any(dumps) and not all(dumps):
+        raise LogError("collcheck logs and Flight Recorder dumps given together: give one kind")
+    found, seen = [], set()
+    for part in parts:
+        for path in part.found:
+            key = os.path.realpath(path)
+            if key not in seen:
+                seen.add(key)
+                found.append(path)
+    source = Source(DUMPS if all(dumps) else FILES, None, sorted(found))
+    source.parts = tuple(parts)
+    return source
 
 
 def _one_file(target: str) -> Source:
