@@ -68,6 +68,7 @@ def test_a_barrier_in_a_helper_is_shown_with_its_caller(corpus):
     first = report["findings"][0]
     assert code == 1 and (first["kind"], first["ranks"], first["position"]) == ("extra", [0], 12), first
     text = diff_text(run_dir)
-    chain = (f"{NAME}:{marks['evaluate_calls']} evaluate() > {SCRIPT}:{marks['helper_barrier']} in "
+    # every frame named below the folder the chain's files share (the full paths: JSON, detail pane)
+    chain = (f"{NAME}:{marks['evaluate_calls']} evaluate() > {NAME}:{marks['helper_barrier']} in "
              "sync_checkpoint()")
     assert chain in text, text
