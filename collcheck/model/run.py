@@ -506,6 +506,17 @@ class Run:
                 out.setdefault(path, {}).update(seen)
         return out
 
+    def host_of(self, rank: int) -> str | None:
+        """The host the rank ran on, as its log's header says (None: no log, or none said)."""
+        log = self.ranks.get(rank)
+        host = log.header.get("host") if log is not None else None
+        return host if isinstance(host, str) and host else None
+
+    @property
+    def hosts(self) -> list[str]:
+        """The hosts the ranks ran on, each once (sorted)."""
+        return sorted({h for h in map(self.host_of, self.ranks) if h is not None})
+
     @property
     def running(self) -> list[int]:
         """Ranks whose processes were still running when their logs were read: the run is a snapshot."""

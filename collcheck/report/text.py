@@ -190,10 +190,12 @@ def _hang_summary(console, report) -> None:
     if all(s.state == "finished" for s in states.values()) and not report.hang.inside:
         return
     t = Table(title="final state of each rank", show_lines=False)
-    for column in ("ranks", "state", "blocked in", "detail"):
+    rows = words.final_states(report)
+    hosts = any(row.host for row in rows)  # (a run over several hosts: which node)
+    for column in ("ranks", *(("host",) if hosts else ()), "state", "blocked in", "detail"):
         t.add_column(column)
-    for row in words.final_states(report):
-        t.add_row(row.ranks, *(Text(x) for x in (row.state, row.blocked, row.detail)))
+    for row in rows:
+        t.add_row(row.ranks, *(Text(x) for x in ((row.host,) if hosts else ()) + (row.state, row.blocked, row.detail)))
     console.print(t)
     lines = [f"  {w.words()}" for w in words.waits(report)]
     if lines:

@@ -79,18 +79,23 @@ class FinalState:
 
     ranks: str
     state: str  # the state's words
+    host: str  # where they ran, when the run spans hosts ('' on one host)
     blocked: str  # what they were blocked in
     detail: str
     raw: str  # the state's name (for a view's colour)
 
 
 def final_states(report, most: int | None = None) -> list[FinalState]:
-    """Every rank's end, folded: the same rows in the report's table and the TUI's overview."""
-    rows = {r: (s.state, blocked_words(s.blocked[0]) if s.blocked else "", one_line(s.detail))
+    """Every rank's end, folded (by host too, when the run spans hosts: which node is stuck):
+    the same rows in the report's table and the TUI's overview."""
+    run = report.run
+    by_host = len(run.hosts) > 1
+    rows = {r: (one_line(run.host_of(r) or "?", 80) if by_host else "", s.state,
+                blocked_words(s.blocked[0]) if s.blocked else "", one_line(s.detail))
             for r, s in report.hang.states.items()}
     folded = fold_identical(rows)
-    return [FinalState(rank_ranges(ranks), state_words(state), blocked, detail, state)
-            for ranks, (state, blocked, detail) in folded[:most]]
+    return [FinalState(rank_ranges(ranks), state_words(state), host, blocked, detail, state)
+            for ranks, (host, state, blocked, detail) in folded[:most]]
 
 
 @dataclass(frozen=True)

@@ -99,15 +99,16 @@ def rank_events(prog: Program, faults=()) -> dict[int, list[_Ev]]:
     return {r: [e for _, e in lst] for r, lst in evs.items()}
 
 
-def _header(prog: Program, rank: int, wall_ns: int) -> dict:
+def _header(prog: Program, rank: int, wall_ns: int, host: str = "synth") -> dict:
     return header_record(rank, prog.world, prog.run_id, torch="synthetic", python="3", backend="cpu:gloo",
-                         launch=prog.run_id, restart=0, host="synth", pid=10000 + rank, argv=[USER_FILE],
+                         launch=prog.run_id, restart=0, host=host, pid=10000 + rank, argv=[USER_FILE],
                          wall_ns=wall_ns, mono_ns=0, stack="site", hang_s=60.0)
 
 
 def write_run(directory: str, prog: Program, faults=(), done: bool = True, trailer: bool = True,
-              wall_ns: int = 1_700_000_000_000_000_000) -> list[str]:
-    """One log per rank (rank-00000.0.msgpack, ...) in `directory`; returns their paths."""
+              wall_ns: int = 1_700_000_000_000_000_000, hosts: dict | None = None) -> list[str]:
+    """One log per rank (rank-00000.0.msgpack, ...) in `directory`; returns their paths. `hosts`:
+    rank -> the host its header names (default "synth")."""
     per_rank = rank_events(prog, faults)
     paths = []
     for rank in range(prog.world):
@@ -115,7 +116,7 @@ def write_run(directory: str, prog: Program, faults=(), done: bool = True, trail
         w = LogWriter(fd, path)
         gids: dict[str, int] = {}
         with w.lock:
-            w.write(_header(prog, rank, wall_ns))
+            w.write(_header(prog, rank, wall_ns, (hosts or {}).get(rank, "synth")))
             init_site = w.site_id(USER_FILE, 10, "main")
             gids["0"] = 0
             w.queue({"k": lf.GROUP, "op": "seen", "gid": 0, "g": "0", "d": "default_pg", "r": list(prog.groups["0"])})

@@ -65,11 +65,13 @@ def overview(report) -> RGroup:
     else:
         parts.append(Text("\nNo divergence: every group's collectives line up on all ranks.\n", style="green"))
     states = Table(title="final state of every rank", title_justify="left", show_edge=False, pad_edge=False)
-    for c in ("ranks", "state", "blocked in", "detail"):
+    rows = words.final_states(report, most=64)
+    hosts = any(row.host for row in rows)  # (a run over several hosts: which node)
+    for c in ("ranks", *(("host",) if hosts else ()), "state", "blocked in", "detail"):
         states.add_column(c, overflow="fold")
-    for row in words.final_states(report, most=64):
-        states.add_row(Text(row.ranks), Text(row.state, style=STATE_STYLE.get(row.raw, "")), Text(row.blocked),
-                       Text(row.detail))
+    for row in rows:
+        states.add_row(Text(row.ranks), *((Text(row.host),) if hosts else ()),
+                       Text(row.state, style=STATE_STYLE.get(row.raw, "")), Text(row.blocked), Text(row.detail))
     parts.append(states)
     return RGroup(*parts)
 

@@ -55,7 +55,7 @@ def test_each_run_id_is_a_launch_oldest_first_with_its_restarts(tmp_path, monkey
     late = write(tmp_path / "a", "job-a", world=2, start_s=50, end_s=60)
     early = write(tmp_path / "b", "job-b", world=3, start_s=10)
     header = synth_logs._header  # job-a restarted by torchrun: the same id, restart 1, later
-    monkeypatch.setattr(synth_logs, "_header", lambda prog, rank, wall_ns: {**header(prog, rank, wall_ns), "restart": 1})
+    monkeypatch.setattr(synth_logs, "_header", lambda prog, rank, wall_ns, *host: {**header(prog, rank, wall_ns, *host), "restart": 1})
     restart = write(tmp_path / "a", "job-a", world=2, start_s=70)
     found = find_launches(discover(str(tmp_path)))
     assert members(found) == [("job-b", early), ("job-a", sorted(late + restart))]

@@ -15,7 +15,7 @@ from collcheck import synth
 from collcheck.analysis.diff import analyse
 from collcheck.cli import main
 from collcheck.model import load_run
-from collcheck.report import render
+from collcheck.report import render, words
 
 
 def faulty_run(tmp_path, world=64, kind="dtype_mismatch", seed=3):
@@ -162,3 +162,39 @@ def test_side_by_side_rows_are_slots_even_where_a_rank_ended_earlier(tmp_path, m
     report = analyse(load_run(str(d)))
     assert [(f.kind, f.number) for f in report.findings] == [("missing", 2), ("hang", 7)], report.findings
     assert_rows_line_up(report)
+
+
+def test_a_run_over_several_hosts_says_which_ranks_ran_where(tmp_path):
+    """Which node? On a run over several hosts the final-state table folds the ranks by host too
+    (text report and TUI overview alike), and the JSON names each rank's host; on one host the
+    table has no host column."""
+    from rich.console import Console
+
+    from collcheck.tui.widgets import panes
+
+    prog = synth.Program(4, {"0": (0, 1, 2, 3)}, [])
+    prog.ops = [synth.Op("allreduce_", "0", (("float32", (8,)),), 0, site=prog.add_site()) for _ in range(3)]
+    hosts = {0: "node-a", 1: "node-a", 2: "node-b\x1b[31m", 3: "node-b\x1b[31m"}
+    synth.write_run(str(tmp_path / "two"), prog, [synth.Fault("missing", 2, 3)], done=False, trailer=False,
+                    hosts=hosts)
+    report = analyse(load_run(str(tmp_path / "two")))
+    rows = [(row.ranks, row.host) for row in words.final_states(report)]
+    assert ("0-1", "node-a") in rows and any(h.startswith("node-b") and "\x1b" not in h for _, h in rows), rows
+    out = io.StringIO()
+    render(report, "text", out)
+    overview = io.StringIO()
+    Console(file=overview, width=200).print(panes.overview(report))
+    for text in (out.getvalue(), overview.getvalue()):
+        assert "host" in text and "node-a" in text and "\x1b[31m" not in text
+    data = json.loads(_json(report))
+    assert [data["ranks"][str(r)]["host"] for r in range(4)] == [hosts[r] for r in range(4)]
+
+    synth.write_run(str(tmp_path / "one"), prog, [synth.Fault("missing", 2, 3)], done=False, trailer=False)
+    one = analyse(load_run(str(tmp_path / "one")))
+    assert all(row.host == "" for row in words.final_states(one))
+
+
+def _json(report) -> str:
+    out = io.StringIO()
+    render(report, "json", out)
+    return out.getvalue()
