@@ -135,8 +135,8 @@ def test_the_split_is_linear_in_the_logs():
 def test_the_headers_of_a_folder_of_one_launch_are_read_once(tmp_path, monkeypatch):
     """find_launches hands them to load_run (Source.headers); a folder of several launches keeps
     none (each launch's load_run reads its own)."""
-    from collcheck.model import load_run
     from collcheck.model import load as load_module
+    from collcheck.model import load_run
 
     reads = []
     real = ls.read_header
