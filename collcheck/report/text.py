@@ -197,6 +197,8 @@ def _hang_summary(console, report) -> None:
     for row in rows:
         t.add_row(row.ranks, *(Text(x) for x in ((row.host,) if hosts else ()) + (row.state, row.blocked, row.detail)))
     console.print(t)
+    for line in words.host_lines(report):
+        console.print(line, markup=False)
     lines = [f"  {w.words()}" for w in words.waits(report)]
     if lines:
         console.print("wait-for graph:\n" + "\n".join(lines[:40]), markup=False)

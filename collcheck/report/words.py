@@ -98,6 +98,27 @@ def final_states(report, most: int | None = None) -> list[FinalState]:
             for ranks, (host, state, blocked, detail) in folded[:most]]
 
 
+def host_lines(report, most: int = 16) -> list[str]:
+    """On a run over several hosts, each host whose ranks all ended alike, in a sentence ('all 8
+    ranks of node-17 are timed out in a collective, in all_reduce float32[4] #412 of group 0'):
+    which node to look at. Empty on one host."""
+    run = report.run
+    if len(run.hosts) < 2:
+        return []
+    by_host: dict[str, list[int]] = {}
+    for r in report.hang.states:
+        by_host.setdefault(run.host_of(r) or "?", []).append(r)
+    lines = []
+    for host, ranks in sorted(by_host.items()):
+        ends = {(s.state, blocked_words(s.blocked[0]) if s.blocked else "")
+                for s in (report.hang.states[r] for r in ranks)}
+        if len(ends) == 1 and len(ranks) > 1:
+            (state, blocked), = ends
+            lines.append(f"all {len(ranks)} ranks of {one_line(host, 80)} ({rank_ranges(ranks)}): {state_words(state)}"
+                         + (f", in {blocked}" if blocked else ""))
+    return lines[:most]
+
+
 @dataclass(frozen=True)
 class Wait:
     """Ranks that wait, in one group and one collective, on other ranks."""

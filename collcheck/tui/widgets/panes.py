@@ -73,6 +73,7 @@ def overview(report) -> RGroup:
         states.add_row(Text(row.ranks), *((Text(row.host),) if hosts else ()),
                        Text(row.state, style=STATE_STYLE.get(row.raw, "")), Text(row.blocked), Text(row.detail))
     parts.append(states)
+    parts.extend(Text(line) for line in words.host_lines(report))
     return RGroup(*parts)
 
 

@@ -184,14 +184,18 @@ def test_a_run_over_several_hosts_says_which_ranks_ran_where(tmp_path):
     render(report, "text", out)
     overview = io.StringIO()
     Console(file=overview, width=200).print(panes.overview(report))
+    sentence = next(line for line in words.host_lines(report) if "node-a" in line)
+    assert sentence.startswith("all 2 ranks of node-a (0-1): "), sentence
     for text in (out.getvalue(), overview.getvalue()):
         assert "host" in text and "node-a" in text and "\x1b[31m" not in text
+        assert sentence in text, text
     data = json.loads(_json(report))
     assert [data["ranks"][str(r)]["host"] for r in range(4)] == [hosts[r] for r in range(4)]
 
     synth.write_run(str(tmp_path / "one"), prog, [synth.Fault("missing", 2, 3)], done=False, trailer=False)
     one = analyse(load_run(str(tmp_path / "one")))
     assert all(row.host == "" for row in words.final_states(one))
+    assert words.host_lines(one) == []
 
 
 def _json(report) -> str:
