@@ -156,6 +156,7 @@ def synthetic_32(tmp_path, pair=(5, 17)):
     return str(d), fault.expect(prog), fault.rank
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_32_rank_recording_replays_on_few_processes(tmp_path, capsys):
     run_dir, exp, faulty = synthetic_32(tmp_path)
