@@ -46,13 +46,21 @@ def _same_wait(run: Run, channels: dict, key: tuple, sending: bool) -> bool:
     return len(mine) > len(other) and log is not None and len(log) > 0 and mine[-1] == len(log) - 1
 
 
-def _any_source_senders(run: Run, channels: dict, group: str, receiver: int) -> list[int] | None:
+def _senders_to(channels: dict) -> dict[tuple, set]:
+    """(group, receiver) -> the ranks that send to it there, from every channel once."""
+    out: dict[tuple, set] = {}
+    for (g, src, dst), ch in channels.items():
+        if src is not None and ch.sends:
+            out.setdefault((g, dst), set()).add(src)
+    return out
+
+
+def _any_source_senders(run: Run, senders_to: dict, group: str, receiver: int) -> list[int] | None:
     """A receive from any source that no send reached (it never completed, so no sender was
     recorded): the ranks that should have sent are the ones that send to the receiver on that
     group (each of them may owe it the message), else the group's other members. Never the
     receiver itself: it posted its half."""
-    senders = sorted({src for (g, src, dst), ch in channels.items()
-                      if g == group and dst == receiver and src is not None and ch.sends})
+    senders = sorted(senders_to.get((group, receiver), ()))
     if not senders:
         senders = sorted(r for r in run.group_members(group) if r != receiver and r in run.ranks)
     return senders or None
@@ -63,6 +71,7 @@ def match_p2p(run: Run, sequences: Sequences) -> list[Finding]:
     are compared from the first message both sides kept."""
     findings = []
     channels = sequences.channels
+    senders_to = None  # (made when an any-source receive is left without a send)
     unknown = []
     for key in sorted(channels, key=str):
         group, src, dst = key
@@ -92,7 +101,9 @@ def match_p2p(run: Run, sequences: Sequences) -> list[Finding]:
             # from each other): then the pairing is wrong, and both ends are named
             elsewhere = peer is not None and (_posts_elsewhere(channels, key, peer, owner)
                                               or _same_wait(run, channels, key, se is not None))
-            senders = _any_source_senders(run, channels, group, owner) if peer is None else None
+            if peer is None and senders_to is None:
+                senders_to = _senders_to(channels)
+            senders = _any_source_senders(run, senders_to, group, owner) if peer is None else None
             culprits = senders or (sorted({owner, peer} - {None}) if elsewhere or peer is None else [peer])
             findings.append(Finding("unmatched_p2p", group, k, culprits, "",
                                     {owner: lonely}, None,

@@ -38,6 +38,24 @@ def launches(args, writes: str | None = None, folder: bool = False) -> list:
     return [pick(found, args.launch, where(args))] if args.launch is not None else found
 
 
+def report_each(report, found: list, args, work) -> None:
+    """`work(launch)` of each launch added to `report` (one launch's unreadable log ends the
+    command; among several it is a line of its own), then the report finished."""
+    from ..logfile.reader import LogError
+
+    several = len(found) > 1
+    for launch in found:
+        try:
+            result = work(launch)
+        except LogError as exc:
+            if not several:
+                raise
+            report.add(launch.id, launch.world, error=str(exc))
+            continue
+        report.add(launch.id if several or args.launch is not None else None, launch.world, result)
+    report.finish()
+
+
 def where(args) -> str:
     """The paths the logs came from, as messages name them."""
     return " ".join(args.logs)

@@ -6,7 +6,14 @@ from __future__ import annotations
 from ..base.errors import FINDINGS, INCOMPLETE, INPUT_ERROR, OK
 from ..report.formats import formats, reporter
 from . import values
-from .common import add_launch_arguments, inputs_of, launches, output, where
+from .common import (
+    add_launch_arguments,
+    inputs_of,
+    launches,
+    output,
+    report_each,
+    where,
+)
 
 MAX_CONTEXT = 1000  # collectives each side of the divergence
 
@@ -28,23 +35,11 @@ def add_parser(commands) -> None:
 
 def execute(args) -> int:
     """Align the ranks' collectives, report the first divergence and any hang (each launch's)."""
-    from ..logfile.reader import LogError
-
     found = launches(args, writes=args.output)
-    several = len(found) > 1
     with output(args.output, inputs_of(found)) as out:
         report = reporter("diff", args.format, out, where=where(args), ids=[launch.id for launch in found],
                           context=args.context)
-        for launch in found:
-            try:
-                result = _analysed(launch, args.source_root, not args.no_source)
-            except LogError as exc:
-                if not several:
-                    raise
-                report.add(launch.id, launch.world, error=str(exc))
-                continue
-            report.add(launch.id if several or args.launch is not None else None, launch.world, result)
-        report.finish()
+        report_each(report, found, args, lambda launch: _analysed(launch, args.source_root, not args.no_source))
     return exit_code(report.counts, args.exit_zero)
 
 

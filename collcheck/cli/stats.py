@@ -8,7 +8,7 @@ import sys
 from ..base.errors import INPUT_ERROR, OK
 from ..report.formats import formats, reporter
 from . import values
-from .common import add_launch_arguments, launches, where
+from .common import add_launch_arguments, launches, report_each, where
 
 
 def add_parser(commands) -> None:
@@ -22,22 +22,11 @@ def add_parser(commands) -> None:
 
 def execute(args) -> int:
     """Where communication time goes: per call site, op and group; stragglers; what to change."""
-    from ..logfile.reader import LogError
     from ..model import load_run
     from ..stats.summary import compute
 
     found = launches(args)
-    several = len(found) > 1
     report = reporter("stats", args.format, sys.stdout, where=where(args), ids=[launch.id for launch in found],
                       top=args.top)
-    for launch in found:
-        try:
-            st = compute(load_run(launch.source, times=True))
-        except LogError as exc:
-            if not several:
-                raise
-            report.add(launch.id, launch.world, error=str(exc))
-            continue
-        report.add(launch.id if several or args.launch is not None else None, launch.world, st)
-    report.finish()
+    report_each(report, found, args, lambda launch: compute(load_run(launch.source, times=True)))
     return INPUT_ERROR if report.counts["unreadable"] else OK
