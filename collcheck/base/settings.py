@@ -34,6 +34,10 @@ class Settings:
     COLLCHECK_LIVE_ACTION          live_action         report            report | abort: end the job at a finding
     COLLCHECK_LIVE_INTERVAL        live_interval       0.5 (>= 0.05)     seconds between two summaries of a rank
     COLLCHECK_LIVE_HANG_SECONDS    live_hang_seconds   1.5 (>= 0.1)      no progress this long: a hang is suspected
+    COLLCHECK_COMPLETION           completion          auto              auto: poll is_completed() of the Works of
+                                                                         backends whose futures complete at enqueue
+                                                                         (NCCL, simnccl); poll: of every backend
+    COLLCHECK_POLL_MS              poll_ms             5 (0.5-1000)      milliseconds between two polling rounds
     COLLCHECK_FASTPATH             fastpath            auto              FALSE_VALUES: off; TRUE_VALUES: on, and say
                                                                          on stderr which path each process uses
     COLLCHECK_SIMNCCL              simnccl             off               a TRUE_VALUES value: groups are made on the
@@ -52,12 +56,14 @@ class Settings:
     """
 
     RECORDING = ("COLLCHECK_STACK", "COLLCHECK_LIVE_ACTION", "COLLCHECK_HANG_SECONDS", "COLLCHECK_MAX_MB",
-                 "COLLCHECK_LIVE_INTERVAL", "COLLCHECK_LIVE_HANG_SECONDS")  # those `check` looks at by default
+                 "COLLCHECK_LIVE_INTERVAL", "COLLCHECK_LIVE_HANG_SECONDS", "COLLCHECK_COMPLETION",
+                 "COLLCHECK_POLL_MS")  # those `check` looks at by default
 
     def __init__(self, *, enabled: bool = False, directory: str = "collcheck-logs", run_id: str | None = None,
                  launch: str = "", full_stack: bool = False, hang_seconds: float = 60.0, max_mb: float = 64.0,
                  live: bool = True, live_action: str = "report", live_interval: float = 0.5,
-                 live_hang_seconds: float = 1.5, fastpath: str = "auto", simnccl: bool = False,
+                 live_hang_seconds: float = 1.5, completion: str = "auto", poll_ms: float = 5.0,
+                 fastpath: str = "auto", simnccl: bool = False,
                  build_verbose: bool = False, debug: bool = False, workers: int = 0, scenarios: str | None = None,
                  invalid: dict[str, str] | None = None) -> None:
         self.enabled = enabled
@@ -71,6 +77,8 @@ class Settings:
         self.live_action = live_action
         self.live_interval = live_interval
         self.live_hang_seconds = live_hang_seconds
+        self.completion = completion
+        self.poll_ms = poll_ms
         self.fastpath = fastpath
         self.simnccl = simnccl
         self.build_verbose = build_verbose
@@ -98,6 +106,8 @@ class Settings:
             live=_flag(environ, "COLLCHECK_LIVE", True),
             live_interval=max(0.05, _number(environ, "COLLCHECK_LIVE_INTERVAL", 0.5, invalid)),
             live_hang_seconds=max(0.1, _number(environ, "COLLCHECK_LIVE_HANG_SECONDS", 1.5, invalid)),
+            completion=_choice(environ, "COLLCHECK_COMPLETION", ("auto", "poll"), invalid),
+            poll_ms=min(1000.0, max(0.5, _number(environ, "COLLCHECK_POLL_MS", 5.0, invalid))),
             fastpath="off" if fastpath in FALSE_VALUES else "on" if fastpath in TRUE_VALUES else "auto",
             simnccl=_flag(environ, "COLLCHECK_SIMNCCL", False),
             build_verbose=environ.get("COLLCHECK_BUILD_VERBOSE") == "1",

@@ -9,6 +9,12 @@ time); anything else (async_op=True, C++ callers such as DDP's reducer) when its
 completes, which happens in a gloo thread: the Python kernels' callback only appends to the
 queue here, the compiled path's callback pushes onto a C++ queue (no GIL); both are drained into
 D records by the next record or by the watchdog within 0.2 s.
+
+On backends whose futures complete at enqueue (NCCL: a CUDA future; the simulated NCCL backend),
+neither the future nor a blocking call's return says the collective ran: their Works are kept
+(`keep_polled`; the compiled path keeps its own in C++) and the poller thread (poller.py) asks
+each `is_completed()`, which on NCCL queries the kernel's end event. The completion time is when
+the poller saw it: at most one polling interval late.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from ..logfile import format as lf
 from ..logfile.checkpoint import MAX_LISTED
 from ..logfile.writer import LogWriter
 
+POLL_BATCH = 4096  # Works asked per polling round (the oldest first): bounds one round's time
 _unbox_work = torch._C._distributed_c10d.Work.unbox
 
 
@@ -39,6 +46,9 @@ class Completions:
         self._queue: deque = deque()
         self.no_future: set[tuple] = set()  # (op, group name) whose Work has no future
         self.failed: list[int] = []  # collectives that raised (their first MAX_LISTED): checkpoints
+        self.polled_groups: set[str] = set()  # groups whose Works are polled (their backend's futures lie)
+        self._kept: deque = deque()  # (eid, returned, Work) polled, not seen complete yet
+        self._kept_eids: set[int] = set()  # of those, the ones no other path finished
 
     def use_native(self, module) -> None:
         """Keep the in-flight table and the completions queue in the compiled kernels' module (None:
@@ -49,6 +59,8 @@ class Completions:
         """A forked child: the parent's collectives are not in flight in it."""
         self._inflight = {}
         self.failed = []
+        self._kept = deque()
+        self._kept_eids = set()
 
     # -- in-flight table ------------------------------------------------------------------
     def track(self, eid: int, op: str) -> None:
@@ -59,6 +71,7 @@ class Completions:
 
     def forget(self, eid: int) -> None:
         self._inflight.pop(eid, None)
+        self._kept_eids.discard(eid)
         if self._native is not None:
             self._native.forget(eid)
 
@@ -94,9 +107,45 @@ class Completions:
         # no packing); the next record, or the watchdog within 0.2 s, writes it out.
         fut.add_done_callback(lambda f, eid=eid, r=t_ret: self._queue.append((eid, r, self._clock(), f)))
 
+    def keep_polled(self, eid: int, t_ret: int, work) -> None:
+        """Op `eid` returned at `t_ret`; it completes when `work.is_completed()` says so (poll)."""
+        if work.__class__ is torch.ScriptObject:
+            work = _unbox_work(work)
+        self._kept_eids.add(eid)
+        self._kept.append((eid, t_ret, work))
+
+    def poll(self, batch: int = POLL_BATCH) -> int:
+        """Ask up to `batch` kept Works (the compiled path's too) whether they completed; queue those
+        that did with the time seen now. Returns how many are still kept. The poller's thread only:
+        it alone takes from `_kept` (appends from other threads are atomic)."""
+        kept = self._kept
+        now = self._clock()
+        for _ in range(min(batch, len(kept))):
+            item = kept.popleft()
+            eid = item[0]
+            if eid not in self._kept_eids:
+                continue  # finished by another path (a failure written at once)
+            try:
+                done = item[2].is_completed()
+                error = None if not done or item[2].is_success() else _work_error(item[2])
+            except Exception as exc:  # noqa: BLE001 - asking failed: the collective's own error
+                done, error = True, exc
+            if done:
+                self._queue.append((eid, item[1], now, error))
+            else:
+                kept.append(item)
+        left = len(kept)
+        if self._native is not None:
+            left += self._native.poll(batch)
+        return left
+
     def add(self, done: list) -> None:
         """Completions the compiled kernel took from its queue, in the queue's form (writer lock held)."""
         self._queue.extend(done)
+
+    def has_queued(self) -> bool:
+        """Whether completions wait to be written (the compiled path's too)."""
+        return bool(self._queue) or (self._native is not None and self._native.has_done())
 
     def drain_queued(self, w: LogWriter) -> None:
         """drain(), when completions wait in this queue (writer lock held)."""
@@ -151,3 +200,12 @@ class Completions:
                 w.write(rec)  # an error may be followed by a crash: write now
             else:
                 w.done(eid, t_ret, now)
+
+
+def _work_error(work) -> BaseException:
+    """The error of a Work that completed without success."""
+    try:
+        exc = work.exception()
+    except Exception as err:  # noqa: BLE001 - c10d raises it instead of returning it
+        return err
+    return exc if isinstance(exc, BaseException) else RuntimeError("the collective failed")

@@ -39,6 +39,7 @@ from .native import fastpath
 from .native.hooks import NativeHooks
 
 _C = torch._C._distributed_c10d
+ENQUEUE_FUTURES = frozenset({"nccl", "xccl", "simnccl"})  # backends whose Work futures complete at enqueue
 _unbox_pg = _C.ProcessGroup.unbox
 
 
@@ -124,11 +125,17 @@ class Recorder:
         self._checkpointed = -1  # collectives issued at the last checkpoint (P record)
         self._sizes = 0  # rolling hash of the all_to_all_single sizes issued (checkpoint.sizes_hash)
         self.rank = None
+        self._on_polled_group: Callable[[], None] | None = None  # on_polled_group
 
     def watch_active(self, callback: Callable[[bool], None]) -> None:
         """Call `callback(on)` whenever recording starts or stops (dispatcher.py: the Python
         kernels come and go)."""
         self._active_watcher = callback
+
+    def on_polled_group(self, callback: Callable[[], None]) -> None:
+        """Call `callback()` when a group whose completions are polled appears (session.py: the poller
+        starts then, and only on such jobs)."""
+        self._on_polled_group = callback
 
     def use_native(self, module) -> None:
         """Record through the compiled kernels' module (fastpath.attach), or, None, no longer: a
@@ -144,6 +151,7 @@ class Recorder:
         module.attach(hooks.issue, hooks.returned, hooks.label_sid, self.fail, self.t0, self.writer)
         self.writer.colls_written = module.peek_eid  # C records it wrote count too
         ThreadState.fast = module  # "an API call is active" is kept in C++
+        module.set_polling(1 if self.config.completion == "poll" else 0)
         module.set_epoch(self._bwd_epoch)
         module.set_enabled(bool(self.active))
 
@@ -193,7 +201,8 @@ class Recorder:
             cpus=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
             threads=torch.get_num_threads(), pid=os.getpid(), argv=list(sys.argv),
             wall_ns=time.time_ns() - (time.monotonic_ns() - self.t0),  # both clocks at the origin of `ts`
-            mono_ns=self.t0, stack="full" if cfg.full_stack else "site", hang_s=cfg.hang_seconds)
+            mono_ns=self.t0, stack="full" if cfg.full_stack else "site", hang_s=cfg.hang_seconds,
+            **({"poll_ms": cfg.poll_ms} if self._will_poll(backend) else {}))
         with self.writer.lock:
             self.writer.write(header)
         self.active = True
@@ -278,8 +287,30 @@ class Recorder:
             if ranks is not None:
                 rec["r"] = ranks
                 self.live.set_members(gid, ranks)
+            if self._polls(pg):
+                rec["cp"] = 1
+                self.completions.polled_groups.add(name)
+                if self._on_polled_group is not None:
+                    self._on_polled_group()
             w.keep(rec)
         return gid
+
+    def _will_poll(self, backend: str) -> bool:
+        """Whether the job's default backend (get_backend_config(): "nccl", "cpu:gloo,cuda:nccl") has
+        its completions polled: the header then says how often (reports give the times' resolution)."""
+        return self.config.completion == "poll" or any(
+            part.rpartition(":")[2].strip().lower() in ENQUEUE_FUTURES for part in str(backend).split(","))
+
+    def _polls(self, pg) -> bool:
+        """Whether the completions of this group's collectives are polled (completions.py): its
+        backend's futures complete at enqueue, or COLLCHECK_COMPLETION=poll."""
+        if self.config.completion == "poll":
+            return True
+        try:
+            name = pg.getBackendName() if hasattr(pg, "getBackendName") else pg._get_backend_name()
+        except Exception:  # noqa: BLE001 - a group without a backend name: its futures are trusted
+            return False
+        return str(name).lower() in ENQUEUE_FUTURES
 
     def events_issued(self) -> int:
         """Collectives recorded so far (their event ids go from 0)."""
@@ -520,11 +551,29 @@ class Recorder:
         if error is not None:
             self.finish(eid, t_ret, error)
             return
+        issued = self.tls.issued
+        if issued is not None and issued[1] in self.completions.polled_groups and out is not None:
+            self.completions.keep_polled(eid, t_ret, out[-1] if isinstance(out, tuple) else out)
+            return
         api = self.tls.api
         if api is not None and not api.async_op:
             api.returned[eid] = t_ret
             return
-        self.completions.watch(self.writer, eid, t_ret, out, self.tls.issued)
+        self.completions.watch(self.writer, eid, t_ret, out, issued)
+
+    def on_backend_return(self, eid: int, work) -> None:
+        """The op of a backend written in Python returned `work` (collcheck.simnccl): polled."""
+        self.completions.keep_polled(eid, self.now_us(), work)
+
+    def poll_completions(self) -> int:
+        """One polling round (poller.py): completions seen are written out at once; returns how many
+        Works are still kept."""
+        left = self.completions.poll()
+        w = self.writer
+        if self.completions.has_queued() and w is not None:
+            with w.lock:
+                self.completions.drain(w)
+        return left
 
     def note_source(self, eid: int, rank: int) -> None:
         """The sender a receive returned: a U record, written with the next record (never raises)."""

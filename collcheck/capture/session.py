@@ -1,4 +1,4 @@
-"""Turning recording on and off for this process: patches, kernels, hooks, watchdog."""
+"""Turning recording on and off for this process: patches, kernels, hooks, watchdog, poller."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from .recorder import Recorder
 _lock = threading.Lock()
 _recorder: Recorder | None = None
 _watchdog = None
+_poller = None
 _hooks_installed = False
 
 
@@ -54,6 +55,7 @@ def start_log(rec: Recorder) -> None:
 
         api.unwrap_for_compiled_kernels(c10d)
     watchdog.register_sigterm_dump(rec.writer.path)
+    rec.on_polled_group(_start_poller)
     if _watchdog is None or not _watchdog.is_alive():
         _watchdog = watchdog.Watchdog(lambda: _recorder)
         _watchdog.start()
@@ -62,6 +64,25 @@ def start_log(rec: Recorder) -> None:
         from .live import session as live_session
 
         live_session.start(rec, lambda: _recorder)
+
+
+def _start_poller() -> None:
+    """A group whose completions are polled appeared (Recorder.group_id): the poller runs."""
+    global _poller
+    if _poller is None or not _poller.is_alive():
+        from .poller import Poller
+
+        rec = _recorder
+        _poller = Poller(lambda: _recorder, (rec.config.poll_ms if rec is not None else 5.0) / 1000)
+        _poller.start()
+
+
+def _last_completions(rec: Recorder) -> None:
+    """What the poller would see next and what waits in the queues, written before the log closes."""
+    if _poller is not None:
+        rec.poll_completions()
+    with rec.writer.lock:
+        rec.drain_completions()
 
 
 def end_live(rec: Recorder, state: str = "end") -> None:
@@ -89,8 +110,7 @@ def disable() -> str | None:
         rec.active = False
         path = rec.writer.path if rec.writer else None
         if rec.writer is not None:
-            with rec.writer.lock:
-                rec.drain_completions()
+            _last_completions(rec)
             api.record_exit(rec, clean=True)
             rec.writer.close()
         api.uninstall(c10d)
@@ -157,8 +177,7 @@ def _at_exit() -> None:
     end_live(rec)
     rec.active = False
     try:
-        with rec.writer.lock:
-            rec.drain_completions()
+        _last_completions(rec)
     except Exception:
         pass
     api.record_exit(rec, clean=True)
@@ -170,11 +189,11 @@ def _at_exit() -> None:
 
 
 def _after_fork_in_child() -> None:
-    global _watchdog
+    global _watchdog, _poller
     rec = _recorder
     if rec is not None:
         rec.after_fork_in_child()
-    _watchdog = None  # (threads do not survive fork)
+    _watchdog = _poller = None  # (threads do not survive fork)
     from . import watchdog
     from .live import session as live_session
 

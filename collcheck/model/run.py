@@ -518,6 +518,14 @@ class Run:
         return sorted({h for h in map(self.host_of, self.ranks) if h is not None})
 
     @property
+    def poll_ms(self) -> float | None:
+        """How often the recorders polled for completions where the backend's futures complete at
+        enqueue (NCCL): the resolution of those completion times; None: no rank polled."""
+        found = [v for v in (log.header.get("poll_ms") for log in self.ranks.values())
+                 if isinstance(v, (int, float)) and v > 0]
+        return max(found) if found else None
+
+    @property
     def running(self) -> list[int]:
         """Ranks whose processes were still running when their logs were read: the run is a snapshot."""
         return sorted(r for r, log in self.ranks.items() if log.running)

@@ -67,6 +67,7 @@ def to_dict(report) -> dict:
         "collcheck_json": JSON_VERSION,
         "run": run.directory, "world": run.world, "verdict": report.verdict, "aborted": report.aborted,
         "snapshot": {"running": run.running} if run.running else None,
+        "completion_poll_ms": run.poll_ms,
         "ranks": {str(r): {"state": s.state, "detail": s.detail, "host": run.host_of(r),
                            "collectives": len(run.ranks[r]) if r in run.ranks else 0,
                            "blocked_in": [event_dict(e) for e in s.blocked[:3]], "queued_behind": len(s.queued)}

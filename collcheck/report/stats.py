@@ -11,6 +11,7 @@ from rich.text import Text
 from ..base.untrusted import one_line
 from ..knowledge import sites
 from ..model import group_label, rank_ranges
+from . import words
 from .console import make_console
 from .json_report import with_launch, write_json
 
@@ -47,6 +48,7 @@ def to_dict(st) -> dict:
     run, skew = st.run, st.skew
     return {
         "collcheck_stats": STATS_JSON_VERSION, "run": run.directory, "world": run.world,
+        "completion_poll_ms": run.poll_ms,
         "steps": _steps_dict(st.steps),
         "hints": [{"kind": h.kind, "site": _site_dict(h.site), "gain_s": round(h.gain_s, 6), "text": h.text,
                    "evidence": h.evidence} for h in st.hints],
@@ -75,6 +77,8 @@ def renderables(st, top: int = 20, title: bool = True) -> list:
     out: list = []
     if title:
         out.append(Text(f"collcheck stats: {one_line(run.directory)}  ({len(run.ranks)}/{run.world} ranks)"))
+    if run.poll_ms is not None:
+        out.append(Text(words.completion_words(run)))
     if st.steps is not None:
         wall, comm = statistics.median(st.steps.wall_s), statistics.median(st.steps.comm_s)
         out.append(Text(f"steps (between optimizer steps): {st.steps.count}; per step {wall:.4f} s, {comm:.4f} s "

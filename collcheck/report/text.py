@@ -164,6 +164,8 @@ def render(report, out, context: int = 4) -> None:
     console.print(head)
     if run.running:
         console.print(snapshot_text(run), style="bold", markup=False)
+    if run.poll_ms is not None:
+        console.print(words.completion_words(run), markup=False)
     listed, more = shown_warnings(run.warnings)
     for w in listed:
         console.print(f"warning: {one_line(w)}", markup=False)

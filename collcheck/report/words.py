@@ -98,6 +98,15 @@ def final_states(report, most: int | None = None) -> list[FinalState]:
             for ranks, (host, state, blocked, detail) in folded[:most]]
 
 
+def completion_words(run) -> str:
+    """How completion times were seen, where the backend's futures cannot say (NCCL): '' otherwise."""
+    ms = run.poll_ms
+    if ms is None:
+        return ""
+    return (f"completion times polled every {ms:g} ms (is_completed(): the backend's futures complete at enqueue), "
+            f"so each is up to {ms:g} ms late")
+
+
 def host_lines(report, most: int = 16) -> list[str]:
     """On a run over several hosts, each host whose ranks all ended alike, in a sentence ('all 8
     ranks of node-17 are timed out in a collective, in all_reduce float32[4] #412 of group 0'):

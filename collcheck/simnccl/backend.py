@@ -80,6 +80,11 @@ class SimNcclGroup(PointToPoint, dist.ProcessGroup):
             return work
         work.t_returned = rec.now_us() if eid is not None else None
         self._stream(stream_key).jobs.put((work, run))
+        if eid is not None:  # its completion: what the recorder's poller sees of is_completed()
+            try:
+                rec.on_backend_return(eid, work)
+            except Exception as exc:  # noqa: BLE001 - never break the job for a record
+                rec.fail(exc)
         if self._coalescing is not None:  # inside torch's _coalescing_manager: part of its Work
             self._coalescing.append(work)
         return work

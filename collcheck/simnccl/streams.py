@@ -109,11 +109,9 @@ class SimWork(dist._Work):
         return self.outputs
 
     def finish(self, error: BaseException | None) -> None:
-        """Recorded first, then the CPU waiting in it (if any) released."""
+        """The kernel ended: is_completed() says so from now on (the recorder's poller sees it, as it
+        sees an NCCL kernel's end event), and the CPU waiting in it (if any) is released."""
         self.error = error
-        rec = session.recorder()
-        if self.eid is not None and rec is not None:
-            rec.finish(self.eid, self.t_returned or 0, error)
         self._done.set()
         with _live_lock:
             _live.discard(self)

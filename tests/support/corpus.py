@@ -113,6 +113,9 @@ def _declared() -> dict[str, Job]:
                                       env={"COLLCHECK_MAX_MB": "0.05"}, compiled=True, timeout=180)
     jobs["simnccl_silent"] = job(program("simnccl_semantics.py"), args=("silent",), env=SIM, timeout=90)
     jobs["simnccl_ahead"] = job(program("simnccl_semantics.py"), args=("ahead",), env=SIM, timeout=90)
+    jobs["polled@simnccl"] = job(program("polled_completion.py"), env=SIM, timeout=90)
+    jobs["polled@gloo+poll"] = job(program("polled_completion.py"), env={"COLLCHECK_COMPLETION": "poll"},
+                                   compiled=True, timeout=90)
     jobs["simnccl_p2p"] = job(program("simnccl_semantics.py"), 3, args=("p2p",), env=SIM, timeout=90)
     jobs["simnccl_ops_3"] = job(program("simnccl_ops.py"), 3, record=False, timeout=100)
     jobs["simnccl_ops_2"] = job(program("simnccl_ops.py"), 2, record=False, timeout=100)

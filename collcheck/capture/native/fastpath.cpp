@@ -269,6 +269,86 @@ void watch(int64_t eid, int64_t t_ret, const c10::OperatorHandle& op, const torc
   });
 }
 
+// ---- Completion by polling: backends whose futures complete at enqueue.
+//
+// NCCL's (and XCCL's) Work future is a CUDA future marked complete when the kernel is enqueued, and
+// a blocking API call returns once the compute stream waits for it: neither says the collective ran.
+// Their Works are kept here instead and `poll` (Python's poller thread, GIL held) asks
+// isCompleted(), which queries the kernel's end event. Which Work types: those whose C++ type names
+// an NCCL or XCCL work (asked once per type), or every type (set_polling(1): tests on gloo).
+
+struct Polled {
+  uint64_t gen;
+  int64_t eid, r_ns;
+  c10::intrusive_ptr<c10d::Work> work;
+};
+
+std::atomic<int> polling_mode{0};  // 0: enqueue-future types; 1: every Work; -1: none
+std::mutex* polled_mu = new std::mutex();
+std::vector<Polled>* polled_q = new std::vector<Polled>();
+std::mutex polled_types_mu;
+std::vector<std::pair<const std::type_info*, bool>> polled_types;
+
+bool polled_type(const std::type_info& type) {
+  const int mode = polling_mode.load(std::memory_order_relaxed);
+  if (mode != 0) return mode > 0;
+  std::lock_guard<std::mutex> guard(polled_types_mu);
+  for (const auto& [t, yes] : polled_types)
+    if (t == &type) return yes;
+  const std::string name = type.name();
+  const bool yes = name.find("WorkNCCL") != std::string::npos || name.find("WorkXCCL") != std::string::npos;
+  polled_types.emplace_back(&type, yes);
+  return yes;
+}
+
+// No GIL. True when the op's Work is kept for polling (its completion then comes from `poll`).
+bool keep_polled(int64_t eid, int64_t t_ret, const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  if (polling_mode.load(std::memory_order_relaxed) < 0 || op.schema().returns().empty() || stack.empty() ||
+      !stack.back().isCustomClass())
+    return false;
+  auto work = stack.back().toCustomClass<c10d::Work>();
+  if (!work || !polled_type(typeid(*work))) return false;
+  std::lock_guard<std::mutex> guard(*polled_mu);
+  polled_q->push_back(Polled{generation.load(), eid, t_ret, std::move(work)});
+  return true;
+}
+
+// GIL held (the poller). Ask up to `batch` kept Works, oldest first; those complete become Done
+// items (drained like the futures' ones). Returns how many are still kept.
+int64_t poll_kept(int64_t batch) {
+  std::vector<Polled> items;
+  {
+    std::lock_guard<std::mutex> guard(*polled_mu);
+    const size_t n = std::min(polled_q->size(), static_cast<size_t>(std::max<int64_t>(batch, 0)));
+    items.assign(std::make_move_iterator(polled_q->begin()), std::make_move_iterator(polled_q->begin() + n));
+    polled_q->erase(polled_q->begin(), polled_q->begin() + n);
+  }
+  const uint64_t gen = generation.load();
+  std::vector<Polled> waiting;
+  {
+    py::gil_scoped_release nogil;  // a CUDA event query: never with the GIL
+    for (auto& p : items) {
+      if (p.gen != gen) continue;
+      bool done = false;
+      std::exception_ptr err;
+      try {
+        done = p.work->isCompleted();
+        if (done && !p.work->isSuccess()) err = p.work->exception();
+      } catch (...) {
+        done = true;
+        err = std::current_exception();
+      }
+      if (done)
+        push(Done{gen, p.eid, p.r_ns, now_ns(), err});
+      else
+        waiting.push_back(std::move(p));
+    }
+  }
+  std::lock_guard<std::mutex> guard(*polled_mu);
+  polled_q->insert(polled_q->end(), std::make_move_iterator(waiting.begin()), std::make_move_iterator(waiting.end()));
+  return static_cast<int64_t>(polled_q->size());
+}
+
 // ---- The log file the compiled path writes, and its lock.
 //
 // LogWriter.lock when the fast path is loaded: a lock Python uses like threading.Lock (waiting
@@ -1080,6 +1160,8 @@ void kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::S
   }
   const int64_t t_ret = now_ns();
   try {
+    if (keep_polled(eid, t_ret, op, *stack))
+      return;  // its completion comes from poll_kept
     if (blocking_api)
       report(eid, t_ret, nullptr);
     else
@@ -1143,6 +1225,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   });
   m.def("registered", []() { return static_cast<bool>(library); });
   m.def("take_done", []() { return py::reinterpret_steal<py::object>(take_done()); });
+  m.def("set_polling", [](int mode) { polling_mode.store(mode); });
+  m.def("poll", [](int64_t batch) { return poll_kept(batch); });
+  m.def("has_done", []() { return pending.load(std::memory_order_acquire) != 0; });
   m.def("after_fork_in_child", []() {  // a gloo thread may have held the lock at fork(): abandon it
     // another thread may have held the library or the dispatcher's lock at fork(): the kernels stay
     // registered (disabled) in the child for good
@@ -1150,6 +1235,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     (void)library.release();
     done_mu = new std::mutex();
     done_q = new std::vector<Done>();
+    polled_mu = new std::mutex();
+    polled_q = new std::vector<Polled>();  // (the parent's Works are not the child's: leaked, never released)
     pending.store(0);
     errors.store(0);
     enabled.store(false);

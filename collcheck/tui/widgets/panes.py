@@ -74,6 +74,8 @@ def overview(report) -> RGroup:
                        Text(row.state, style=STATE_STYLE.get(row.raw, "")), Text(row.blocked), Text(row.detail))
     parts.append(states)
     parts.extend(Text(line) for line in words.host_lines(report))
+    if report.run.poll_ms is not None:
+        parts.append(Text(words.completion_words(report.run), style="grey50"))
     return RGroup(*parts)
 
 

@@ -109,7 +109,7 @@ def test_every_variable_read_is_in_the_table_with_its_field_and_default():
     env = Recording()
     Settings.from_env(env)
     table = {m.group(1): m.group(2) for m in re.finditer(r"^\s*(COLLCHECK\w*)\s+(\w+)", Settings.__doc__, re.M)}
-    assert set(table) == env.asked and len(table) == 16
+    assert set(table) == env.asked and len(table) == 18
     defaults = Settings()
     for variable, field in table.items():
         assert hasattr(defaults, field), variable
@@ -136,6 +136,20 @@ def test_values_are_parsed():
             s.scenarios, s.invalid) == (True, "/logs", "r1", "r1", True, 0.0, 0.5, False, "abort", 0.05, 3.0,
                                         "off", True, True, True, 3, "/sc", {})
     assert s.check() is s
+
+
+def test_completion_polling_settings():
+    """auto (the backends whose futures complete at enqueue) or poll (every backend); the interval
+    in ms, kept within 0.5-1000 (an infinite one would never poll, nan none at all)."""
+    assert (Settings().completion, Settings().poll_ms) == ("auto", 5.0)
+    s = Settings.from_env({"COLLCHECK_COMPLETION": " Poll ", "COLLCHECK_POLL_MS": "2"})
+    assert (s.completion, s.poll_ms, s.invalid) == ("poll", 2.0, {})
+    for text, ms in (("0", 0.5), ("inf", 1000.0), ("nan", 0.5), ("1e9", 1000.0)):
+        assert Settings.from_env({"COLLCHECK_POLL_MS": text}).poll_ms == ms, text
+    bad = Settings.from_env({"COLLCHECK_COMPLETION": "future", "COLLCHECK_POLL_MS": "soon"})
+    assert set(bad.invalid) == {"COLLCHECK_COMPLETION", "COLLCHECK_POLL_MS"}
+    with pytest.raises(ValueError, match="COLLCHECK_COMPLETION must be 'auto' or 'poll'"):
+        bad.check()
 
 
 @pytest.mark.parametrize("value", sorted(TRUE_VALUES | FALSE_VALUES) + ["", "2", "maybe"])
