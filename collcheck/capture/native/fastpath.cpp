@@ -292,13 +292,17 @@ std::vector<std::pair<const std::type_info*, bool>> polled_types;
 bool polled_type(const std::type_info& type) {
   const int mode = polling_mode.load(std::memory_order_relaxed);
   if (mode != 0) return mode > 0;
+  thread_local const std::type_info* last_type = nullptr;  // one backend per thread, usually: no lock
+  thread_local bool last_answer = false;
+  if (last_type == &type) return last_answer;
   std::lock_guard<std::mutex> guard(polled_types_mu);
+  last_type = &type;
   for (const auto& [t, yes] : polled_types)
-    if (t == &type) return yes;
+    if (t == &type) return last_answer = yes;
   const std::string name = type.name();
   const bool yes = name.find("WorkNCCL") != std::string::npos || name.find("WorkXCCL") != std::string::npos;
   polled_types.emplace_back(&type, yes);
-  return yes;
+  return last_answer = yes;
 }
 
 // No GIL. True when the op's Work is kept for polling (its completion then comes from `poll`).
