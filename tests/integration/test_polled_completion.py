@@ -12,11 +12,11 @@ import glob
 import os
 
 import pytest
+from support.cli import diff_json, run_cli
 
 from collcheck.logfile import format as lf
 from collcheck.logfile.reader import read_log
 from collcheck.model import load_run
-from support.cli import diff_json, run_cli
 
 LATE_US = 1_000_000  # programs/polled_completion.py: LATE_S
 
