@@ -19,6 +19,8 @@ def add_parser(commands) -> None:
                    "collectives count too (for frameworks collcheck has no table of)")
     p.add_argument("--format", choices=formats("lint"), default=formats("lint")[0])
     p.add_argument("--output", "-o", type=values.path, help="write the report to this file")
+    p.add_argument("--strict", action="store_true", help="warnings (calls that issue collectives only in some "
+                   "configurations, conditions on this rank's data) fail too: exit 1")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
     p.set_defaults(handler=execute)
 
@@ -41,7 +43,8 @@ def execute(args) -> int:
         report = reporter("lint", args.format, out)
         report.add(None, 0, result)
         report.finish()
-    return FINDINGS if report.counts["findings"] and not args.exit_zero else OK
+    failing = [f for f in result.findings if f.certain or args.strict]
+    return FINDINGS if failing and not args.exit_zero else OK
 
 
 def _inputs(args) -> Inputs:

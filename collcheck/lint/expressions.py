@@ -330,7 +330,8 @@ class Evaluator:
         if name in V.P2P:
             return Issued(V.Api(name.rpartition(".")[2], ""), p2p=True)
         if name in V.COLLECTIVES:
-            return Issued(V.Api(V.COLLECTIVES[name], V.collective_fix(V.COLLECTIVES[name])))
+            what = V.COLLECTIVES[name]
+            return Issued(V.Api(what, V.collective_fix(what), sometimes=what in V.SOMETIMES))
         if name in V.WRAPPERS and V.WRAPPERS[name] == "DDP":
             return Issued(V.Api("DistributedDataParallel(...)", fixes.WRAP_IN_DDP))
         func = node.func
@@ -352,7 +353,8 @@ class Evaluator:
     def _method(self, node, func, name, recv) -> Issued | None:
         meth = func.attr
         if meth in V.COLLECTIVE_METHODS:
-            return Issued(V.Api(V.COLLECTIVE_METHODS[meth], V.collective_fix(V.COLLECTIVE_METHODS[meth]), "DTensor"))
+            what = V.COLLECTIVE_METHODS[meth]
+            return Issued(V.Api(what, V.collective_fix(what), "DTensor", sometimes=what in V.SOMETIMES))
         if meth == "backward" and recv.output_of:
             return _backward(recv.output_of)
         if recv.wrapped and meth == "forward":

@@ -53,6 +53,28 @@ class Finding:
     framework: str = "torch.distributed"
     rule: str = RULE
     maybe: bool = field(default=False, repr=False)  # its call issues collectives only sometimes (DDP's forward)
+    sometimes: bool = field(default=False, repr=False)  # ... only in some configurations (Api.sometimes)
+
+    @property
+    def certain(self) -> bool:
+        """An error: the call certainly issues collectives, under a condition on the rank itself. A
+        warning otherwise: what it issues depends on the runtime (placements, the wrapping, DDP's
+        buffers), or the condition is on this rank's data, which the program may have made the same
+        on every rank in a way lint does not follow."""
+        return not self.maybe and not self.sometimes and self.kind != LOCAL
+
+    @property
+    def severity(self) -> str:
+        return "error" if self.certain else "warning"
+
+    @property
+    def uncertain(self) -> str:
+        """Why a warning is not an error ('' for an error)."""
+        if self.maybe or self.sometimes:
+            return "whether it issues collectives depends on the runtime"
+        if self.kind == LOCAL:
+            return "whether this rank's data differs from the others' at run time is not known from the source"
+        return ""
 
     @property
     def message(self) -> str:

@@ -133,7 +133,7 @@ class Walker:
         self.findings.append(Finding(
             self.mod.path, node.lineno, node.col_offset, self.mod.text(node), api.name, guard.path, guard.line,
             guard.text, guard.how, guard.kind, _why(guard.origin), fix, [here, *issued.chain], api.framework,
-            maybe=issued.maybe))
+            maybe=issued.maybe, sometimes=api.sometimes))
 
     @contextlib.contextmanager
     def branch(self, node, cond: Val):

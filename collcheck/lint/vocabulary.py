@@ -109,6 +109,12 @@ COLLECTIVES = {**{f"{_TD}.{n}": f"dist.{n}()" for n in _OPS},
                "deepspeed.initialize": "deepspeed.initialize()"}
 # methods that issue collectives whatever they are called on (DTensor's, DeviceMesh's)
 COLLECTIVE_METHODS = {"full_tensor": "DTensor.full_tensor()", "redistribute": "DTensor.redistribute()"}
+# of the calls above, those that issue collectives only in some configurations: a DTensor's
+# conversion communicates only from sharded or partial placements, the state-dict helpers gather
+# only under FSDP or tensor parallelism (a finding under them is a warning, not an error)
+SOMETIMES = frozenset({"DTensor.full_tensor()", "DTensor.redistribute()",
+                       *(f"{n}()" for n in ("get_state_dict", "get_model_state_dict", "get_optimizer_state_dict",
+                                            "set_state_dict", "set_model_state_dict", "set_optimizer_state_dict"))})
 # collectives that leave the tensor they are given (first argument) the same on every rank
 IN_PLACE_UNIFORM = frozenset({"all_reduce", "broadcast", "all_gather", "all_gather_object",
                               "broadcast_object_list", "all_gather_into_tensor", "reduce_scatter_tensor"})
@@ -139,6 +145,7 @@ class Api:
     fix: str
     framework: str = "torch.distributed"
     needs_keyword: str | None = None  # issues collectives only with this keyword set (`sync_dist=True`)
+    sometimes: bool = False  # issues collectives only in some configurations (placements, the wrapping)
 
 
 _PUBLIC = re.compile(r"^(?:(?P<recv>[A-Za-z_][\w.]*)\.)?(?P<meth>[A-Za-z_]\w*)\((?P<args>.*)\)$")

@@ -47,21 +47,25 @@ def _rel(path: str) -> str:
 
 def _text(result, out) -> None:
     for f in result.findings:
-        out.write(f"{one_line(_rel(f.path))}:{f.line}:{f.col + 1}: {f.rule} {one_line(f.message)}\n")
+        out.write(f"{one_line(_rel(f.path))}:{f.line}:{f.col + 1}: {f.severity} {f.rule} {one_line(f.message)}\n")
         for path, line, text in f.chain[1:]:
             out.write(f"    via {one_line(_rel(path))}:{line}: {one_line(text)}\n")
+        if not f.certain:
+            out.write(f"    a warning: {f.uncertain}\n")
         out.write(f"    fix: {one_line(f.fix)}\n")
     for note in result.skipped:
         out.write(f"note: skipped {one_line(note)}\n")
     n = len(result.findings)
+    errors = sum(f.certain for f in result.findings)
     files = len({f.path for f in result.findings})
     learned = f", {result.learned} call sites learned from the run" if result.learned else ""
+    split = f": {errors} error{'s' * (errors != 1)}, {n - errors} warning{'s' * (n - errors != 1)}" if n else ""
     out.write(f"collcheck lint: {n} finding{'s' * (n != 1)}" + (f" in {files} file{'s' * (files != 1)}" if n else "")
-              + f" ({result.files} files, {result.lines} lines, {result.seconds:.2f} s{learned})\n")
+              + split + f" ({result.files} files, {result.lines} lines, {result.seconds:.2f} s{learned})\n")
 
 
 def finding_dict(f) -> dict:
-    return {"rule": f.rule, "kind": f.kind, "file": f.path, "line": f.line, "column": f.col + 1, "call": f.call,
+    return {"rule": f.rule, "severity": f.severity, "uncertain": f.uncertain or None, "kind": f.kind, "file": f.path, "line": f.line, "column": f.col + 1, "call": f.call,
             "issues": f.api, "framework": f.framework,
             "branch": {"file": f.branch_path, "line": f.branch_line, "source": f.branch, "how": f.how},
             "why": f.why, "message": f.message, "fix": f.fix,
@@ -69,7 +73,9 @@ def finding_dict(f) -> dict:
 
 
 def _json(result, out) -> None:
+    errors = sum(f.certain for f in result.findings)
     write_json({"version": LINT_JSON_VERSION, "findings": [finding_dict(f) for f in result.findings],
+                "errors": errors, "warnings": len(result.findings) - errors,
                "files": result.files, "lines": result.lines, "seconds": round(result.seconds, 3),
                "skipped": result.skipped, "learned_sites": result.learned}, out, indent=1)
     out.write("\n")
@@ -78,7 +84,8 @@ def _json(result, out) -> None:
 def _github(result, out) -> None:
     out = guarded(out)
     for f in result.findings:
-        out.command("error", one_line(f.message + " Fix: " + f.fix), file=one_line(_rel(f.path)), line=f.line,
+        note = f" (a warning: {f.uncertain})" if not f.certain else ""
+        out.command(f.severity, one_line(f.message + note + " Fix: " + f.fix), file=one_line(_rel(f.path)), line=f.line,
                     col=f.col + 1, title=one_line(f"collcheck {f.rule} ({f.kind})"))
     if not result.findings:
         out.command("notice", "no call that issues collectives under a per-rank condition", title="collcheck lint")
@@ -99,13 +106,14 @@ def _sarif(result, out) -> None:
     for f in result.findings:
         flow = [{"location": _location(p, line, message=text)} for p, line, text in f.chain]
         results.append({
-            "ruleId": f.rule, "level": "error",
+            "ruleId": f.rule, "level": f.severity,
             "message": {"text": f"{f.message} Fix: {f.fix}"},
             "locations": [_location(f.path, f.line, f.col)],
             "relatedLocations": [{"id": 1, **_location(f.branch_path, f.branch_line, message=f"the per-rank "
                                                        f"condition: {f.branch}")}],
             "codeFlows": [{"threadFlows": [{"locations": flow}]}],
-            "properties": {"kind": f.kind, "why": f.why, "framework": f.framework},
+            "properties": {"kind": f.kind, "why": f.why, "framework": f.framework,
+                           **({"uncertain": f.uncertain} if not f.certain else {})},
         })
     rule = {"id": "rank-branch", "name": "RankDependentCollective", "shortDescription": {"text": "A collective "
             "under a per-rank condition"}, "fullDescription": {"text": RULE_TEXT}, "help": {"text": RULE_TEXT},

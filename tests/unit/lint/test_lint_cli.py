@@ -34,10 +34,11 @@ def test_text_names_the_call_the_branch_the_source_and_the_fix(buggy):
     res = run_cli("lint", buggy)
     assert res.code == 1, res.err
     first = res.out.splitlines()[0]
-    assert first.startswith(f"{buggy}:9:9: rank-branch `dist.barrier()` issues dist.barrier() inside `if rank == 0:`"), first
+    assert first.startswith(f"{buggy}:9:9: error rank-branch `dist.barrier()` issues dist.barrier() inside `if rank == 0:`"), first
     assert "(line 7)" in first and "dist.get_rank(), line 5" in first, first
     assert "fix: call `dist.barrier()` on every rank" in res.out
-    assert res.out.rstrip().splitlines()[-1].startswith("collcheck lint: 1 finding in 1 file (1 files, 10 lines")
+    assert res.out.rstrip().splitlines()[-1].startswith("collcheck lint: 1 finding in 1 file: 1 error, 0 warnings "
+                                                        "(1 files, 10 lines")
 
 
 def test_json_and_exit_zero(buggy, tmp_path):
@@ -62,6 +63,47 @@ def test_github_annotation_and_sarif_locations(buggy):
     assert result["locations"][0]["physicalLocation"]["region"] == {"startLine": 9, "startColumn": 9}
     assert result["relatedLocations"][0]["physicalLocation"]["region"]["startLine"] == 7
     assert sarif["runs"][0]["tool"]["driver"]["rules"][0]["id"] == "rank-branch"
+
+
+POSSIBLE = """import torch
+import torch.distributed as dist
+from torch.distributed.checkpoint.state_dict import get_model_state_dict
+
+
+def save(model, loss):
+    if torch.isnan(loss).any():  # this rank's data: maybe made alike earlier
+        return
+    if dist.get_rank() == 0:
+        sd = get_model_state_dict(model)  # gathers only under FSDP or tensor parallelism
+        torch.save(sd, "model.pt")
+    dist.all_reduce(loss)
+"""
+
+
+def test_possible_findings_are_warnings_that_fail_only_with_strict(tmp_path):
+    """A call that issues collectives only in some configurations, or a condition on this rank's data:
+    warnings, in every format; exit 0 unless --strict."""
+    path = tmp_path / "save.py"
+    path.write_text(POSSIBLE)
+    res = run_cli("lint", path)
+    assert res.code == 0, res.out + res.err
+    lines = [ln for ln in res.out.splitlines() if ln.startswith(str(path))]
+    assert [ln.split(": ", 2)[1].split()[0] for ln in lines] == ["warning", "warning"], res.out
+    assert "a warning: whether it issues collectives depends on the runtime" in res.out
+    assert "a warning: whether this rank's data differs" in res.out
+    assert res.out.rstrip().splitlines()[-1].startswith("collcheck lint: 2 findings in 1 file: 0 errors, 2 warnings")
+    assert run_cli("lint", path, "--strict").code == 1
+    assert run_cli("lint", path, "--strict", "--exit-zero").code == 0
+    report = json.loads(run_cli("lint", path, "--format", "json").out)
+    assert (report["errors"], report["warnings"]) == (0, 2)
+    assert {f["severity"] for f in report["findings"]} == {"warning"}
+    sarif = json.loads(run_cli("lint", path, "--format", "sarif").out)
+    assert {r["level"] for r in sarif["runs"][0]["results"]} == {"warning"}
+    gh = run_cli("lint", path, "--format", "github")
+    assert gh.code == 0 and gh.out.count("::warning ") == 2 and "::error " not in gh.out, gh.out
+    # the same calls under a condition on the rank, certainly issuing collectives: an error
+    path.write_text(POSSIBLE.replace("get_model_state_dict(model)", "dist.all_reduce(loss)"))
+    assert run_cli("lint", path).code == 1
 
 
 def test_a_clean_file_exits_0_and_says_so(tmp_path):
@@ -116,7 +158,7 @@ def test_an_expression_nested_too_deep_skips_that_function_with_a_note(tmp_path)
     res = run_cli("lint", path)
     assert res.code == 1 and "Traceback" not in res.err, res
     assert f"note: skipped {path}:f: nested too deeply to follow" in res.out
-    assert f"{path}:8:9: rank-branch" in res.out
+    assert f"{path}:8:9: error rank-branch" in res.out
 
 
 def test_a_fifo_and_an_oversized_file_are_skipped_not_read(tmp_path, buggy):
