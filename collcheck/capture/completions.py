@@ -46,7 +46,9 @@ class Completions:
         self._queue: deque = deque()
         self.no_future: set[tuple] = set()  # (op, group name) whose Work has no future
         self.failed: list[int] = []  # collectives that raised (their first MAX_LISTED): checkpoints
-        self.polled_groups: set[str] = set()  # groups whose Works are polled (their backend's futures lie)
+        # groups whose Works are polled -> whether their backend's futures complete at enqueue (False:
+        # polled on request, COLLCHECK_COMPLETION=poll, where a Work without a future is not polled)
+        self.polled_groups: dict[str, bool] = {}
         self._kept: deque = deque()  # (eid, returned, Work) polled, not seen complete yet
         self._kept_eids: set[int] = set()  # of those, the ones no other path finished
 
@@ -107,12 +109,23 @@ class Completions:
         # no packing); the next record, or the watchdog within 0.2 s, writes it out.
         fut.add_done_callback(lambda f, eid=eid, r=t_ret: self._queue.append((eid, r, self._clock(), f)))
 
-    def keep_polled(self, eid: int, t_ret: int, work) -> None:
-        """Op `eid` returned at `t_ret`; it completes when `work.is_completed()` says so (poll)."""
+    def keep_polled(self, eid: int, t_ret: int, work, issued: tuple | None = None) -> bool:
+        """Op `eid` returned at `t_ret`; it completes when `work.is_completed()` says so (poll). False
+        (not kept): a Work without a future on a backend whose futures are truthful (gloo's P2P and
+        reduce-scatter, whose is_completed() never turns true): the usual rules apply to it."""
         if work.__class__ is torch.ScriptObject:
             work = _unbox_work(work)
+        if issued is not None and not self.polled_groups.get(issued[1], True):
+            if issued in self.no_future:
+                return False
+            try:
+                work.get_future()
+            except RuntimeError:  # (asked once per op and group, as watch does)
+                self.no_future.add(issued)
+                return False
         self._kept_eids.add(eid)
         self._kept.append((eid, t_ret, work))
+        return True
 
     def poll(self, batch: int = POLL_BATCH) -> int:
         """Ask up to `batch` kept Works (the compiled path's too) whether they completed; queue those

@@ -287,9 +287,10 @@ class Recorder:
             if ranks is not None:
                 rec["r"] = ranks
                 self.live.set_members(gid, ranks)
-            if self._polls(pg):
+            enqueue = self._enqueue_futures(pg)
+            if enqueue or self.config.completion == "poll":
                 rec["cp"] = 1
-                self.completions.polled_groups.add(name)
+                self.completions.polled_groups[name] = enqueue
                 if self._on_polled_group is not None:
                     self._on_polled_group()
             w.keep(rec)
@@ -301,11 +302,9 @@ class Recorder:
         return self.config.completion == "poll" or any(
             part.rpartition(":")[2].strip().lower() in ENQUEUE_FUTURES for part in str(backend).split(","))
 
-    def _polls(self, pg) -> bool:
-        """Whether the completions of this group's collectives are polled (completions.py): its
-        backend's futures complete at enqueue, or COLLCHECK_COMPLETION=poll."""
-        if self.config.completion == "poll":
-            return True
+    def _enqueue_futures(self, pg) -> bool:
+        """Whether this group's backend completes its futures at enqueue (NCCL): its collectives'
+        completions are polled (completions.py)."""
         try:
             name = pg.getBackendName() if hasattr(pg, "getBackendName") else pg._get_backend_name()
         except Exception:  # noqa: BLE001 - a group without a backend name: its futures are trusted
@@ -553,8 +552,8 @@ class Recorder:
             return
         issued = self.tls.issued
         if issued is not None and issued[1] in self.completions.polled_groups and out is not None:
-            self.completions.keep_polled(eid, t_ret, out[-1] if isinstance(out, tuple) else out)
-            return
+            if self.completions.keep_polled(eid, t_ret, out[-1] if isinstance(out, tuple) else out, issued):
+                return
         api = self.tls.api
         if api is not None and not api.async_op:
             api.returned[eid] = t_ret

@@ -289,9 +289,7 @@ std::vector<Polled>* polled_q = new std::vector<Polled>();
 std::mutex polled_types_mu;
 std::vector<std::pair<const std::type_info*, bool>> polled_types;
 
-bool polled_type(const std::type_info& type) {
-  const int mode = polling_mode.load(std::memory_order_relaxed);
-  if (mode != 0) return mode > 0;
+bool enqueue_type(const std::type_info& type) {  // an NCCL or XCCL Work (asked once per type)
   thread_local const std::type_info* last_type = nullptr;  // one backend per thread, usually: no lock
   thread_local bool last_answer = false;
   if (last_type == &type) return last_answer;
@@ -305,6 +303,12 @@ bool polled_type(const std::type_info& type) {
   return last_answer = yes;
 }
 
+bool polled_type(const std::type_info& type) {
+  const int mode = polling_mode.load(std::memory_order_relaxed);
+  if (mode != 0) return mode > 0;
+  return enqueue_type(type);
+}
+
 // No GIL. True when the op's Work is kept for polling (its completion then comes from `poll`).
 bool keep_polled(int64_t eid, int64_t t_ret, const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
   if (polling_mode.load(std::memory_order_relaxed) < 0 || op.schema().returns().empty() || stack.empty() ||
@@ -312,6 +316,19 @@ bool keep_polled(int64_t eid, int64_t t_ret, const c10::OperatorHandle& op, cons
     return false;
   auto work = stack.back().toCustomClass<c10d::Work>();
   if (!work || !polled_type(typeid(*work))) return false;
+  if (polling_mode.load(std::memory_order_relaxed) > 0 && !enqueue_type(typeid(*work))) {
+    // polled on request on a backend whose futures are truthful: a Work without a future (gloo's P2P
+    // and reduce-scatter, whose isCompleted() never turns true) goes the usual way (watch)
+    const std::type_info& type = typeid(*work);
+    if (has_no_future(type)) return false;
+    try {
+      (void)work->getFuture();
+    } catch (...) {
+      std::lock_guard<std::mutex> guard(no_future_mu);
+      no_future_types.push_back(&type);
+      return false;
+    }
+  }
   std::lock_guard<std::mutex> guard(*polled_mu);
   polled_q->push_back(Polled{generation.load(), eid, t_ret, std::move(work)});
   return true;
