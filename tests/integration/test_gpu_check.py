@@ -14,16 +14,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "gpu_check.py"
-# The recorder polls completions where it knows the setting; until then the polled marks are not required.
-POLLING_KNOWN = "COLLCHECK_COMPLETION" in (ROOT / "collcheck" / "base" / "settings.py").read_text()
 
 
 def gpu_check(tmp_path: Path, *args: str, timeout: float = 240) -> tuple[int, dict[str, tuple[str, str]], str]:
-    """Run the script in CPU mode with its temporary folder under tmp_path: (exit code, {check: (status,
-    text)}, all it printed)."""
+    """Run the script in CPU mode, polling completions as on NCCL (COLLCHECK_COMPLETION=poll, required
+    by --expect-polled), its temporary folder under tmp_path: (exit code, {check: (status, text)},
+    all it printed)."""
     env = dict(os.environ, TMPDIR=str(tmp_path), COLLCHECK_COMPLETION="poll")
-    polled = ("--expect-polled",) if POLLING_KNOWN else ()
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--backend", "gloo", *polled, *args],
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--backend", "gloo", "--expect-polled", *args],
                           check=False, env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     lines = {}
     for line in proc.stdout.splitlines():
@@ -53,9 +51,9 @@ def test_cpu_mode_records_every_kind_with_its_completion(tmp_path):
     assert lines["1 kinds recorded"][0] == "PASS" and "12 kinds" in lines["1 kinds recorded"][1], printed
     assert "24 events" in lines["1 kinds recorded"][1]
     assert lines["1 completion"][0] == "PASS" and lines["1 cli view"][0] == "PASS", printed
-    assert lines["1 polled"][0] == ("PASS" if POLLING_KNOWN else "SKIP"), printed
+    assert lines["1 polled"][0] == "PASS", printed
     assert lines["1 slow collective"][0] == "SKIP"  # no GPU delay in CPU mode
-    assert "gpu_check: 3 passed, 0 failed" in printed or "gpu_check: 4 passed, 0 failed" in printed
+    assert "gpu_check: 4 passed, 0 failed, 1 skipped" in printed
     assert_clean(tmp_path, printed)
 
 
