@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCS = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md", ROOT / "scenarios" / "README.md"]
 # a measured figure: a time below a second, a size, a throughput, a ratio like 1.02x
 FIGURE = re.compile(r"\d(?:[\d,.]*\d)?\s?(?:µs|ms|MB|GB|KB|bytes\b|events/s)|\d\.\d+x\b")
-MEASURED_BY = re.compile(r"benchmarks/bench_\w+\.py")
+MEASURED_BY = re.compile(r"benchmarks/(?:bench_\w+|gpu_check)\.py")
 
 
 def sections(path: Path):
