@@ -34,6 +34,9 @@ _STDLIB = re.compile(r"/lib(?:64)?/python\d+(?:\.\d+)*t?/"  # POSIX: venv, conda
 # a torch source checkout (an editable install): its own top-level packages below a `torch` folder
 _TORCH_CHECKOUT = re.compile(r"/torch/(?:distributed|nn|autograd|utils|_dynamo|_functorch|_inductor|fx|multiprocessing"
                              r"|optim|amp|cuda|testing|_tensor\.py|_ops\.py|functional\.py)")
+# a collcheck checkout (an editable install): the recorder's frames, which a job's stacks hold
+# (a Flight Recorder dump of a recorded job: the dispatcher kernel sits below the user's call)
+_COLLCHECK_CHECKOUT = re.compile(r"/collcheck/(?:capture|simnccl)/[\w/]+\.py$")
 
 # a package's own test programs, shipped inside it: where a job runs them (torch's distributed
 # test suite), they are the program, not the library (package -> folders inside it)
@@ -73,6 +76,9 @@ def classify(path, roots: tuple = ()) -> tuple[str, str | None]:
     m = _TORCH_CHECKOUT.search(p)
     if m is not None:
         return _tests_are_the_program(TORCH, p[m.start() + len("/torch/"):])
+    m = _COLLCHECK_CHECKOUT.search(p)
+    if m is not None:
+        return COLLCHECK, p[m.start() + len("/collcheck/"):]
     return USER, None
 
 

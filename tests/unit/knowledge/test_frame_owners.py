@@ -38,6 +38,9 @@ LAYOUTS = [  # (recorded path, owner): the program, installed packages, the stan
     ("C:\\Users\\u\\miniconda3\\envs\\train\\Lib\\runpy.py", frames.STDLIB),
     ("C:\\Users\\u\\.pyenv\\pyenv-win\\versions\\3.11.7\\Lib\\threading.py", frames.STDLIB),
     ("/home/u/src/pytorch/torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py", frames.TORCH),  # editable torch
+    ("/work/collcheck/collcheck/capture/dispatcher.py", frames.COLLCHECK),  # editable collcheck: the recorder's
+    ("/work/collcheck/collcheck/capture/native/fastpath.py", frames.COLLCHECK),
+    ("/home/u/proj/collcheck/train.py", frames.USER),  # a program's folder of that name: its own
     # a package's own tests run as the job (torch's distributed test suite): the program's
     ("/home/u/.venv/lib/python3.11/site-packages/torch/testing/_internal/distributed/distributed_test.py", frames.USER),
     ("/home/u/src/pytorch/torch/testing/_internal/common_distributed.py", frames.USER),
