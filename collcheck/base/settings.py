@@ -10,6 +10,7 @@ import os
 
 TRUE_VALUES = frozenset({"1", "true", "yes", "on"})
 FALSE_VALUES = frozenset({"0", "false", "no", "off"})
+DEFAULT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "collcheck")
 
 
 class Settings:
@@ -48,6 +49,8 @@ class Settings:
                                                                          re-raised for its traceback (base/errors.py)
     COLLCHECK_WORKERS              workers             0: one per CPU    processes that read the logs of a run
     COLLCHECK_SCENARIOS            scenarios           none              where `collcheck demo` finds its scenarios
+    COLLCHECK_CACHE                cache_dir           ~/.cache/         what lint learned of installed packages;
+                                                       collcheck         empty: nothing cached
     =============================  ==================  ================  ==========================================
 
     A value that cannot be used leaves its field at the default and is named in `invalid`, so that
@@ -65,6 +68,7 @@ class Settings:
                  live_hang_seconds: float = 1.5, completion: str = "auto", poll_ms: float = 5.0,
                  fastpath: str = "auto", simnccl: bool = False,
                  build_verbose: bool = False, debug: bool = False, workers: int = 0, scenarios: str | None = None,
+                 cache_dir: str | None = DEFAULT_CACHE,
                  invalid: dict[str, str] | None = None) -> None:
         self.enabled = enabled
         self.directory = directory
@@ -85,6 +89,7 @@ class Settings:
         self.debug = debug
         self.workers = workers
         self.scenarios = scenarios
+        self.cache_dir = cache_dir
         self.invalid = dict(invalid or {})  # variable -> why its value cannot be used
 
     @classmethod
@@ -114,6 +119,7 @@ class Settings:
             debug=bool(environ.get("COLLCHECK_DEBUG")),
             workers=_number(environ, "COLLCHECK_WORKERS", 0, invalid, int),
             scenarios=environ.get("COLLCHECK_SCENARIOS") or None,
+            cache_dir=_cache_dir(environ),
             invalid=invalid,
         )
 
@@ -139,6 +145,12 @@ def new_run_id() -> str:
     import time
 
     return time.strftime("%Y%m%d-%H%M%S") + f"-{socket.gethostname()}-{os.getpid()}"
+
+
+def _cache_dir(environ) -> str | None:
+    """COLLCHECK_CACHE, else ~/.cache/collcheck; "" turns caching off."""
+    text = environ.get("COLLCHECK_CACHE")
+    return DEFAULT_CACHE if text is None else text or None
 
 
 def _flag(environ, name: str, default: bool) -> bool:

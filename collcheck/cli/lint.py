@@ -19,6 +19,8 @@ def add_parser(commands) -> None:
                    "collectives count too (for frameworks collcheck has no table of)")
     p.add_argument("--format", choices=formats("lint"), default=formats("lint")[0])
     p.add_argument("--output", "-o", type=values.path, help="write the report to this file")
+    p.add_argument("--no-libraries", action="store_true", help="do not read installed packages' source for the "
+                   "collectives their functions issue (only the framework tables and the program's own code)")
     p.add_argument("--strict", action="store_true", help="warnings (calls that issue collectives only in some "
                    "configurations, conditions on this rank's data) fail too: exit 1")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
@@ -38,7 +40,10 @@ def execute(args) -> int:
     if args.output:
         inputs = _inputs(args)
         check_output(args.output, inputs)  # before the work: not onto a linted file
-    result = lint_paths(args.paths, logs=args.logs)
+    from ..base.settings import Settings
+
+    result = lint_paths(args.paths, logs=args.logs, libraries=not args.no_libraries,
+                        cache_dir=Settings.from_env().cache_dir)
     with output(args.output, inputs) as out:
         report = reporter("lint", args.format, out)
         report.add(None, 0, result)

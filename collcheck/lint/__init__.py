@@ -31,11 +31,17 @@ class LintResult:
     seconds: float
     skipped: list[str] = field(default_factory=list)  # "path: why" for files not read
     learned: int = 0  # call sites a recorded run added
+    libraries: list = field(default_factory=list)  # installed packages read: {package, version, from, modules}
 
 
-def lint_paths(paths: list[str], learned=(), logs: str | None = None) -> LintResult:
+def lint_paths(paths: list[str], learned=(), logs: str | None = None, libraries: bool = True,
+               cache_dir: str | None = None, search_path: list[str] | None = None) -> LintResult:
     """Lint Python files and folders. `logs`: a recorded run whose call chains add the calls
-    they show issuing collectives; `learned`: such calls given directly (learn.Learned)."""
+    they show issuing collectives; `learned`: such calls given directly (learn.Learned);
+    `libraries`: follow calls into installed packages (found on `search_path`, default sys.path),
+    their summaries cached under `cache_dir` (None: not cached)."""
+    from .libraries import Libraries
+
     start = time.perf_counter()
     collecting = gc.isenabled()
     gc.disable()  # millions of long-lived AST nodes: the cyclic collector would walk them again and again
@@ -46,12 +52,13 @@ def lint_paths(paths: list[str], learned=(), logs: str | None = None) -> LintRes
             from .learn import learn_from_run
 
             known = learn_from_run(logs, program)
-        findings = Lint(program, known).run()
+        read = Libraries(cache_dir, search_path) if libraries else None
+        findings = Lint(program, known, read).run()
     finally:
         if collecting:
             gc.enable()
     return LintResult(findings, len(program.modules), program.lines, time.perf_counter() - start,
-                      program.skipped, len(known.sites) if known else 0)
+                      program.skipped, len(known.sites) if known else 0, read.read if read is not None else [])
 
 
 __all__ = ["Finding", "LintResult", "lint_paths"]

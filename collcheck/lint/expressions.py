@@ -273,6 +273,10 @@ class Evaluator:
             if key is not None:
                 self.lint.call_result(self, key, node, args, kwargs)
             return Val(typ=cls)
+        if key is None and issued is None and name and "." in name:
+            cls = self.lint.library_class(name)
+            if cls is not None:  # an installed package's object: its methods, from the package's source
+                return Val(typ=cls)
         if key is not None:
             return self.lint.call_result(self, key, node, args, kwargs)
         if fval.wrapped or (recv is not None and recv.wrapped and meth in ("forward", "__call__")):
@@ -348,7 +352,7 @@ class Evaluator:
             return framework
         if key is not None:
             return self.lint.issued_by(self, key, node, passed)
-        return self.lint.learned_call(self.mod, node, name)
+        return self.lint.library_call(name) or self.lint.learned_call(self.mod, node, name)
 
     def _method(self, node, func, name, recv) -> Issued | None:
         meth = func.attr
@@ -365,7 +369,11 @@ class Evaluator:
         fits = [(named, api) for hint, api, named in V.framework_apis().get(meth, ())
                 if V.receiver_matches(hint, receiver, recv.typ) and _keyword_set(node, api.needs_keyword)]
         best = next((api for named, api in fits if named and V.receiver_matches(named, receiver, recv.typ)), None)
-        return Issued(best or fits[0][1]) if fits else None
+        if fits:
+            return Issued(best or fits[0][1])
+        if recv.typ and recv.typ.startswith("lib:"):  # an installed package's object: its method, from its source
+            return self.lint.library_call(f"{recv.typ[4:]}.{meth}")
+        return None
 
     def _framework_function(self, node, name) -> Issued | None:
         if not name or "." not in name:

@@ -14,18 +14,21 @@ from __future__ import annotations
 import ast
 from dataclasses import replace
 
+from ..knowledge import fixes
 from .expressions import Evaluator, Issued, _forward
 from .flow import Walker
 from .syntax import dotted
 from .values import CLEAN, RANK, Origin, Val, combine, join
+from .vocabulary import Api
 
 MAX_ROUNDS = 6
 
 
 class Lint:
-    def __init__(self, program, learned=None):
+    def __init__(self, program, learned=None, libraries=None):
         self.program = program
         self.learned = learned
+        self.libraries = libraries  # libraries.Libraries: installed packages read on demand (None: not read)
         self.returns: dict[str, Val] = {}
         self.issues: dict[str, tuple] = {}  # function key -> (Issued, node) of its first collective
         self.params_in: dict[str, dict[int, Val]] = {}
@@ -282,6 +285,25 @@ class Lint:
             for line in range(node.lineno, (getattr(node, "end_lineno", None) or node.lineno) + 1):
                 if line in lines:
                     self.probed[(path, line)] = tuple(guards)
+
+    def library_call(self, name: str | None) -> Issued | None:
+        """What calling an installed package's function issues, from its source (libraries.py)."""
+        if self.libraries is None:
+            return None
+        found = self.libraries.function(name)
+        if found is None:
+            return None
+        api, sometimes, chain = found
+        package = name.partition(".")[0]
+        return Issued(Api(api, fixes.call_on_every_rank(f"{name.rpartition('.')[2]}()"), package, sometimes=sometimes),
+                      chain)
+
+    def library_class(self, name: str | None) -> str | None:
+        """'lib:<qualified name>' when `name` is an installed package's class (its methods followed)."""
+        if self.libraries is None:
+            return None
+        found = self.libraries.class_of(name)
+        return None if found is None else f"lib:{found}"
 
     def learned_call(self, mod, node: ast.Call, name: str | None) -> Issued | None:
         if self.learned is None:

@@ -165,7 +165,8 @@ def _parse(root: str, path: str, prog: Program) -> Module | None:
     name = ".".join(Path(rel).with_suffix("").parts).removesuffix(".__init__")
     ignored = frozenset(i + 1 for i, line in enumerate(lines) if IGNORE_MARK in line and _ignores(line))
     mod = Module(path, name, tree, lines, ignored=ignored)
-    mod.imports = _imports(tree, name)
+    package = Path(path).name == "__init__.py" and name and name != "__init__"  # its relative imports: the package's
+    mod.imports = _imports(tree, f"{name}.__init__" if package else name)
     return mod
 
 

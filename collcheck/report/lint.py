@@ -55,6 +55,10 @@ def _text(result, out) -> None:
         out.write(f"    fix: {one_line(f.fix)}\n")
     for note in result.skipped:
         out.write(f"note: skipped {one_line(note)}\n")
+    if result.libraries:
+        out.write("libraries read: " + ", ".join(
+            f"{one_line(r['package'])} {one_line(r['version'])} ({r['modules']} modules, from {r['from']})"
+            for r in result.libraries) + "\n")
     n = len(result.findings)
     errors = sum(f.certain for f in result.findings)
     files = len({f.path for f in result.findings})
@@ -77,7 +81,8 @@ def _json(result, out) -> None:
     write_json({"version": LINT_JSON_VERSION, "findings": [finding_dict(f) for f in result.findings],
                 "errors": errors, "warnings": len(result.findings) - errors,
                "files": result.files, "lines": result.lines, "seconds": round(result.seconds, 3),
-               "skipped": result.skipped, "learned_sites": result.learned}, out, indent=1)
+               "skipped": result.skipped, "learned_sites": result.learned, "libraries": result.libraries},
+               out, indent=1)
     out.write("\n")
 
 
