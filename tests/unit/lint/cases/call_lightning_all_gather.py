@@ -1,6 +1,6 @@
 """`self.all_gather(...)` of a LightningModule is collective: gathering on global rank 0 alone hangs."""
-import lightning.pytorch as pl
 import torch
+import lightning.pytorch as pl
 
 
 class Embedder(pl.LightningModule):

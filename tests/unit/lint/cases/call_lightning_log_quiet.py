@@ -1,6 +1,6 @@
 """The twin of call_lightning_log_sync_dist: without `sync_dist` the log is local, rank 0 alone may log it."""
-import lightning.pytorch as pl
 import torch
+import lightning.pytorch as pl
 
 
 class Regressor(pl.LightningModule):

@@ -1,6 +1,6 @@
 """`self.log(..., sync_dist=True)` reduces across ranks: logging it under `if self.trainer.is_global_zero:` hangs."""
-import lightning.pytorch as pl
 import torch
+import lightning.pytorch as pl
 
 
 class Regressor(pl.LightningModule):

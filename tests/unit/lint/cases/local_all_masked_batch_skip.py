@@ -1,5 +1,6 @@
 """Fine-tuning that skips a batch whose labels are all masked (-100) on this rank: it skips DDP's backward too."""
 # expect: kind local
+import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler
 

@@ -1,4 +1,5 @@
 """accelerate's prepare_data_loader shards evenly whatever rank it is given; a batch dict's keys are the same everywhere."""
+import torch
 import torch.distributed as dist
 from accelerate.data_loader import prepare_data_loader
 

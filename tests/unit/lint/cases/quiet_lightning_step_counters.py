@@ -1,6 +1,6 @@
 """Step counters are the same on every rank: `batch_idx % 100`, `self.global_step % k` may guard a synced log."""
-import lightning.pytorch as pl
 import torch
+import lightning.pytorch as pl
 
 
 class LitLM(pl.LightningModule):

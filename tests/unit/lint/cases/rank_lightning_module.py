@@ -1,7 +1,7 @@
 """Lightning's `self.trainer.is_global_zero`, `self.global_rank` and `self.local_rank` in a LightningModule."""
-import lightning.pytorch as pl
 import torch
 import torch.distributed as dist
+import lightning.pytorch as pl
 
 
 class Classifier(pl.LightningModule):

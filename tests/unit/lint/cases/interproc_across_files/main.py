@@ -1,6 +1,7 @@
 """The collective two files away: main.py calls utils.checkpoint on rank 0 alone; utils.py holds the barrier."""
 import torch
 import torch.distributed as dist
+
 from utils import checkpoint
 
 

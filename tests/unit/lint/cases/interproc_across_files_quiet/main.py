@@ -1,6 +1,7 @@
 """The twin of interproc_across_files: rank 0 alone checkpoints, and the helper with a barrier runs on every rank."""
 import torch
 import torch.distributed as dist
+
 from utils import checkpoint, sync
 
 

@@ -1,6 +1,7 @@
 """A rank test imported from another file (`from utils import is_main_process`) guards a barrier."""
 import torch
 import torch.distributed as dist
+
 from utils import is_main_process
 
 
