@@ -76,6 +76,12 @@ def call_on_every_rank(call: str) -> str:
     return f"call `{call}` on every rank (all members of its group), outside the branch"
 
 
+def same_root(keyword: str) -> str:
+    """A collective whose root (src/dst) each rank takes from its own rank or data."""
+    return (f"pass the same `{keyword}` on every rank of the group: a constant, or one value decided on one rank "
+            "and broadcast first")
+
+
 def decide_alike(then: str) -> str:
     """A branch on this rank's own data (a loss, a batch): the ranks decide differently."""
     return ("decide on every rank alike: reduce the condition first (`flag = torch.tensor(float(cond)); "

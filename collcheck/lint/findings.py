@@ -12,13 +12,15 @@ from .syntax import alike
 from .values import LOCAL, Origin
 
 RULE = "rank-branch"
+ROOT_RULE = "rank-root"  # a collective whose root (src/dst) differs per rank
 
 HOW = {"branch": "inside `{text}` (line {line})",
        "else": "in the else of `{text}` (line {line})",
        "exit": "after `{text}` (line {line}) may leave early on some ranks",
        "loop": "in `{text}` (line {line}), whose iterations (their number or order) differ per rank",
        "while": "in `{text}` (line {line}), whose condition differs per rank",
-       "decorator": "in a function decorated `{text}` (line {line}): it runs on some ranks only"}
+       "decorator": "in a function decorated `{text}` (line {line}): it runs on some ranks only",
+       "root": "with its root `{text}` (line {line})"}
 
 
 @dataclass(frozen=True)
@@ -54,14 +56,16 @@ class Finding:
     rule: str = RULE
     maybe: bool = field(default=False, repr=False)  # its call issues collectives only sometimes (DDP's forward)
     sometimes: bool = field(default=False, repr=False)  # ... only in some configurations (Api.sometimes)
+    subgroup: bool = field(default=False, repr=False)  # (rank-root) on a group other than the default one
 
     @property
     def certain(self) -> bool:
         """An error: the call certainly issues collectives, under a condition on the rank itself. A
         warning otherwise: what it issues depends on the runtime (placements, the wrapping, DDP's
         buffers), or the condition is on this rank's data, which the program may have made the same
-        on every rank in a way lint does not follow."""
-        return not self.maybe and not self.sometimes and self.kind != LOCAL
+        on every rank in a way lint does not follow; or a root taken from the rank on a subgroup
+        (where a rank-derived root may be the same on each of its members: a node's first rank)."""
+        return not self.maybe and not self.sometimes and self.kind != LOCAL and not self.subgroup
 
     @property
     def severity(self) -> str:
@@ -74,12 +78,17 @@ class Finding:
             return "whether it issues collectives depends on the runtime"
         if self.kind == LOCAL:
             return "whether this rank's data differs from the others' at run time is not known from the source"
+        if self.subgroup:
+            return "on a subgroup a root derived from the rank may be the same on each of its members"
         return ""
 
     @property
     def message(self) -> str:
         where = HOW[self.how].format(text=self.branch, line=self.branch_line)
         what = "rank" if self.kind != LOCAL else "this rank's data"
+        if self.rule == ROOT_RULE:
+            return (f"`{self.call}` issues {self.api} {where}, which depends on {what} ({self.why}): the ranks "
+                    "name different roots, so they disagree on who sends and the job hangs or mismatches")
         return (f"`{self.call}` issues {self.api} {where}: the condition depends on {what} ({self.why}), "
                 "so the other ranks never issue it and the job hangs or mismatches")
 

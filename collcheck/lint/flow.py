@@ -26,7 +26,8 @@ from .conditions import (
     members,
 )
 from .expressions import Evaluator, Issued
-from .findings import BARRIERS, Finding, Guard, complementary, local_fix
+from ..knowledge import fixes
+from .findings import BARRIERS, ROOT_RULE, Finding, Guard, complementary, local_fix
 from .syntax import dotted
 from .values import CLEAN, LOCAL, RANK, Origin, Val, combine, join
 
@@ -111,6 +112,8 @@ class Walker:
         self.issued.append(issued.api.name)
         if self.first is None:
             self.first = (issued, node)
+        if self.report and not self.guards and not issued.chain:
+            self._root(node, issued, args, kwargs)
         if not self.report or not self.guards:
             return
         if issued.wrapped and self.joined:
@@ -134,6 +137,32 @@ class Walker:
             self.mod.path, node.lineno, node.col_offset, self.mod.text(node), api.name, guard.path, guard.line,
             guard.text, guard.how, guard.kind, _why(guard.origin), fix, [here, *issued.chain], api.framework,
             maybe=issued.maybe, sometimes=api.sometimes))
+
+    def _root(self, node: ast.Call, issued: Issued, args: list, kwargs: dict) -> None:
+        """A rooted collective (broadcast, reduce, gather, scatter and their object forms) whose root
+        each rank takes from its own rank or data: the ranks name different roots."""
+        at = ROOTS.get(issued.api.name)
+        if at is None or node.lineno in self.mod.ignored:
+            return
+        keyword, position = at
+        value, arg = None, None
+        for k in node.keywords:
+            if k.arg in (keyword, f"group_{keyword}"):
+                value, arg = kwargs.get(k.arg), k.value
+        if arg is None and position < len(node.args) and not isinstance(node.args[position], ast.Starred):
+            value, arg = args[position], node.args[position]
+        origin = value.origin if value is not None else None
+        if origin is None:
+            return
+        group, _ = _group(node, args, kwargs)
+        if group.rank is not None:
+            return  # a group chosen per rank: the root may be chosen with it (each group's own first rank)
+        subgroup = group is not CLEAN or any(k.arg in ("group", "process_group", "pg") for k in node.keywords)
+        self.findings.append(Finding(
+            self.mod.path, node.lineno, node.col_offset, self.mod.text(node), issued.api.name, self.mod.path,
+            arg.lineno, self.mod.text(arg), "root", origin.kind, _why(origin), fixes.same_root(keyword),
+            [(self.mod.path, node.lineno, self.mod.text(node))], issued.api.framework, rule=ROOT_RULE,
+            subgroup=subgroup))
 
     @contextlib.contextmanager
     def branch(self, node, cond: Val):
@@ -392,6 +421,12 @@ class Walker:
             self.lint.set_class_attr(self.fn.cls, name[5:], v)
         if isinstance(self.fn.node, ast.Module):
             self.lint.set_global(self.mod, name, v)
+
+
+# rooted collectives (by the name findings give them): the root's keyword and its position
+ROOTS = {"dist.broadcast()": ("src", 1), "dist.reduce()": ("dst", 1), "dist.gather()": ("dst", 2),
+         "dist.scatter()": ("src", 2), "dist.broadcast_object_list()": ("src", 1),
+         "dist.scatter_object_list()": ("src", 2), "dist.gather_object()": ("dst", 2)}
 
 
 def _group(node: ast.Call, args: list, kwargs: dict) -> tuple:

@@ -172,7 +172,7 @@ def _parse(root: str, path: str, prog: Program) -> Module | None:
 
 def _ignores(line: str) -> bool:
     rest = line.split(IGNORE_MARK, 1)[1]
-    return not rest.startswith("[") or "rank-branch" in rest.split("]")[0]
+    return not rest.startswith("[") or any(rule in rest.split("]")[0] for rule in ("rank-branch", "rank-root"))
 
 
 def _statements(body):
