@@ -141,7 +141,10 @@ class Evaluator:
         env_name = self._environ(node)
         if env_name is not None:
             return env_name
-        return combine(self.value(node.value), self.value(node.slice))
+        base = self.value(node.value)
+        if base.typ == "mesh" and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+            return Val(typ=f"mesh:{node.slice.value}")  # `mesh["dp"]`: one dimension's submesh
+        return combine(base, self.value(node.slice))
 
     def _environ(self, node) -> Val | None:
         """`os.environ["RANK"]`, `os.environ.get("RANK")`, `os.getenv("RANK")`: a rank."""
@@ -255,6 +258,11 @@ class Evaluator:
         if name in ("torch.distributed.new_group", "torch.distributed.distributed_c10d.new_group"):
             ranks = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "ranks"), None)
             return Val(members=members_key(ranks) if ranks is not None else None, typ="group")
+        if (name or "").endswith(("init_device_mesh", "DeviceMesh")):
+            return Val(typ="mesh")
+        if isinstance(func, ast.Attribute) and meth == "get_group" and (recv.typ or "").startswith("mesh"):
+            dim = _mesh_dim(node, recv)  # a mesh dimension's group: its members share every other coordinate
+            return Val(typ="group", members=f"mesh-dim:{dim}" if dim else None)
         if issued is not None and issued.uniform_result:
             self._uniform_in_place(node, meth)
             return CLEAN  # a collective's result is the same on every rank
@@ -281,8 +289,14 @@ class Evaluator:
             return self.lint.call_result(self, key, node, args, kwargs)
         if fval.wrapped or (recv is not None and recv.wrapped and meth in ("forward", "__call__")):
             return Val(output_of=fval.wrapped or recv.wrapped)
-        kept = [v for k, v in kwargs.items() if k not in V.DEVICE_KEYWORDS]
-        return combine(recv or CLEAN, fval, *args, *kept)
+        kept = [v for k, v in kwargs.items() if k not in V.DEVICE_KEYWORDS and k != "generator"]
+        out = combine(recv or CLEAN, fval, *args, *kept)
+        seeded = kwargs.get("generator")
+        if seeded is not None and (seeded.rank is not None or seeded.params):
+            # numbers drawn from a generator seeded per rank (or by the caller): this rank's data, a
+            # value rather than its rank (its shape is the arguments')
+            return join(out, Val(local=self.origin(LOCAL, node, f"numbers drawn from `{self.mod.text(node, 40)}`")))
+        return out
 
     def _uniform_in_place(self, node, meth: str) -> None:
         if meth in V.IN_PLACE_UNIFORM and node.args:
@@ -421,3 +435,25 @@ def _is_minus_one(node: ast.AST) -> bool:
     return isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and \
         isinstance(node.operand, ast.Constant) and node.operand.value == 1
 
+
+
+def _mesh_dim(call: ast.Call, mesh: Val) -> str | None:
+    """The dimension a DeviceMesh call names: its string argument (`mesh.get_group("tp")`,
+    `mesh_dim="tp"`), else the submesh's own (`mesh["tp"].get_group()`)."""
+    for a in [*call.args[:1], *(k.value for k in call.keywords if k.arg == "mesh_dim")]:
+        if isinstance(a, ast.Constant) and isinstance(a.value, str):
+            return a.value
+    typ = mesh.typ or ""
+    return typ[5:] if typ.startswith("mesh:") and not call.args else None
+
+
+def mesh_dim_of(test: ast.AST, value) -> str | None:
+    """The DeviceMesh dimension whose coordinate a condition reads (`mesh.get_local_rank("dp") == 0`,
+    `dp_mesh.get_local_rank() == 0`), None when it reads none or several."""
+    dims = set()
+    for node in ast.walk(test):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get_local_rank":
+            recv = value(node.func.value)
+            if (recv.typ or "").startswith("mesh"):
+                dims.add(_mesh_dim(node, recv))
+    return dims.pop() if len(dims) == 1 else None

@@ -35,6 +35,7 @@ class Guard:
     origin: Origin
     members: str | None = None  # the ranks the condition lets through, as source (`rank in ranks`)
     test: ast.AST | None = field(default=None, compare=False)  # the condition itself
+    mesh_dim: str | None = None  # the DeviceMesh dimension whose coordinate the condition reads
 
 
 @dataclass

@@ -25,10 +25,10 @@ from .conditions import (
     local_count,
     members,
 )
-from .expressions import Evaluator, Issued
+from .expressions import Evaluator, Issued, mesh_dim_of
 from ..knowledge import fixes
 from .findings import BARRIERS, ROOT_RULE, Finding, Guard, complementary, local_fix
-from .syntax import dotted
+from .syntax import alike, dotted
 from .values import CLEAN, LOCAL, RANK, Origin, Val, combine, join
 
 
@@ -48,6 +48,8 @@ class Walker:
         self.writes: list[str] = []  # every name bound, in order (what a rank branch set)
         self.returns = CLEAN
         self.first: tuple | None = None  # (Issued, node): the first collective this function issues
+        self.flags: list[tuple[int, bool]] = []  # (parameter, truthy) of the `if flag:` around this statement
+        self.when: frozenset | None = None  # the flags every collective of the function is under
         self.barriers: list[tuple] = []  # (guard, line) of each barrier found under a rank branch
         self.param_calls: dict[int, ast.Call] = {}  # parameters called as modules (`model(x)`): the first call
 
@@ -112,6 +114,8 @@ class Walker:
         self.issued.append(issued.api.name)
         if self.first is None:
             self.first = (issued, node)
+        flags = frozenset(self.flags)
+        self.when = flags if self.when is None else self.when & flags
         if self.report and not self.guards and not issued.chain:
             self._root(node, issued, args, kwargs)
         if not self.report or not self.guards:
@@ -128,6 +132,8 @@ class Walker:
             return  # a collective of the very group the condition selects (`groups[pair]` under `rank in pair`)
         if group.rank is not None:
             return  # a group chosen per rank: the condition may select exactly its members
+        if guard.mesh_dim and (group.members or "").startswith("mesh-dim:") and group.members[9:] != guard.mesh_dim:
+            return  # a coordinate along one mesh dimension, a group along another: its members share the coordinate
         api = issued.api
         fix = api.fix if guard.kind == RANK else local_fix(guard, api.fix)
         here = (self.mod.path, node.lineno, self.mod.text(node))
@@ -227,7 +233,31 @@ class Walker:
     def s_If(self, s):
         cond = self.value(s.test)
         guard = self._guard(s, cond, "branch", s.test)
-        return self._branches(guard, s.body, s.orelse)
+        return self._branches(guard, s.body, s.orelse, self._else_is_uniform(s), self._flag(s.test, guard))
+
+    def _flag(self, test, guard) -> tuple[int, bool] | None:
+        """`if sync:` / `if not sync:` on a parameter of the function (a uniform option): (its index,
+        whether the body runs when it is truthy). The callers that pass it a constant know which arm runs."""
+        if guard is not None:
+            return None
+        truthy = True
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test, truthy = test.operand, False
+        if isinstance(test, ast.Name) and test.id in self.fn.params:
+            return self.fn.params.index(test.id), truthy
+        return None
+
+    def _else_is_uniform(self, s) -> bool:
+        """`if not in_order and is_main: ... elif in_order: barrier()`: the elif's own test (uniform)
+        excludes a uniform part of the per-rank condition, so every rank for which it holds fails
+        the first test and enters the elif alike: it is not under the per-rank condition."""
+        if not (len(s.orelse) == 1 and isinstance(s.orelse[0], ast.If)) or \
+                not (isinstance(s.test, ast.BoolOp) and isinstance(s.test.op, ast.And)):
+            return False
+        inner = s.orelse[0].test
+        if self.value(inner).varies:
+            return False
+        return any(not self.value(part).varies and _negates(part, inner) for part in s.test.values)
 
     def s_While(self, s):
         cond = self.value(s.test)
@@ -341,7 +371,8 @@ class Walker:
         kind = RANK if cond.rank else LOCAL
         header = self.mod.lines[s.lineno - 1].strip()
         text = header if len(header) <= 80 else header[:77] + "..."
-        return Guard(kind, self.mod.path, s.lineno, text, how, cond.origin, members(test), test)
+        return Guard(kind, self.mod.path, s.lineno, text, how, cond.origin, members(test), test=test,
+                     mesh_dim=mesh_dim_of(test, self.value) if test is not None else None)
 
     def _under(self, guard: Guard | None, body: list) -> list:
         if guard is not None:
@@ -352,14 +383,22 @@ class Walker:
             if guard is not None:
                 self.guards.pop()
 
-    def _branches(self, guard: Guard | None, body: list, orelse: list) -> list:
+    def _branches(self, guard: Guard | None, body: list, orelse: list, uniform_else: bool = False,
+                  flag: tuple[int, bool] | None = None) -> list:
         before, findings, issued, writes = dict(self.env), self.findings, self.issued, len(self.writes)
         self.findings, self.issued = [], []
+        if flag is not None:
+            self.flags.append(flag)
         escaping = self._under(guard, body)
         body_env, body_findings, body_issued = self.env, self.findings, self.issued
         self.env, self.findings, self.issued = dict(before), [], []
-        else_guard = guard and Guard(guard.kind, guard.path, guard.line, guard.text, "else", guard.origin)
+        else_guard = None if uniform_else else \
+            guard and Guard(guard.kind, guard.path, guard.line, guard.text, "else", guard.origin)
+        if flag is not None:
+            self.flags[-1] = (flag[0], not flag[1])
         escaping += self._under(else_guard, orelse)
+        if flag is not None:
+            self.flags.pop()
         else_findings, else_issued = self.findings, self.issued
         else_env = self.env
         self.env = _joined([body_env, else_env])
@@ -421,6 +460,13 @@ class Walker:
             self.lint.set_class_attr(self.fn.cls, name[5:], v)
         if isinstance(self.fn.node, ast.Module):
             self.lint.set_global(self.mod, name, v)
+
+
+def _negates(a: ast.AST, b: ast.AST) -> bool:
+    """Whether one test is the other negated (`not x` and `x`)."""
+    def neg(x, y):
+        return isinstance(x, ast.UnaryOp) and isinstance(x.op, ast.Not) and alike(x.operand, y)
+    return neg(a, b) or neg(b, a)
 
 
 # rooted collectives (by the name findings give them): the root's keyword and its position

@@ -31,6 +31,7 @@ class Lint:
         self.libraries = libraries  # libraries.Libraries: installed packages read on demand (None: not read)
         self.returns: dict[str, Val] = {}
         self.issues: dict[str, tuple] = {}  # function key -> (Issued, node) of its first collective
+        self.issue_when: dict[str, frozenset] = {}  # function key -> (parameter, truthy): issues only then
         self.params_in: dict[str, dict[int, Val]] = {}
         self.attrs: dict[tuple, Val] = {}
         self.globals: dict[str, dict[str, Val]] = {}
@@ -149,6 +150,10 @@ class Lint:
         if w.first is not None and key not in self.issues:
             self.issues[key] = w.first
             self._change(("fn", key))
+        when = w.when or frozenset()
+        if self.issue_when.get(key, frozenset()) != when:
+            self.issue_when[key] = when
+            self._change(("fn", key))
         node = w.fn.node
         if not isinstance(node, ast.Module) and w._rank_only(node) is not None and key not in self.rank_only:
             self.rank_only.add(key)
@@ -259,6 +264,8 @@ class Lint:
         if key in self.rank_only:
             return None
         fn = self.program.functions[key]
+        if key in self.issues and self._skipped_by_flags(key, node):
+            return None  # `summarize(x, sync=False)`: its collectives run only when `sync` is set
         if key in self.issues:
             inner, inner_node = self.issues[key]
             site = (fn.module.path, inner_node.lineno, fn.module.text(inner_node))
@@ -276,6 +283,44 @@ class Lint:
             if arg.params and ev.scope.summary:
                 ev.scope.param_calls.setdefault(min(arg.params), node)  # passed on: the caller's parameter, called
         return None
+
+    def _skipped_by_flags(self, key: str, node: ast.Call) -> bool:
+        """Whether this call passes (or leaves at its default) a constant that keeps the callee's
+        every collective from running (a flag parameter the callee tests: issue_when)."""
+        when = self.issue_when.get(key)
+        if not when:
+            return False
+        fn = self.program.functions[key]
+        passed = self._arg_nodes(fn, node)
+        for i, truthy in when:
+            arg = passed.get(i)
+            if isinstance(arg, ast.Constant) and bool(arg.value) != truthy:
+                return True
+        return False
+
+    @staticmethod
+    def _arg_nodes(fn, node: ast.Call) -> dict[int, ast.AST]:
+        """The callee's parameters (by index) and the expressions this call gives them, its defaults
+        where it gives none."""
+        out: dict[int, ast.AST] = {}
+        a = getattr(fn.node, "args", None)
+        if a is not None:
+            positional = a.posonlyargs + a.args
+            for i, d in zip(range(len(positional) - len(a.defaults), len(positional)), a.defaults, strict=True):
+                out[i] = d
+            for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True):
+                if d is not None:
+                    out[fn.params.index(p.arg)] = d
+        bound = isinstance(node.func, ast.Attribute) or fn.name == "__init__"
+        offset = 1 if fn.cls and fn.params[:1] in (["self"], ["cls"]) and bound else 0
+        for i, arg in enumerate(node.args):
+            if isinstance(arg, ast.Starred):
+                break
+            out[i + offset] = arg
+        for k in node.keywords:
+            if k.arg in fn.params:
+                out[fn.params.index(k.arg)] = k.value
+        return out
 
     def probe(self, path: str, node: ast.Call, guards: list) -> None:
         """A call on a probed line (analysis/source.py asks which conditions enclose a recorded

@@ -84,7 +84,11 @@ class Program:
         full = module.imports.get(dotted.split(".")[0])
         if full is None:
             return None
-        full = full + dotted[len(dotted.split(".")[0]):]
+        return self._resolve_full(module, full + dotted[len(dotted.split(".")[0]):])
+
+    def _resolve_full(self, module: Module, full: str, depth: int = 0) -> str | None:
+        """The key of the program function or class a full dotted name means: defined in the module
+        it names, or re-exported there (`from .summary import summarize` in a package's __init__)."""
         mod, _, name = full.rpartition(".")
         cached = self._resolved.get((module.path, mod, name), False)
         if cached is not False:
@@ -101,6 +105,11 @@ class Program:
         here = os.path.dirname(module.path)
         cands.sort(key=lambda m: os.path.dirname(m.path) != here)  # this folder's module first
         found = next((k for k in (self._top.get(m.path, {}).get(name) for m in cands) if k), None)
+        if found is None and depth < 8:
+            self._resolved[(module.path, mod, name)] = None  # (a cycle of re-exports ends here)
+            again = next((m.imports[name] for m in cands if m.imports.get(name) not in (None, full)), None)
+            if again is not None:
+                found = self._resolve_full(module, again, depth + 1)
         self._resolved[(module.path, mod, name)] = found
         return found
 
