@@ -15,6 +15,7 @@ import ast
 import contextlib
 import re
 
+from ..knowledge import fixes
 from . import vocabulary as V
 from .conditions import (
     data_like,
@@ -26,7 +27,6 @@ from .conditions import (
     members,
 )
 from .expressions import Evaluator, Issued, mesh_dim_of
-from ..knowledge import fixes
 from .findings import BARRIERS, ROOT_RULE, Finding, Guard, complementary, local_fix
 from .syntax import alike, dotted
 from .values import CLEAN, LOCAL, RANK, Origin, Val, combine, join
