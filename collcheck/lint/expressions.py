@@ -207,9 +207,12 @@ class Evaluator:
             parts.append(it.data_only())
             self.scope.bind(gen.target, it.data_only())
             parts += [self.value(c).data_only() for c in gen.ifs]
-        parts += [self.value(e) for e in elts]
+        values = [self.value(e) for e in elts]
         self.env = saved
-        return combine(*parts)
+        out = combine(*parts, *values)
+        if len(values) == 1 and values[0].typ == "group":  # `[dist.new_group(...) for ...]`: a list of groups
+            return Val(out.rank, out.local, out.params, typ="group", members=values[0].members)
+        return out
 
     # -- calls ---------------------------------------------------------------------------------
     def v_Call(self, node) -> Val:

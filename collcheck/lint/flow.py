@@ -25,10 +25,11 @@ from .conditions import (
     is_join,
     local_count,
     members,
+    unwrapped,
 )
 from .expressions import Evaluator, Issued, mesh_dim_of
 from .findings import BARRIERS, ROOT_RULE, Finding, Guard, complementary, local_fix
-from .syntax import alike, dotted
+from .syntax import alike, dotted, predicate_key
 from .values import CLEAN, LOCAL, RANK, Origin, Val, combine, join
 
 
@@ -277,12 +278,19 @@ class Walker:
 
         zipped = self._zipped(s)
 
+        listed = self.value(unwrapped(s.iter))
+        groups = listed if listed.typ == "group" else None  # a list of groups made alike: each keeps its members
+
         def bind_target():
             if zipped is not None:  # `for x, layout in zip(inputs, layouts)`: each its own
                 for t, v in zipped:
                     self.assign(t, v, None)
             else:
                 self.assign(s.target, elem, None)
+            if groups is not None:
+                target = s.target.elts[-1] if isinstance(s.target, ast.Tuple) and counter is not None else s.target
+                self.assign(target, Val(elem.rank, elem.local, elem.params, typ="group", members=groups.members),
+                            None)
             if counter is not None:
                 self.bind(counter, CLEAN)  # `for i, batch in enumerate(loader)`: i counts alike everywhere
 
@@ -371,8 +379,19 @@ class Walker:
         kind = RANK if cond.rank else LOCAL
         header = self.mod.lines[s.lineno - 1].strip()
         text = header if len(header) <= 80 else header[:77] + "..."
-        return Guard(kind, self.mod.path, s.lineno, text, how, cond.origin, members(test), test=test,
+        return Guard(kind, self.mod.path, s.lineno, text, how, cond.origin, self._members(test), test=test,
                      mesh_dim=mesh_dim_of(test, self.value) if test is not None else None)
+
+    def _members(self, test):
+        """The ranks a condition lets through, as members_key gives a group's: a list (`rank in
+        ranks`, `rank == 0`) or a predicate on the one rank variable it reads (`rank % 2 == parity`)."""
+        if test is None:
+            return None
+        found = members(test)
+        if found is not None:
+            return found
+        names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name) and self.value(n).rank is not None}
+        return predicate_key(test, names.pop()) if len(names) == 1 else None
 
     def _under(self, guard: Guard | None, body: list) -> list:
         if guard is not None:

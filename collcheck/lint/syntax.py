@@ -85,11 +85,37 @@ def alike(a, b) -> bool:
 
 def members_key(node: ast.AST):
     """A rank list's source in a form two spellings of one literal list share (`list((1, 0))` and
-    `[0, 1]`); else its source_key."""
+    `[0, 1]`); a list comprehension's predicate (comprehension_members); else its source_key."""
     while isinstance(node, ast.Call) and dotted(node.func) in ("list", "tuple", "set") and node.args:
         node = node.args[0]
+    found = comprehension_members(node)
+    if found is not None:
+        return found
     if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
         consts = [e.value for e in node.elts if isinstance(e, ast.Constant)]
         if len(consts) == len(node.elts):
             return repr(sorted(consts, key=repr))
     return source_key(node)
+
+
+def predicate_key(test: ast.AST, name: str):
+    """A condition on one rank variable, the variable renamed: `r % 2 == parity` in a group's member
+    list (`[r for r in range(world) if r % 2 == parity]`) and `rank % 2 == parity` in a branch share it."""
+    import copy
+
+    renamed = copy.deepcopy(test)
+    for node in ast.walk(renamed):
+        if isinstance(node, ast.Name) and node.id == name:
+            node.id = "_rank_"
+    return ("predicate", source_key(renamed))
+
+
+def comprehension_members(node: ast.AST):
+    """The predicate_key of a member list written `[r for r in range(...) if P(r)]`, else None."""
+    if not (isinstance(node, ast.ListComp) and len(node.generators) == 1 and isinstance(node.elt, ast.Name)):
+        return None
+    gen = node.generators[0]
+    if not (isinstance(gen.target, ast.Name) and gen.target.id == node.elt.id and len(gen.ifs) == 1
+            and isinstance(gen.iter, ast.Call) and dotted(gen.iter.func) == "range"):
+        return None
+    return predicate_key(gen.ifs[0], gen.target.id)
