@@ -14,7 +14,6 @@ fixes in the framework's terms: they are asked first.
 from __future__ import annotations
 
 import importlib.machinery
-import importlib.metadata
 import json
 import os
 import sys
@@ -79,6 +78,14 @@ class Libraries:
     def _version(self, top: str, root: str) -> str:
         """The installed distribution's version of package `top` (its metadata, read, never run);
         without one, the package folder's modification time stands for it."""
+        import importlib.metadata  # (tens of ms to import: only when a package is called into)
+
+        try:  # the distribution named as the package (most are), else the one whose top_level.txt names it
+            named = next(iter(importlib.metadata.distributions(name=top, path=self.search)), None)
+            if named is not None and isinstance(named.version, str):
+                return named.version
+        except Exception:  # noqa: BLE001, S110 - damaged metadata: looked for otherwise
+            pass
         if self._versions is None:
             self._versions = {}
             try:
@@ -250,9 +257,7 @@ class _Package:
 
 
 def _top_levels(dist) -> set[str]:
-    """The top-level packages a distribution installs: its top_level.txt, else its files' first parts."""
-    text = dist.read_text("top_level.txt")
-    if text:
-        return {line.strip() for line in text.splitlines() if line.strip()}
-    return {f.parts[0].removesuffix(".py") for f in (dist.files or ()) if f.parts and not f.parts[0].endswith(
-        (".dist-info", ".egg-info", ".pth")) and f.parts[0] != ".."}
+    """The top-level packages a distribution says it installs (top_level.txt; its file list, which
+    can run to tens of thousands of lines, is not read)."""
+    text = dist.read_text("top_level.txt") or ""
+    return {line.strip() for line in text.splitlines() if line.strip()}
