@@ -214,6 +214,13 @@ def lint_all(programs: dict) -> list[dict]:
           + (f" ({', '.join(alarms)})" if alarms else ""))
     print(f"buggy programs: {len(buggy)}, found at the expected lines: {len(found)} (recall {len(found) / max(len(buggy), 1):.0%}), "
           f"missed: {len(missed)}" + (f" ({', '.join(missed)})" if missed else ""))
+    by_severity = {"error": 0, "warning": 0}
+    for r in found:  # the severity lint gave each bug it found (an error when any expected finding is one)
+        hits = [f for e in programs[r["name"]]["expect"] for f in r["findings"] if matches(f, e)]
+        by_severity["error" if any(f["severity"] == "error" for f in hits) else "warning"] += 1
+    print(f"   of those found: {by_severity['error']} as errors, {by_severity['warning']} as warnings only")
+    warned = [r["name"] for r in correct if r["verdict"].endswith("warning(s) only")]
+    print(f"correct programs with warnings only: {len(warned)}" + (f" ({', '.join(warned)})" if warned else ""))
     extra = [r["name"] for r in found if "extra" in r["verdict"]]
     print(f"buggy programs with extra error findings: {len(extra)}" + (f" ({', '.join(extra)})" if extra else ""))
     print(f"lint: {sum(r['seconds'] for r in results):.1f} s wall for {len(results)} commands, "
