@@ -151,7 +151,7 @@ class Recorder:
         module.attach(hooks.issue, hooks.returned, hooks.label_sid, self.fail, self.t0, self.writer)
         self.writer.colls_written = module.peek_eid  # C records it wrote count too
         ThreadState.fast = module  # "an API call is active" is kept in C++
-        module.set_polling(1 if self.config.completion == "poll" else 0)
+        self._set_polling()
         module.set_epoch(self._bwd_epoch)
         module.set_enabled(bool(self.active))
 
@@ -291,6 +291,7 @@ class Recorder:
             if enqueue or self.config.completion == "poll":
                 rec["cp"] = 1
                 self.completions.polled_groups[name] = enqueue
+                self._set_polling()
                 if self._on_polled_group is not None:
                     self._on_polled_group()
             w.keep(rec)
@@ -301,6 +302,13 @@ class Recorder:
         its completions polled: the header then says how often (reports give the times' resolution)."""
         return self.config.completion == "poll" or any(
             part.rpartition(":")[2].strip().lower() in ENQUEUE_FUTURES for part in str(backend).split(","))
+
+    def _set_polling(self) -> None:
+        """Tell the compiled kernels which Works to keep for the poller: every one (poll), NCCL's
+        once a group whose futures complete at enqueue exists, else none (no per-call check at all)."""
+        if self._native is not None:
+            polled = self.config.completion == "poll" or any(self.completions.polled_groups.values())
+            self._native.set_polling(1 if self.config.completion == "poll" else 0 if polled else -1)
 
     def _enqueue_futures(self, pg) -> bool:
         """Whether this group's backend completes its futures at enqueue (NCCL): its collectives'

@@ -209,7 +209,7 @@ def test_use_native_hands_the_module_the_hooks_and_switches_every_part(monkeypat
     hooks = rec.native
     assert native.calls[0] == ("attach", hooks.issue, hooks.returned, hooks.label_sid, rec.fail, rec.t0, writer)
     assert [n[0] for n in native.calls[1:]] == ["set_polling", "set_epoch", "set_enabled"] and rec.compiled
-    assert native.calls[1] == ("set_polling", 0)  # only the Works of backends whose futures complete at enqueue
+    assert native.calls[1] == ("set_polling", -1)  # no group whose futures complete at enqueue yet: none kept
     assert writer.colls_written is not None and ThreadState.fast is native
     rec.count_backward_pass()
     assert native.calls[-1] == ("set_epoch", 1)
