@@ -109,9 +109,10 @@ class _Child:
             self.proc.kill()
 
 
-def measure(rounds: int, calls: int, launches: int, cpu: int, against: str | None, work: str) -> dict:
+def measure(rounds: int, calls: int, launches: int, cpu: int, against: str | None, work: str,
+            backends=tuple(BACKENDS)) -> dict:
     """{(backend, variant): per-round medians in µs}, every variant in the same interleaved rounds."""
-    variants = [(b, v) for b, vs in BACKENDS.items() for v in vs + (("previous",) if against else ())]
+    variants = [(b, v) for b in backends for v in BACKENDS[b] + (("previous",) if against else ())]
     medians: dict = {k: [] for k in variants}
     for launch in range(launches):
         children = {k: _Child(*k, os.path.join(work, f"{k[0]}-{k[1]}-{launch}"), cpu, against) for k in variants}
@@ -137,6 +138,7 @@ def main(argv=None) -> int:
     p.add_argument("--launches", type=int, default=3)
     p.add_argument("--cpu", type=int, default=(os.cpu_count() or 1) - 1, help="pin children to this CPU (-1: no)")
     p.add_argument("--against", metavar="DIR", help="another collcheck source tree recording beside this one")
+    p.add_argument("--only", choices=tuple(BACKENDS), help="measure one backend only")
     p.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
@@ -148,20 +150,24 @@ def main(argv=None) -> int:
     against = os.path.abspath(args.against) if args.against else None
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="collcheck-poll-") as work:
-        med = measure(args.rounds, args.calls, args.launches, args.cpu, against, work)
+        backends = (args.only,) if args.only else tuple(BACKENDS)
+        med = measure(args.rounds, args.calls, args.launches, args.cpu, against, work, backends)
     print(f"collcheck bench_polling: world-size-1 all_reduce of 16 floats, {args.launches} launches x {args.rounds} "
           f"interleaved rounds x {args.calls} calls ({time.monotonic() - t0:.0f} s); children pinned to CPU {args.cpu}")
     print(f"   {'backend/variant':28} {'median us/call':>15} {'added us (paired)':>18}")
     for (backend, variant), values in med.items():
         extra = "" if variant == "plain" else f"{added(med, backend, variant):18.2f}"
         print(f"   {backend + '/' + variant:28} {statistics.median(values):15.2f} {extra}")
-    print(f"   gloo: polling every Work adds {added(med, 'gloo', 'poll', 'record'):+.2f} us per call to recording "
-          "as gloo is recorded by default (paired)")
+    if "gloo" in backends:
+        print(f"   gloo: polling every Work adds {added(med, 'gloo', 'poll', 'record'):+.2f} us per call to recording "
+              "as gloo is recorded by default (paired)")
     if against:
-        for backend in BACKENDS:
+        for backend in backends:
             print(f"   {backend}: this collcheck vs --against's: {added(med, backend, 'record', 'previous'):+.2f} us "
                   "per call (paired)")
-        print(f"   gloo with every Work polled vs --against's: {added(med, 'gloo', 'poll', 'previous'):+.2f} us per call")
+        if "gloo" in backends:
+            print(f"   gloo with every Work polled vs --against's: {added(med, 'gloo', 'poll', 'previous'):+.2f} us "
+                  "per call")
     return 0
 
 
