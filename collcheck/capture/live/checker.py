@@ -128,14 +128,15 @@ class Checker(threading.Thread):
             self.late = None
 
     def snapshot(self) -> gather.Snapshot:
-        """Every rank's log through the store (gather.py), this rank's answered here."""
+        """Every rank's log through the store (gather.py), this rank's answered here, last (its
+        publisher may be done: this rank exits)."""
         self.forget()  # (the last request's: answers that came after its wait included)
         request = gather.ask(self.store)
         rec = self.current() if self.current is not None else None
-        if rec is not None and rec.writer is not None:
-            share.answer(rec, self.store, request)
+        mine = (lambda: share.answer(rec, self.store, request)) if rec is not None and rec.writer is not None else None
         ended = set(self.detector.ranks) - set(self.detector.running())  # (they left their logs, or will)
-        snap = gather.gather(self.store, request, self.world, self.restart, 2 * self.interval + GATHER_WAIT_S, ended)
+        snap = gather.gather(self.store, request, self.world, self.restart, 2 * self.interval + GATHER_WAIT_S, ended,
+                             mine)
         self.late = snap
         return snap
 

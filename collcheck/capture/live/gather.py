@@ -43,6 +43,7 @@ MAX_STORED = CHUNK + CHUNK // 8 + (1 << 16)  # a compressed chunk at most (zlib 
 MAX_RESTART = 1 << 20
 POLL_S = 0.05
 LOOK_S = 0.5  # while no answer comes, the logs left by the ranks not in yet are looked for this often
+OWN_AFTER_S = 0.3  # the checking rank answers no sooner: a collective's completion reaches its log in 0.2 s
 PROGRESS_S = 1.0  # past the wait, the checker waits on while an answer came this recently ...
 LONGEST = 4  # ... up to this many times the wait (thousands of ranks answering on a loaded store)
 KEYS_PER_CHECK = 512  # keys a check or multi_get (as the checker's reads: checker.KEYS_PER_REQUEST)
@@ -88,17 +89,23 @@ def ask(store) -> int:
     return request
 
 
-def gather(store, request: int, world: int, restart: int, wait_s: float, ended=()) -> Snapshot:
+def gather(store, request: int, world: int, restart: int, wait_s: float, ended=(), last_answer=None) -> Snapshot:
     """Every rank's answer to `request` (or the log it left when it closed it, of this restart:
     looked for at each poll for the `ended` ranks, for every rank not in yet when no answer came)
     into a new private folder: waited for `wait_s`, and on while answers keep coming (one in the
-    last PROGRESS_S), LONGEST times `wait_s` at most."""
+    last PROGRESS_S), LONGEST times `wait_s` at most. `last_answer`: () -> None, the checking
+    rank's own answer, given once every other rank is in or the wait is over, and OWN_AFTER_S
+    after the request at the soonest (completions its threads have seen by then are in it)."""
     snap = Snapshot(request, tempfile.mkdtemp(prefix="collcheck-live-"))
     pending, stale, ended = set(range(world)), set(), set(ended)
     start = last = looked = time.monotonic()
     most = cap(world, REQUEST_BUDGET)
     try:
         while pending:
+            if last_answer is not None and time.monotonic() > start + OWN_AFTER_S and (
+                    len(pending) <= 1 or time.monotonic() > start + wait_s):
+                last_answer()
+                last_answer, last = None, time.monotonic()
             found = {r: (raw, True) for r, raw in _arrived(store, snap, world, pending)}
             now = time.monotonic()
             look = pending - stale - set(found)
