@@ -8,11 +8,13 @@ with its own TCPStore connection as a rank's clone of the job's store, over a st
 recorder whose `LiveTables` (capture/live/tables.py) a driver advances as the recording path does:
 all_reduces on the world group, `--rate` per second, the ranks in step; one rank issues another
 shape at a known slot (collcheck.synth's shape_mismatch fault). In `--processes` processes a few
-threads take the publishers' turns (one turn of Publisher.run's loop: summary, abort key, hand-over
-key; `--interval` s after the end of the last one, as run() waits). This process serves the store
-and runs rank 0's `Checker` (capture/live/checker.py, unchanged); its suspicion goes to the judge
-it starts (`python -m collcheck.cli.live`) on logs collcheck.synth wrote with the same fault. The
-finding must be the injected one (kind, slot, culprit), or the benchmark fails. Measured: the
+threads take the publishers' turns (one turn of Publisher.run's loop: the summary, the signal
+counter and what it stands for; `--interval` s after the end of the last one, as run() waits).
+This process serves the store and runs rank 0's `Checker` (capture/live/checker.py, unchanged);
+at its suspicion every rank sends its log through the store (capture/live/share.py: the logs
+collcheck.synth wrote with the same fault), which the checker gathers and hands to the judge it
+starts (`python -m collcheck.cli.live`).
+The finding must be the injected one (kind, slot, culprit), or the benchmark fails. Measured: the
 checker's polls (time, CPU, bytes, requests), every key read idle in its batches and in one
 request, each step from the slot's issue to the finding, each publish (CPU, wall) and each rank's
 period between publishes.
@@ -35,7 +37,6 @@ import sys
 import tempfile
 import threading
 import time
-import types
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -75,13 +76,29 @@ def signatures(prog: Program, fault: Fault) -> tuple[list[int], list[int]]:
 
 # -- a simulated rank ------------------------------------------------------------------------------
 
+class SimLog:
+    """What live mode's answer to the checker (capture/live/share.py) reads of a LogWriter: the
+    rank's log, which collcheck.synth wrote whole before the run."""
+
+    def __init__(self, path: str, world: int):
+        self.lock, self.path, self.closed = threading.Lock(), path, False
+        self.header = {"world": world, "restart": 0}
+
+    def write(self) -> None:
+        pass  # (nothing queued)
+
+    def parts(self) -> list[tuple[str, int, int]]:
+        return [(self.path, 0, os.path.getsize(self.path))]
+
+
 class SimRank:
     """What the publisher reads of a Recorder (publisher.summary), over real LiveTables that
-    `issue_until` advances as Recorder.emit does, under the writer lock."""
+    `issue_until` advances as Recorder.emit does, under the writer lock; its log, what it sends
+    when the checker asks for it."""
 
-    def __init__(self, rank: int, world: int, sigs: list[int], slot: int):
+    def __init__(self, rank: int, world: int, sigs: list[int], slot: int, log: str):
         self.rank, self.sigs, self.slot = rank, sigs, slot
-        self.writer = types.SimpleNamespace(lock=threading.Lock(), path="simulated")
+        self.writer = SimLog(log, world)
         self.active, self.failed, self.in_call = True, False, None
         self.live = LiveTables()
         self.live.set_members(0, list(range(world)))
@@ -133,11 +150,11 @@ TURN_THREADS = 4  # per process: each takes the turns of a share of its publishe
 
 
 def turn(p: TimedPublisher, rec: SimRank) -> None:
-    """One turn of Publisher.run's loop, its requests as they are: the summary, the abort key, the
-    hand-over."""
+    """One turn of Publisher.run's loop, its requests as they are: the summary, then what the
+    checker set (the signal counter; the keys it stands for when it moved: the request for the
+    logs, answered with the rank's log)."""
     p.publish(rec)
-    p.store.check([live.ABORT_KEY])
-    p.designated()
+    p.react(rec)
 
 
 def take_turns(pubs: list, sims: list, phases: list, interval: float, stop: threading.Event) -> None:
@@ -158,7 +175,7 @@ def take_turns(pubs: list, sims: list, phases: list, interval: float, stop: thre
 
 
 def publishers(conn, port: int, ranks: list, world: int, sigs: tuple, culprit: int, slot: int,
-               interval: float, rate: float) -> None:
+               interval: float, rate: float, run_dir: str) -> None:
     """One process's (or thread's) share of the ranks: publish until told to stop, then send back
     the timings. Protocol on `conn`: -> "ready"; <- t0 (wall time of collective 0); <- "stop"; -> results."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -167,7 +184,8 @@ def publishers(conn, port: int, ranks: list, world: int, sigs: tuple, culprit: i
     from torch.distributed import TCPStore
 
     timeout = datetime.timedelta(seconds=live.STORE_TIMEOUT_S)
-    sims = [SimRank(r, world, sigs[r == culprit], slot) for r in ranks]
+    sims = [SimRank(r, world, sigs[r == culprit], slot, os.path.join(run_dir, f"rank-{r:05d}.0.msgpack"))
+            for r in ranks]
     pubs = [TimedPublisher(lambda s=s: s, TCPStore(HOST, port, None, False, timeout=timeout), s.rank, interval)
             for s in sims]
     begin, stop = time.monotonic(), threading.Event()
@@ -228,6 +246,14 @@ class CountingStore:
         self.requests += 1
         self.store.set(key, value)
 
+    def __getattr__(self, name):  # add, get, delete_key: the request for the logs, their answers
+        method = getattr(self.store, name)
+
+        def counted(*args):
+            self.requests += 1
+            return method(*args)
+        return counted
+
 
 class TimedChecker(Checker):
     """The real checker; each poll (read the summaries, run the detector) timed, the suspicions and
@@ -237,6 +263,7 @@ class TimedChecker(Checker):
         super().__init__(*args)
         self.polls: list[dict] = []
         self.asked: list[tuple] = []  # (suspected at, suspicion, answered at, finding)
+        self.gathered: list[float] = []  # s each request for the ranks' logs took (gather.py)
         update = self.detector.update
 
         def timed_update(now, summaries):
@@ -256,6 +283,14 @@ class TimedChecker(Checker):
                            "detect_s": 0.0, "bytes": self.store.bytes_read - b, "requests": self.store.requests - q,
                            "ranks": len(out)})
         return out
+
+    def snapshot(self):
+        t = time.perf_counter()
+        snap = super().snapshot()
+        self.gathered.append(time.perf_counter() - t)
+        if snap.notes:
+            raise AssertionError(f"logs missing from the snapshot: {snap.notes[:3]}")
+        return snap
 
     def ask(self, suspicion):
         at = time.time()
@@ -333,7 +368,7 @@ class Job:
         timeout = datetime.timedelta(seconds=live.STORE_TIMEOUT_S)
         server = TCPStore(HOST, 0, None, True, wait_for_workers=False, timeout=timeout)
         conns, workers = start_publishers(server.port, self.world, self.processes,
-                                          (sigs, culprit, slot, self.interval, self.rate))
+                                          (sigs, culprit, slot, self.interval, self.rate, self.run_dir))
         for c in conns:
             assert receive(c, self.timeout_s) == "ready"
         client = TCPStore(HOST, server.port, None, False, timeout=timeout)
@@ -398,7 +433,8 @@ def figures(job: Job, slot: int, culprit: int) -> dict:
         "first_poll_ms": (first["read_s"] + first["detect_s"]) * 1e3, "first_poll_requests": first["requests"],
         "read_batched_ms": job.reads[KEYS_PER_REQUEST] * 1e3, "read_one_request_ms": job.reads[job.world] * 1e3,
         "culprit_sent_s": sent[culprit] - issued, "last_sent_s": max(sent.values()) - issued,
-        "suspected_s": suspected - issued, "named_s": named - issued, "judge_s": named - suspected,
+        "suspected_s": suspected - issued, "named_s": named - issued,
+        "logs_s": job.checker.gathered[-1], "judge_s": named - suspected - job.checker.gathered[-1],
         "publishes": sum(len(p) for p in mine), "publish_cpu_us": spread([c for p in mine for _, c, _ in p], 1e6),
         "publish_wall_ms": spread([w for p in mine for _, _, w in p], 1e3),
         "period_s": spread([b[0] - a[0] for p in mine for a, b in itertools.pairwise(p)]),
@@ -425,6 +461,7 @@ ROWS = (  # (label, the cell from a size's figures)
     ("  the last rank's summary", lambda r: f"{r['last_sent_s']:.2f}"),
     ("  the checker's suspicion", lambda r: f"{r['suspected_s']:.2f}"),
     ("  the judge's finding", lambda r: f"{r['named_s']:.2f}"),
+    ("  of which every rank's log through the store", lambda r: f"{r['logs_s']:.2f}"),
     ("  of which the judge (analysis process)", lambda r: f"{r['judge_s']:.2f}"),
     ("publishes before the suspicion", lambda r: f"{r['publishes']:,}"),
     ("  CPU µs: median / p99 / max", lambda r: _three(r["publish_cpu_us"], 0)),

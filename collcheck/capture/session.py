@@ -93,6 +93,15 @@ def end_live(rec: Recorder, state: str = "end") -> None:
     live_session.end(rec, state)
 
 
+def after_close_live(rec: Recorder) -> None:
+    """The log is closed: live mode leaves it in the job's store for a checker (live_session.after_close)."""
+    if not rec.config.live:
+        return
+    from .live import session as live_session
+
+    live_session.after_close(rec)
+
+
 def disable() -> str | None:
     """Stop recording, close the log and restore torch.distributed; returns the log path."""
     global _recorder
@@ -113,6 +122,7 @@ def disable() -> str | None:
             _last_completions(rec)
             api.record_exit(rec, clean=True)
             rec.writer.close()
+            after_close_live(rec)
         api.uninstall(c10d)
         kernels.remove()
         watchdog.unregister_sigterm_dump()
@@ -185,6 +195,7 @@ def _at_exit() -> None:
         rec.writer.close()
     except Exception:
         pass
+    after_close_live(rec)
     watchdog.unregister_sigterm_dump()  # removes the dump file when nothing was written
 
 

@@ -1,6 +1,7 @@
 """Live mode's judge, `python -m collcheck.cli.live RUN_DIR`: what the checker on rank 0
 (capture/live/checker.py) suspects, `collcheck diff`'s analysis decides, on the logs of the running
-job read as a snapshot.
+job read as a snapshot: those the ranks sent through the job's store, which the checker wrote into
+a folder of its own (a request's `snapshot`); the report goes to RUN_DIR.
 
 It runs as a process of its own, started by the checker at its first suspicion, so the training
 job never imports the analysis. It answers one JSON line per request on stdin with one line on
@@ -28,8 +29,12 @@ def judge(run_dir: str, request: dict) -> str | None:
     """Analyse the run now; on a finding, report it and return it in one line (None: nothing).
 
     request: what the checker suspects ({"kind": "divergence" | "hang", "group", "position",
-    "ranks", "running": ranks still running, "wall": when it suspected it})."""
-    run = load_run(run_dir, running=set(request.get("running") or ()))
+    "ranks", "running": ranks still running, "wall": when it suspected it}) and where the logs
+    are ("snapshot": the folder the checker wrote them into, else RUN_DIR's own; "logs": a line
+    per rank missing from it or sent in part, said in the report)."""
+    run = load_run(request.get("snapshot") or run_dir, running=set(request.get("running") or ()))
+    run.directory = run_dir  # (the snapshot's folder is gone after the answer)
+    run.warnings += [str(note) for note in request.get("logs") or ()]
     report = analyse(run)
     if request.get("kind") != "hang":  # the job moves on: unfinished collectives are in flight, not hung
         report.findings = [f for f in report.findings if f.kind not in HANG_KINDS]

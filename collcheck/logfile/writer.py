@@ -317,6 +317,18 @@ class LogWriter:
     def _segment_path(self, n: int) -> str:
         return f"{self.path}.{n}"
 
+    def parts(self) -> list[tuple[str, int, int]]:
+        """The log's files as written so far, in order, as (path, segment number, bytes): the first
+        file, the later segments still on disk, the current one (writer lock held). Sizes are
+        what was written: on the compiled path a file may be longer (its mapping, until trimmed).
+        Live mode publishes them (capture/live/share.py)."""
+        c = self.counters
+        current = getattr(c, "origin", 0) + c.written  # (the pure-Python path appends past `origin`)
+        if self.segment == 0:
+            return [(self.path, 0, current)]
+        later = [(path, int(path.rpartition(".")[2]), size) for path, size in self._segments]
+        return [(self.path, 0, self._first_size), *later, (self._segment_path(self.segment), self.segment, c.written)]
+
     def close(self) -> None:
         with self.lock:
             if not self.closed:

@@ -20,6 +20,7 @@ from .json_report import finding_dict, to_dict
 from .text import render_first
 
 REPORT_NAME = "live-report"
+NOTES_SHOWN = 8  # ranks missing from the snapshot (or sent in part) said in the text, one line each
 
 
 def finding_line(report) -> str:
@@ -39,17 +40,26 @@ def divergence_wall(report) -> float | None:
 
 def write(run_dir: str, report, request: dict, line: str) -> None:
     """live-report.txt and .json in the run directory (each written whole, then renamed), and the
-    text on stderr. `request`: what the checker suspected (kept in the JSON)."""
+    text on stderr. `request`: what the checker suspected (kept in the JSON), and its `logs`: a
+    line per rank missing from the snapshot or sent in part (said after the finding)."""
     now = time.time()
     since = divergence_wall(report)
     after = f", {now - since:.1f} s after it was issued" if since is not None else ""
-    headline = (f"collcheck live: {line}{after}; the job is still running (a snapshot; "
-                f"`collcheck diff {one_line(run_dir)}` for the whole report)")
+    hosts = len(report.run.hosts)
+    whole = (f"`collcheck diff {one_line(run_dir)}`" if hosts < 2 else
+             f"`collcheck diff` of this run's folders on its {hosts} hosts, together,")
+    headline = f"collcheck live: {line}{after}; the job is still running (a snapshot; {whole} for the whole report)"
     text = io.StringIO()
     render_first(report, text, headline)
     data = to_dict(report)
-    data["live"] = {"first": finding_dict(report.findings[0], report.run), "suspicion": request,
-                    "divergence_wall": since, "reported_wall": now}
+    notes = [str(n) for n in request.get("logs") or ()]
+    for note in notes[:NOTES_SHOWN]:
+        text.write(f"collcheck live: {note}\n")
+    if len(notes) > NOTES_SHOWN:
+        text.write(f"collcheck live: ... {len(notes) - NOTES_SHOWN:,} more ranks so (live-report.json: live.logs)\n")
+    suspicion = {k: v for k, v in request.items() if k not in ("snapshot", "logs")}
+    data["live"] = {"first": finding_dict(report.findings[0], report.run), "suspicion": suspicion,
+                    "divergence_wall": since, "reported_wall": now, "logs": notes}
     shown = guard_lines(visible(text.getvalue(), limit=1 << 20))  # (the renderer escapes log strings: a last guard)
     for suffix, body in ((".txt", shown), (".json", guard_lines(json.dumps(data, indent=1) + "\n", "json"))):
         with atomic_output(os.path.join(run_dir, REPORT_NAME + suffix), replace_link=True) as f:

@@ -35,6 +35,7 @@ def test_the_judge_names_the_divergence_injected_among_simulated_publishers(monk
     assert row["first_poll_requests"] in (2, 9)  # one check for all eight keys (+ one each if some were missing)
     assert 8 * 300 < row["poll_bytes"] < 8 * 500  # eight summaries of one group (64 signatures each)
     assert row["publishes"] >= 8 and 0 < row["culprit_sent_s"] <= row["suspected_s"] < row["named_s"]
+    assert 0 < row["logs_s"] < row["named_s"] - row["suspected_s"]  # every log through the store, then the judge
 
 
 def test_the_program_diverges_at_the_slot_on_the_culprit_alone():

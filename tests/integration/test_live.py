@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 
 import pytest
-
 from support.cli import diff_json, run_cli
 from support.corpus import params, scenario_meta, scenario_names
-from support.jobs import SCENARIOS, base_env, free_port, program
+from support.jobs import SCENARIOS, base_env, free_port, marker_lines, program
 from support.tui import drive, plain
 
 # -- running jobs -----------------------------------------------------------------------------------
@@ -146,20 +146,44 @@ def test_diff_of_a_running_job_is_a_snapshot(tmp_path):
     assert "collcheck live: " in err  # the report on the job's stderr
 
 
+def two_nodes(dirs: list[str], script: str, run_id: str, extra: dict) -> list[subprocess.Popen]:
+    """Two torchrun agents ("nodes", c10d rendezvous on loopback), two ranks each, started together,
+    node i recording into dirs[i] (one folder for both: a shared filesystem). The rendezvous
+    assigns the ranks: ranks 0-1 on the agent that joins first (not --node-rank's)."""
+    port = free_port()
+    nodes = []
+    for i, log_dir in enumerate(dirs):
+        env = base_env(log_dir, extra=extra)  # (the rendezvous id names the run on both nodes)
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(i), "--nproc-per-node",
+               "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", run_id,
+               "--max-restarts", "0", script]
+        nodes.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      start_new_session=True))
+    return nodes
+
+
+def finish(nodes: list[subprocess.Popen], timeout: float) -> list[tuple[str, str]]:
+    """Every node's (stdout, stderr); a node still running after `timeout` s is killed (with its ranks)."""
+    deadline, outs = time.monotonic() + timeout, []
+    for p in nodes:
+        try:
+            outs.append(p.communicate(timeout=max(1.0, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            kill_tree(p.pid)
+            outs.append(p.communicate(timeout=30))
+    return outs
+
+
 @pytest.mark.slow
 @pytest.mark.solo
 @pytest.mark.timeout(150)
 def test_two_torchrun_nodes_are_checked_across_both(tmp_path):
-    """Two torchrun agents ("nodes", c10d rendezvous on loopback), two ranks each; rank 3, on the
-    second node, skips a barrier: the checker on rank 0 names it."""
-    port, run_id = free_port(), "nodes"
-    env = base_env(tmp_path, extra=dict(COLLCHECK_SIMNCCL="1", COLLCHECK_LIVE_ACTION="abort"))  # (the
-    # rendezvous id names the run on both nodes)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "2", "--rdzv-backend",
-           "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", run_id, "--max-restarts", "0",
-           program("live_nodes.py")]
-    nodes = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    outs = [p.communicate(timeout=120) for p in nodes]
+    """Two torchrun agents on a shared folder; rank 3, on the second node, skips a barrier and
+    exits: the checker on rank 0 names it."""
+    run_id = "nodes"
+    nodes = two_nodes([str(tmp_path)] * 2, program("live_nodes.py"), run_id,
+                      dict(COLLCHECK_SIMNCCL="1", COLLCHECK_LIVE_ACTION="abort"))
+    outs = finish(nodes, 120)
     run_dir = os.path.join(str(tmp_path), run_id)
     report = live_report(run_dir)
     first = report["findings"][0]
@@ -167,6 +191,67 @@ def test_two_torchrun_nodes_are_checked_across_both(tmp_path):
     assert sorted(report["ranks"]) == ["0", "1", "2", "3"]
     assert report["live"]["reported_wall"] - report["live"]["divergence_wall"] <= 5.0
     assert all(p.returncode != 0 for p in nodes)  # ended by the abort, long before the 60 s timeout
+
+
+def logs_in(folder: str) -> list[str]:
+    return sorted(f for f in os.listdir(folder) if f.endswith(".msgpack"))
+
+
+def without_paths(report: dict, *folders: str) -> dict:
+    """A JSON report with the run's folder left out and the given folders' paths made alike."""
+    text = json.dumps({k: v for k, v in report.items() if k != "run"})
+    for folder in folders:
+        text = text.replace(folder, "<run>")
+    return json.loads(text)
+
+
+@pytest.mark.slow
+@pytest.mark.solo
+@pytest.mark.timeout(200)
+def test_two_nodes_with_folders_of_their_own_are_reported_whole_through_the_store(tmp_path):
+    """Each node records into a folder of its own (no shared filesystem), on gloo; rank 3, on the
+    second node to join, skips a barrier and waits in the next all_reduce. The live report names it
+    with every rank's collectives, the other node's from the store alone (the checking node's
+    folder holds only its own ranks' logs); `collcheck diff node0/ node1/` afterwards reports what
+    `collcheck diff` does on one folder holding both nodes' logs."""
+    run_id = "ownfolders"
+    folders = [str(tmp_path / "node0"), str(tmp_path / "node1")]
+    nodes = two_nodes(folders, program("live_nodes_skip.py"), run_id, dict(COLLCHECK_LIVE_ACTION="abort"))
+    outs = finish(nodes, 150)
+    runs = [os.path.join(f, run_id) for f in folders]
+    checking = [r for r in runs if os.path.exists(os.path.join(r, "live-report.json"))]
+    assert len(checking) == 1, (os.listdir(runs[0]), os.listdir(runs[1]), [e[-3000:] for _, e in outs])
+    here, other = checking[0], next(r for r in runs if r not in checking)
+    assert logs_in(here) == ["rank-00000.0.msgpack", "rank-00001.0.msgpack"]
+    assert logs_in(other) == ["rank-00002.0.msgpack", "rank-00003.0.msgpack"]
+    report = live_report(here)
+    first = report["findings"][0]
+    assert (first["group"], first["position"], first["ranks"]) == ("0", 3, [3]), first
+    assert sorted(report["ranks"]) == ["0", "1", "2", "3"] and report["live"]["logs"] == []
+    assert {r: report["ranks"][r]["collectives"] for r in ("2", "3")} == {"2": 4, "3": 4}, report["ranks"]
+    with open(os.path.join(here, "live-report.txt")) as f:
+        text = f.read()
+    after = marker_lines(program("live_nodes_skip.py"))["after"]
+    assert "culprit rank 3" in text and f"live_nodes_skip.py:{after}" in text  # rank 3's own call, from the store
+    assert "collcheck live: " in outs[folders.index(os.path.dirname(here))][1]  # on the checking node's stderr
+    assert all(p.returncode != 0 for p in nodes)  # ended by the abort, long before the 60 s timeout
+    # afterwards: both nodes' folders given together, as one folder holding every log
+    both = tmp_path / "both"
+    both.mkdir()
+    for run in runs:
+        for name in logs_in(run):
+            shutil.copy(os.path.join(run, name), both / name)
+    _, apart = diff_json_of(folders)
+    _, together = diff_json(str(both))
+    assert without_paths(apart, *runs) == without_paths(together, str(both))
+    assert apart["findings"][0]["ranks"] == [3] and len(apart["ranks"]) == 4
+
+
+def diff_json_of(folders: list[str]) -> tuple[int, dict]:
+    """`collcheck diff FOLDER... --format json`."""
+    res = run_cli("diff", *folders, "--format", "json")
+    assert res.code in (0, 1), (res.code, res.err)
+    return res.code, json.loads(res.out)
 
 
 TORCH_TESTS = ["test_all_reduce_sum", "test_all_reduce_sum_async", "test_broadcast", "test_barrier", "test_send_recv",

@@ -1,10 +1,12 @@
 """Live mode, the checker: one thread on rank 0 reads the ranks' summaries (live.py) and asks
 about what looks wrong (live_detect.py).
 
-Cheap tests decide when to look; the post-mortem analysis decides what was found: a suspicion
-is handed to `python -m collcheck.cli.live`, a process of its own started at the first one (the job
-imports no analysis code), which reads the run's logs as a snapshot and runs `collcheck diff`'s
-analysis; only a finding there is reported. A suspicion it clears is not raised again. When
+Cheap tests decide when to look; the post-mortem analysis decides what was found: at a
+suspicion every rank is asked for its log through the store (gather.py: a snapshot in a private
+folder of this host, complete when no host can read another's logs), which is handed to `python
+-m collcheck.cli.live`, a process of its own started at the first one (the job imports no
+analysis code), which runs `collcheck diff`'s analysis on it; only a finding there is reported.
+A suspicion it clears is not raised again. When
 rank 0 exits, its checker first looks at the other ranks' final summaries (a divergence that ran
 through to the end, as NCCL lets it); ranks still running then, the lowest of them checks on.
 """
@@ -21,20 +23,23 @@ import time
 
 import msgpack
 
+from . import gather, share
 from .detector import Detector, Suspicion
-from .publisher import ABORT_KEY, CHECKER_KEY, KEY_PREFIX, OFF, turn_off
+from .keys import ABORT_KEY, CHECKER_KEY, KEY_PREFIX, SIGNAL_KEY
+from .publisher import OFF, turn_off
 
 ANALYSIS_TIMEOUT_S = 120.0
 EXIT_WAIT_S = 1.0  # rank 0 exits: how long it waits for the other ranks' final summaries
 LAST_LOOK_S = 30.0  # and at most for an analysis of what they show: the exit is the job's
 KEYS_PER_REQUEST = 512  # one multi_get of more keys takes TCPStore's (libuv) server disproportionately long
+GATHER_WAIT_S = 3.0  # the ranks' logs waited for, past two of their intervals (a rank answers at its next turn)
 
 
 class Checker(threading.Thread):
     """Reads every rank's summary, asks the analysis process about suspicions, reports once, and with
     COLLCHECK_LIVE_ACTION=abort asks every rank to end."""
 
-    def __init__(self, store, world: int, run_dir: str, rank: int, config):
+    def __init__(self, store, world: int, run_dir: str, rank: int, config, current=None, restart: int = 0):
         super().__init__(name="collcheck-live-check", daemon=True)
         self.store = store
         self.world = world
@@ -47,6 +52,9 @@ class Checker(threading.Thread):
         self.present: set[int] = set()
         self.analysis: subprocess.Popen | None = None
         self.closing = threading.Event()  # rank 0 exits: a last look at everyone's final summaries
+        self.current = current  # () -> this rank's recorder (its log: answered here, its publisher may be done)
+        self.restart = restart  # (a log a rank left in the store is of this restart, or stale)
+        self.late: gather.Snapshot | None = None  # the last request's, its keys deleted at the next one
 
     def run(self) -> None:
         deadline = None
@@ -62,9 +70,11 @@ class Checker(threading.Thread):
                     self.start_analysis()  # ready before a hang is suspected: it answers sooner
                 if suspicion is not None:
                     found = self.ask(suspicion)
+                    if found and self.action == "abort":
+                        self.store.set(ABORT_KEY, f"{found} (COLLCHECK_LIVE_ACTION=abort)")
+                        self.store.add(SIGNAL_KEY, 1)
+                    self.forget(keep_late=not found)  # (after the report and the abort: neither waits for it)
                     if found:
-                        if self.action == "abort":
-                            self.store.set(ABORT_KEY, f"{found} (COLLCHECK_LIVE_ACTION=abort)")
                         return
                     self.detector.clear(suspicion)
                 if self.detector.finished():
@@ -98,10 +108,40 @@ class Checker(threading.Thread):
         return out
 
     def ask(self, suspicion: Suspicion) -> str | None:
-        """The analysis process's verdict on a suspicion: its first finding in one line, or None."""
+        """The analysis process's verdict on a suspicion, on the ranks' logs as they stand now: its
+        first finding in one line, or None."""
         self.start_analysis()
-        request = {"kind": suspicion.kind, "group": suspicion.group, "position": suspicion.position,
-                   "ranks": suspicion.ranks, "running": suspicion.running, "wall": time.time()}
+        wall = time.time()
+        snap = self.snapshot()
+        try:
+            return self.consult({"kind": suspicion.kind, "group": suspicion.group, "position": suspicion.position,
+                                 "ranks": suspicion.ranks, "running": suspicion.running, "wall": wall,
+                                 "snapshot": snap.folder, "logs": snap.notes})
+        finally:
+            snap.remove()
+
+    def forget(self, keep_late: bool = False) -> None:
+        """Delete the last request's keys in the store; with `keep_late`, not yet when some rank did
+        not answer in time (its answer may still come: deleted at the next request)."""
+        if self.late is not None and not (keep_late and self.late.late):
+            self.late.forget(self.store, self.world)
+            self.late = None
+
+    def snapshot(self) -> gather.Snapshot:
+        """Every rank's log through the store (gather.py), this rank's answered here, last (its
+        publisher may be done: this rank exits)."""
+        self.forget()  # (the last request's: answers that came after its wait included)
+        request = gather.ask(self.store)
+        rec = self.current() if self.current is not None else None
+        mine = (lambda: share.answer(rec, self.store, request)) if rec is not None and rec.writer is not None else None
+        ended = set(self.detector.ranks) - set(self.detector.running())  # (they left their logs, or will)
+        snap = gather.gather(self.store, request, self.world, self.restart, 2 * self.interval + GATHER_WAIT_S, ended,
+                             mine)
+        self.late = snap
+        return snap
+
+    def consult(self, request: dict) -> str | None:
+        """The analysis process's answer to a request (its finding, or None)."""
         self.analysis.stdin.write((json.dumps(request) + "\n").encode())
         self.analysis.stdin.flush()
         # (not select.select, which fails past fd 1024: rank 0 may hold more, serving a big job's store)
@@ -125,6 +165,7 @@ class Checker(threading.Thread):
         others = [r for r in self.detector.running() if r != self.rank]
         if others:
             self.store.set(CHECKER_KEY, str(others[0]))
+            self.store.add(SIGNAL_KEY, 1)
 
     def last_look(self, timeout: float = LAST_LOOK_S) -> None:
         """Rank 0 exits: compare the ranks' final summaries (a job that ran a divergence through to
@@ -133,6 +174,10 @@ class Checker(threading.Thread):
         self.join(timeout)
 
     def close(self) -> None:
+        try:
+            self.forget()
+        except Exception:  # noqa: BLE001 - (the store is gone: so are they)
+            pass
         p = self.analysis
         if p is not None and p.poll() is None:
             try:

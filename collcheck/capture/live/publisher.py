@@ -6,7 +6,10 @@ multiply, an add and a store per collective). Every `live_interval` seconds a th
 publishes them with the rank's progress (events issued, the oldest collective in flight) under
 KEY_PREFIX + rank, through a clone of the default group's store (the job's TCPStore: across
 nodes, no new service; a clone is its own connection, so a slow store never holds the job's
-client, and its short timeout is ours alone). Rank 0 compares them (live_check.py).
+client, and its short timeout is ours alone). Rank 0 compares them (live_check.py). When the
+checker asks for the logs (a request, keys.py), the thread answers with this rank's log
+(share.py). Beside its summary, a turn reads one key when the checker has asked nothing: the
+signal counter (keys.py), and the keys it stands for only when it moved.
 
 The thread also ends the rank when the checker asks (COLLCHECK_LIVE_ACTION=abort): it writes
 the watchdog's stacks record for the collective the rank is stuck in, then exits, so that the
@@ -26,10 +29,9 @@ import warnings
 import msgpack
 
 from ..watchdog import stacks_record, unregister_sigterm_dump
+from . import share
+from .keys import ABORT_KEY, CHECKER_KEY, KEY_PREFIX, REQUEST_KEY, SIGNAL_KEY
 
-KEY_PREFIX = "collcheck/live/"
-ABORT_KEY = KEY_PREFIX + "abort"  # set by the checker: its value is the reason
-CHECKER_KEY = KEY_PREFIX + "checker"  # the rank that checks next, set by a checker whose rank exits
 STORE_TIMEOUT_S = 10.0
 ABORT_EXIT_CODE = 1
 VERSION = 1
@@ -83,6 +85,7 @@ class Publisher(threading.Thread):
         self.seq = 0
         self.progress = None  # (events issued, oldest in flight, in flight) at the last change
         self.changed = time.monotonic()
+        self.signal = None  # the signal counter when last read (None: read every key once)
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -99,11 +102,7 @@ class Publisher(threading.Thread):
                     continue
                 paused = False
                 self.publish(rec)
-                if self.store.check([ABORT_KEY]):
-                    abort_rank(rec, self.store.get(ABORT_KEY).decode(errors="replace"))
-                if self.take_over is not None and self.designated():
-                    self.take_over(rec)
-                    self.take_over = None
+                self.react(rec)
             except Exception as exc:  # noqa: BLE001 - the store went away or refused: live mode off
                 turn_off(exc)
                 return
@@ -121,19 +120,38 @@ class Publisher(threading.Thread):
             s["s"] = state
         self.store.set(self.key, msgpack.packb(s))
 
+    def react(self, rec) -> None:
+        """What the checker set since the last turn: the abort, the hand-over of the checking, a
+        request for the logs. One read (the signal counter) when it set nothing."""
+        signal = self.store.add(SIGNAL_KEY, 0)
+        if signal == self.signal:
+            return
+        self.signal = signal
+        if self.store.check([ABORT_KEY]):
+            abort_rank(rec, self.store.get(ABORT_KEY).decode(errors="replace"))
+        if self.take_over is not None and self.designated():
+            self.take_over(rec)
+            self.take_over = None
+        if self.store.check([REQUEST_KEY]):
+            request = self.store.get(REQUEST_KEY)
+            if request.isdigit() and len(request) < 24 and int(request) > 0:
+                share.answer(rec, self.store, int(request))
+
     def designated(self) -> bool:
         """The checking rank exited and handed the checking to this one."""
         return self.store.check([CHECKER_KEY]) and self.store.get(CHECKER_KEY) == str(self.rank).encode()
 
-    def final(self, rec, state: str) -> None:
-        """The rank is done ("end") or raised ("err"): the checker stops waiting for it."""
+    def final(self, rec, state: str) -> bool:
+        """The rank is done ("end") or raised ("err"): the checker stops waiting for it. False: the
+        store refused the last summary."""
         self.stop.set()
         if self.is_alive() and self is not threading.current_thread():
             self.join(2 * self.interval + STORE_TIMEOUT_S)
         try:
             self.publish(rec, state)
         except Exception:
-            pass
+            return False
+        return not OFF.is_set()
 
 
 OFF = threading.Event()  # live mode was turned off in this process (the store failed, or a bug of ours)

@@ -2,7 +2,8 @@
 
 Every rank runs a Publisher (live.py); rank 0, or the rank it hands the checking to when it exits
 first, also a Checker (live_check.py). A later log (collcheck.disable() then enable()) starts them
-again."""
+again. When the rank's log is closed (exit, disable()), it is left in the store (share.leave) for
+a checker that asks for it after this process is gone."""
 
 from __future__ import annotations
 
@@ -11,15 +12,19 @@ import warnings
 
 from . import checker as live_check
 from . import publisher as live
+from . import share
 
 _publisher: live.Publisher | None = None
 _checker: live_check.Checker | None = None
+_current = None  # () -> the recorder now
+_leave_to = None  # the store the rank's closed log goes to (end() sets it; after_close uses it)
 
 
 def start(rec, current) -> None:
     """Publish this rank's summaries; on rank 0, also check everyone's. `current`: () -> the
     recorder now (a later enable() makes a new one)."""
-    global _publisher
+    global _publisher, _current
+    _current = current
     try:
         if _publisher is None or not _publisher.is_alive():
             store = live.live_store()
@@ -38,8 +43,9 @@ def _start_checker(rec) -> live_check.Checker:
     if _checker is None or not _checker.is_alive():
         from torch.distributed import distributed_c10d as c10d
 
+        restart = (rec.writer.header or {}).get("restart", 0)
         _checker = live_check.Checker(live.live_store(), c10d.get_world_size(), os.path.dirname(rec.writer.path),
-                                      rec.rank, rec.config)
+                                      rec.rank, rec.config, _current, restart)
         _checker.start()
     return _checker
 
@@ -48,7 +54,7 @@ def end(rec, state: str = "end") -> None:
     """This rank is done ("end": its default group is destroyed, recording stops or the process
     exits; "err": it raised): say so to the checker, let a checker here look at every rank's final
     summary (also one this rank was handed and has not started yet), stop the threads."""
-    global _publisher, _checker
+    global _publisher, _checker, _leave_to
     publisher, checker = _publisher, _checker
     if publisher is not None and rec.writer is not None:
         try:
@@ -56,13 +62,27 @@ def end(rec, state: str = "end") -> None:
                 checker = _start_checker(rec)
         except Exception:  # noqa: BLE001 - (the store is gone: nobody to check with)
             pass
-        publisher.final(rec, state)
+        if publisher.final(rec, state):
+            _leave_to = publisher.store
     _publisher = _checker = None
     if checker is not None and checker.is_alive():
         checker.last_look()
 
 
+def after_close(rec) -> None:
+    """The rank's log is closed (the process exits, or disable()): leave it in the store, whose
+    last summary from this rank said it ended (end()), for a checker that asks later."""
+    global _leave_to
+    store, _leave_to = _leave_to, None
+    if store is None or rec.writer is None or live.OFF.is_set():
+        return
+    try:
+        share.leave(rec, store)
+    except Exception as exc:  # noqa: BLE001 - the store went away: live mode off, the exit goes on
+        live.turn_off(exc)
+
+
 def forget_in_child() -> None:
     """A forked child: the parent's threads are not its own."""
-    global _publisher, _checker
-    _publisher = _checker = None
+    global _publisher, _checker, _leave_to
+    _publisher = _checker = _leave_to = None

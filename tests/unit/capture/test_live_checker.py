@@ -14,7 +14,6 @@ from torch.distributed import HashStore
 
 from collcheck.base.settings import Settings
 from collcheck.capture.live import checker as live_check
-from collcheck.capture.live.detector import Suspicion
 from collcheck.capture.live.publisher import KEY_PREFIX
 
 
@@ -69,7 +68,7 @@ def test_the_judge_is_waited_for_past_file_descriptor_1024(tmp_path):
             [sys.executable, "-c", "import sys; sys.stdin.readline(); print('{\"finding\": \"found\"}', flush=True)"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         assert checker.analysis.stdout.fileno() > 1024
-        assert checker.ask(Suspicion("divergence", "0", 3, [0, 1], [0, 1])) == "found"
+        assert checker.consult({"kind": "divergence", "group": "0", "position": 3}) == "found"
         checker.close()
     finally:
         for fd in filler:

@@ -21,8 +21,12 @@ def test_segments_read_on_their_own(tmp_path):
         for i in range(20_000):
             site = w.site_id("/x/train.py", 10 + i % 50, "step")
             w.write({"k": lf.COLL, "o": w.string_id("allreduce_"), "g": 0, "ts": i, "s": site, "j": i}, i)
+    parts = w.parts()  # (open: what live mode sends, as it stands)
     w.close()
     segs = segment_paths(path)
+    # the log's files in order, with their sizes (live mode's share.py): the same after close
+    assert w.parts() == parts == [(p, int(p.rsplit(".", 1)[1]) if p != path else 0, os.path.getsize(p))
+                                  for p in [path, *segs]]
     total = os.path.getsize(path) + sum(os.path.getsize(s) for s in segs)
     assert int(segs[0].rsplit(".", 1)[1]) > 1  # the oldest later segments were deleted ...
     assert os.path.exists(path) and total <= 200_000 + w.counters.segment_bytes + 4096  # ... the first kept
