@@ -19,12 +19,17 @@ import os
 import sys
 import tempfile
 
+from ..knowledge.frames import relative_path
 from .program import Program, _index, _parse
 
 SUMMARY_VERSION = 1  # bumped when what a summary holds or how it is made changes
 MAX_MODULES = 400  # modules read from one package for one lint: the closure of the called ones, bounded
 MAX_CACHE_BYTES = 64 << 20
+MAX_REMEMBERED = 64  # package summaries a process keeps between lints (a diff reads the program again and again)
 NOT_READ = frozenset({"torch", "collcheck", "numpy", "typing_extensions"}) | frozenset(sys.stdlib_module_names)
+
+
+_READ: dict = {}  # (package, folder, version, cache folder) -> _Package: read once per process
 
 
 class Libraries:
@@ -71,9 +76,17 @@ class Libraries:
         if spec is None or not spec.submodule_search_locations:
             return None
         root = os.path.realpath(list(spec.submodule_search_locations)[0])
-        if not any(m in root.replace("\\", "/").lower() for m in ("/site-packages/", "/dist-packages/")):
-            return None
-        return _Package(top, root, self._version(top, root), self.cache_dir)
+        if relative_path(os.path.join(root, "__init__.py")) is None:
+            return None  # not from an installation folder
+        version = self._version(top, root)
+        key = (top, root, version, self.cache_dir)
+        found = _READ.get(key)
+        if found is None:
+            if len(_READ) >= MAX_REMEMBERED:
+                _READ.pop(next(iter(_READ)))
+            found = _READ[key] = _Package(top, root, version, self.cache_dir)
+        found.read_now = 0
+        return found
 
     def _version(self, top: str, root: str) -> str:
         """The installed distribution's version of package `top` (its metadata, read, never run);

@@ -44,6 +44,7 @@ def assert_clean(tmp_path: Path, printed: str) -> None:
     assert left == [], left
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_cpu_mode_records_every_kind_with_its_completion(tmp_path):
     code, lines, printed = gpu_check(tmp_path, "--checks", "kinds")
