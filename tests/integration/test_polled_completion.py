@@ -62,6 +62,7 @@ def test_simnccl_completion_comes_from_is_completed(corpus):
     assert "completion times polled every 5 ms" in run_cli("stats", rec.run_dir).out
 
 
+@pytest.mark.slow
 @pytest.mark.recordings("polled@gloo+poll")
 def test_compiled_path_polls_every_work_when_asked(corpus):
     """gloo's futures are truthful (auto polls nothing there); COLLCHECK_COMPLETION=poll makes the
