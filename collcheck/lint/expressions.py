@@ -202,14 +202,18 @@ class Evaluator:
     def _comprehension(self, node, elts) -> Val:
         saved = dict(self.env)
         parts = []
+        sized = not isinstance(node, ast.DictComp)  # (a dict's keys may collide per rank)
         for gen in node.generators:
             it = self.value(gen.iter)
+            sized = sized and not gen.ifs and (it == CLEAN or it.sized)
             parts.append(it.data_only())
             self.scope.bind(gen.target, it.data_only())
             parts += [self.value(c).data_only() for c in gen.ifs]
         values = [self.value(e) for e in elts]
         self.env = saved
         out = combine(*parts, *values)
+        if sized and (out.varies or out.params):  # `[f(rank, k) for k in range(3)]`: per-rank items, as many everywhere
+            out = Val(out.rank, out.local, out.params, sized=True)
         if len(values) == 1 and values[0].typ == "group":  # `[dist.new_group(...) for ...]`: a list of groups
             return Val(out.rank, out.local, out.params, typ="group", members=values[0].members)
         return out

@@ -272,7 +272,7 @@ class Walker:
         elem = it.data_only()
         if data_like(s.iter):
             elem = join(elem, Val(local=Origin(LOCAL, self.mod.path, s.lineno, f"a batch of `{self.mod.text(s.iter, 40)}`")))
-        counted = it if it.rank else local_count(s.iter, it)
+        counted = it if it.rank and not it.sized else local_count(s.iter, it)
         guard = self._guard(s, counted, "loop", None)
         counter = enumerate_index(s)
 

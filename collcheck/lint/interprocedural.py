@@ -236,6 +236,8 @@ class Lint:
         ret = self.returns.get(key, CLEAN)
         inner = [params[i] for i in ret.params if i in params]
         out = combine(Val(ret.rank, ret.local), *inner)
+        if ret.sized and out.varies:  # its length does not depend on the arguments: as many items everywhere
+            out = replace(out, sized=True)
         return replace(out, wrapped=ret.wrapped, typ=ret.typ) if ret.wrapped or ret.typ else out
 
     def _record_args(self, key: str, params: dict) -> None:

@@ -28,6 +28,7 @@ class Val:
     output_of: str | None = None  # the wrapped module whose forward this value comes from (its backward)
     typ: str | None = None  # "accelerator", "fabric", "engine", "trainer", "sampler", or a program class key
     members: str | None = None  # a process group's member list, as source (new_group's argument)
+    sized: bool = False  # a collection whose length is the same on every rank, whatever its content
 
     @property
     def origin(self) -> Origin | None:
@@ -41,8 +42,8 @@ class Val:
         """The per-rank part alone: what flows into a value computed from this one."""
         if self.rank is None and self.local is None and not self.params and self.output_of is None:
             return CLEAN
-        if self.wrapped is None and self.typ is None and self.members is None:
-            return self
+        if self.wrapped is None and self.typ is None and self.members is None and not self.sized:
+            return self  # (an item of a sized collection, or a value computed from one, is not sized itself)
         return Val(self.rank, self.local, self.params, output_of=self.output_of)
 
 
@@ -63,7 +64,8 @@ def join(*vals: Val) -> Val:
                wrapped=next((v.wrapped for v in vals if v.wrapped), None),
                output_of=next((v.output_of for v in vals if v.output_of), None),
                typ=next((v.typ for v in vals if v.typ), None),
-               members=first.members if all(v.members == first.members for v in vals) else None)
+               members=first.members if all(v.members == first.members for v in vals) else None,
+               sized=all(v.sized for v in vals))
 
 
 def combine(*vals: Val) -> Val:
