@@ -82,6 +82,15 @@ def same_root(keyword: str) -> str:
             "and broadcast first")
 
 
+def same_shape(splits: bool) -> str:
+    """A collective of a tensor whose shape, or an all-to-all whose split sizes, one rank decided alone."""
+    if splits:
+        return ("exchange the counts first (`dist.all_to_all_single(recv_counts, send_counts)`) and pass what was "
+                "received as `output_split_sizes`")
+    return ("give every rank a tensor of the same shape: a fixed size (`torch.bincount(x, minlength=n)` with n the "
+            "same everywhere, padding), or agree on the size first (`dist.all_reduce(size, op=MAX)`)")
+
+
 def decide_alike(then: str) -> str:
     """A branch on this rank's own data (a loss, a batch): the ranks decide differently."""
     return ("decide on every rank alike: reduce the condition first (`flag = torch.tensor(float(cond)); "

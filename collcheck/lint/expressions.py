@@ -273,6 +273,9 @@ class Evaluator:
         if issued is not None and issued.uniform_result:
             self._uniform_in_place(node, meth)
             return CLEAN  # a collective's result is the same on every rank
+        shaped = self._shaped(node, func, meth, name, args, recv)
+        if shaped is not None:
+            return shaped
         if meth in V.EVEN_SHARDS:
             return Val(typ="sampler")  # every rank gets as many batches
         if name in V.UNIFORM_RESULT:
@@ -306,11 +309,29 @@ class Evaluator:
         return out
 
     def _uniform_in_place(self, node, meth: str) -> None:
-        if meth in V.IN_PLACE_UNIFORM and node.args:
+        if (meth in V.IN_PLACE_UNIFORM or meth in V.EXCHANGES) and node.args:
             target = node.args[0]
             name = dotted(target)
             if name is not None:
                 self.env[name] = CLEAN
+
+    def _shaped(self, node, func, meth, name, args, recv) -> Val | None:
+        """A tensor whose shape may differ per rank: `torch.bincount(labels)` of per-rank labels,
+        `torch.zeros(n)` of a per-rank n (its values per rank too, as the arguments were)."""
+        if meth in V.SHAPE_FROM_VALUES and (name or "").startswith("torch") or \
+                meth in V.SHAPE_FROM_VALUES and isinstance(func, ast.Attribute) and recv is not None and recv.varies:
+            source = [recv] if isinstance(func, ast.Attribute) and not (name or "").startswith("torch") else args[:1]
+        elif meth in V.FACTORIES and (name or "").startswith("torch."):
+            # the size arguments: `torch.full(size, fill)`'s first, `randint(low, high, size)`'s last, all of the others'
+            sizes = [kw for k, kw in zip([k.arg for k in node.keywords], [self.value(k.value) for k in node.keywords])
+                     if k == "size"]
+            source = sizes or (args[:1] if meth == "full" else args[-1:] if meth == "randint" else args)
+        else:
+            return None
+        varying = combine(*source)
+        if not varying.varies:
+            return None
+        return Val(varying.rank, varying.local, varying.params, shaped=self.origin(varying.origin.kind, node))
 
     def program_class(self, node) -> str | None:
         if not isinstance(node.func, (ast.Name, ast.Attribute)):

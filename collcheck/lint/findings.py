@@ -13,6 +13,7 @@ from .values import LOCAL, Origin
 
 RULE = "rank-branch"
 ROOT_RULE = "rank-root"  # a collective whose root (src/dst) differs per rank
+SHAPE_RULE = "rank-shape"  # a collective of a tensor whose shape (or split sizes) may differ per rank
 
 HOW = {"branch": "inside `{text}` (line {line})",
        "else": "in the else of `{text}` (line {line})",
@@ -20,7 +21,9 @@ HOW = {"branch": "inside `{text}` (line {line})",
        "loop": "in `{text}` (line {line}), whose iterations (their number or order) differ per rank",
        "while": "in `{text}` (line {line}), whose condition differs per rank",
        "decorator": "in a function decorated `{text}` (line {line}): it runs on some ranks only",
-       "root": "with its root `{text}` (line {line})"}
+       "root": "with its root `{text}` (line {line})",
+       "shape": "of `{text}` (line {line})",
+       "splits": "with output split sizes `{text}` (line {line})"}
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,8 @@ class Finding:
         buffers), or the condition is on this rank's data, which the program may have made the same
         on every rank in a way lint does not follow; or a root taken from the rank on a subgroup
         (where a rank-derived root may be the same on each of its members: a node's first rank)."""
-        return not self.maybe and not self.sometimes and self.kind != LOCAL and not self.subgroup
+        return not self.maybe and not self.sometimes and self.kind != LOCAL and not self.subgroup and \
+            self.rule != SHAPE_RULE
 
     @property
     def severity(self) -> str:
@@ -81,12 +85,20 @@ class Finding:
             return "whether this rank's data differs from the others' at run time is not known from the source"
         if self.subgroup:
             return "on a subgroup a root derived from the rank may be the same on each of its members"
+        if self.rule == SHAPE_RULE:
+            return "values that differ per rank may still give the same shape (or split sizes) everywhere"
         return ""
 
     @property
     def message(self) -> str:
         where = HOW[self.how].format(text=self.branch, line=self.branch_line)
         what = "rank" if self.kind != LOCAL else "this rank's data"
+        if self.rule == SHAPE_RULE:
+            if self.how == "splits":
+                return (f"`{self.call}` issues {self.api} {where}, which this rank computed from its own {what} "
+                        f"({self.why}) rather than received from its peers: they must equal what each peer sends it")
+            return (f"`{self.call}` issues {self.api} {where}, whose shape comes from {what} ({self.why}): the ranks "
+                    "may give tensors of different shapes, which the collective needs alike")
         if self.rule == ROOT_RULE:
             return (f"`{self.call}` issues {self.api} {where}, which depends on {what} ({self.why}): the ranks "
                     "name different roots, so they disagree on who sends and the job hangs or mismatches")

@@ -28,7 +28,15 @@ from .conditions import (
     unwrapped,
 )
 from .expressions import Evaluator, Issued, mesh_dim_of
-from .findings import BARRIERS, ROOT_RULE, Finding, Guard, complementary, local_fix
+from .findings import (
+    BARRIERS,
+    ROOT_RULE,
+    SHAPE_RULE,
+    Finding,
+    Guard,
+    complementary,
+    local_fix,
+)
 from .syntax import alike, dotted, predicate_key
 from .values import CLEAN, LOCAL, RANK, Origin, Val, combine, join
 
@@ -119,6 +127,7 @@ class Walker:
         self.when = flags if self.when is None else self.when & flags
         if self.report and not self.guards and not issued.chain:
             self._root(node, issued, args, kwargs)
+            self._shapes(node, issued, args, kwargs)
         if not self.report or not self.guards:
             return
         if issued.wrapped and self.joined:
@@ -170,6 +179,28 @@ class Walker:
             arg.lineno, self.mod.text(arg), "root", origin.kind, _why(origin), fixes.same_root(keyword),
             [(self.mod.path, node.lineno, self.mod.text(node))], issued.api.framework, rule=ROOT_RULE,
             subgroup=subgroup))
+
+    def _shapes(self, node: ast.Call, issued: Issued, args: list, kwargs: dict) -> None:
+        """A collective of a tensor whose shape may differ per rank (rank-shape), or an all-to-all whose
+        output split sizes this rank computed alone instead of receiving them (always warnings)."""
+        if node.lineno in self.mod.ignored:
+            return
+        api = issued.api.name
+        found = None
+        if api in V.SAME_SHAPE and args and args[0].shaped is not None:
+            found = ("shape", node.args[0], args[0].shaped)
+        elif api == "dist.all_to_all_single()":
+            k = next((k for k in node.keywords if k.arg == V.RECEIVED_SPLITS), None)
+            v = kwargs.get(V.RECEIVED_SPLITS) if k is not None else None
+            if v is not None and v.origin is not None:
+                found = ("splits", k.value, v.origin)
+        if found is None:
+            return
+        how, arg, origin = found
+        self.findings.append(Finding(
+            self.mod.path, node.lineno, node.col_offset, self.mod.text(node), api, self.mod.path, arg.lineno,
+            self.mod.text(arg), how, origin.kind, _why(origin), fixes.same_shape(how == "splits"),
+            [(self.mod.path, node.lineno, self.mod.text(node))], issued.api.framework, rule=SHAPE_RULE))
 
     @contextlib.contextmanager
     def branch(self, node, cond: Val):

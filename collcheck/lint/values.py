@@ -29,6 +29,7 @@ class Val:
     typ: str | None = None  # "accelerator", "fabric", "engine", "trainer", "sampler", or a program class key
     members: str | None = None  # a process group's member list, as source (new_group's argument)
     sized: bool = False  # a collection whose length is the same on every rank, whatever its content
+    shaped: Origin | None = None  # a tensor whose shape may differ per rank: where it got it (bincount, ...)
 
     @property
     def origin(self) -> Origin | None:
@@ -42,8 +43,9 @@ class Val:
         """The per-rank part alone: what flows into a value computed from this one."""
         if self.rank is None and self.local is None and not self.params and self.output_of is None:
             return CLEAN
-        if self.wrapped is None and self.typ is None and self.members is None and not self.sized:
-            return self  # (an item of a sized collection, or a value computed from one, is not sized itself)
+        if self.wrapped is None and self.typ is None and self.members is None and not self.sized and \
+                self.shaped is None:
+            return self  # (a value computed from a sized collection or a shaped tensor is neither itself)
         return Val(self.rank, self.local, self.params, output_of=self.output_of)
 
 

@@ -115,6 +115,17 @@ COLLECTIVE_METHODS = {"full_tensor": "DTensor.full_tensor()", "redistribute": "D
 SOMETIMES = frozenset({"DTensor.full_tensor()", "DTensor.redistribute()",
                        *(f"{n}()" for n in ("get_state_dict", "get_model_state_dict", "get_optimizer_state_dict",
                                             "set_state_dict", "set_model_state_dict", "set_optimizer_state_dict"))})
+# calls whose result's shape follows the values of their (per-rank) input, and tensor factories
+# whose shape is their size arguments
+SHAPE_FROM_VALUES = frozenset({"bincount", "nonzero", "unique", "unique_consecutive", "masked_select", "argwhere"})
+FACTORIES = frozenset({"zeros", "ones", "empty", "full", "rand", "randn", "randint", "arange"})
+# collectives every rank must give a tensor of one shape (their first argument)
+SAME_SHAPE = frozenset({"dist.all_reduce()", "dist.reduce()", "dist.broadcast()", "dist.all_gather_into_tensor()",
+                        "dist.reduce_scatter_tensor()"})
+# all_to_all_single's output split sizes: what the peers send this rank, not what it computed alone
+RECEIVED_SPLITS = "output_split_sizes"
+# collectives that fill their first argument with what the peers sent (exchanged: no longer this rank's alone)
+EXCHANGES = frozenset({"all_to_all_single", "all_to_all"})
 # collectives that leave the tensor they are given (first argument) the same on every rank
 IN_PLACE_UNIFORM = frozenset({"all_reduce", "broadcast", "all_gather", "all_gather_object",
                               "broadcast_object_list", "all_gather_into_tensor", "reduce_scatter_tensor"})
