@@ -39,7 +39,7 @@ class Libraries:
         self.cache_dir = cache_dir
         self.search = list(search_path if search_path is not None else sys.path)
         self._packages: dict[str, _Package | None] = {}
-        self._versions: dict[str, list[str]] | None = None  # top-level package -> its distributions' versions
+        self._versions: dict[str, list] | None = None  # top-level package -> the distributions installing it
 
     def function(self, name: str | None):
         """(api name, sometimes, chain) of the package function `name` (resolved dotted name), or None."""
@@ -78,7 +78,9 @@ class Libraries:
         root = os.path.realpath(list(spec.submodule_search_locations)[0])
         if relative_path(os.path.join(root, "__init__.py")) is None:
             return None  # not from an installation folder
-        version = self._version(top, root)
+        version, requires = self._version(top, root)
+        if requires is not None and not any(_names_torch(r) for r in requires):
+            return None  # a package that does not depend on torch cannot issue its collectives (sympy, tqdm)
         key = (top, root, version, self.cache_dir)
         found = _READ.get(key)
         if found is None:
@@ -88,15 +90,15 @@ class Libraries:
         found.read_now = 0
         return found
 
-    def _version(self, top: str, root: str) -> str:
-        """The installed distribution's version of package `top` (its metadata, read, never run);
-        without one, the package folder's modification time stands for it."""
+    def _version(self, top: str, root: str) -> tuple[str, list | None]:
+        """(version, requirements) of the installed distribution of package `top` (its metadata,
+        read, never run); without one, the package folder's modification time and None."""
         import importlib.metadata  # (tens of ms to import: only when a package is called into)
 
         try:  # the distribution named as the package (most are), else the one whose top_level.txt names it
             named = next(iter(importlib.metadata.distributions(name=top, path=self.search)), None)
             if named is not None and isinstance(named.version, str):
-                return named.version
+                return named.version, list(named.requires) if named.requires else None  # (none said: unknown)
         except Exception:  # noqa: BLE001, S110 - damaged metadata: looked for otherwise
             pass
         if self._versions is None:
@@ -104,16 +106,19 @@ class Libraries:
             try:
                 for dist in importlib.metadata.distributions(path=self.search):
                     for name in _top_levels(dist):
-                        self._versions.setdefault(name, []).append(dist.version)
+                        self._versions.setdefault(name, []).append(dist)
             except Exception:  # noqa: BLE001, S110 - damaged metadata: the folder's time stands for the version
                 pass
-        versions = self._versions.get(top)
-        if versions and isinstance(versions[0], str):
-            return versions[0]
+        dists = self._versions.get(top)
         try:
-            return f"mtime{os.stat(root).st_mtime_ns}"
+            if dists and isinstance(dists[0].version, str):
+                return dists[0].version, list(dists[0].requires) if dists[0].requires else None
+        except Exception:  # noqa: BLE001, S110 - damaged metadata: as if there were none
+            pass
+        try:
+            return f"mtime{os.stat(root).st_mtime_ns}", None
         except OSError:
-            return "unknown"
+            return "unknown", None
 
 
 class _Package:
@@ -274,3 +279,12 @@ def _top_levels(dist) -> set[str]:
     can run to tens of thousands of lines, is not read)."""
     text = dist.read_text("top_level.txt") or ""
     return {line.strip() for line in text.splitlines() if line.strip()}
+
+
+def _names_torch(requirement: str) -> bool:
+    """Whether a requirement (`torch>=2.1; extra == "torch"`) is torch or a package built on it."""
+    name = requirement.split(";")[0].strip().lower()
+    for stop in "<>=!~[ (":
+        name = name.split(stop)[0]
+    return name in ("torch", "pytorch") or name.startswith(("torch", "pytorch-", "lightning", "accelerate",
+                                                             "deepspeed", "transformers"))

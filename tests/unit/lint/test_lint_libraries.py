@@ -67,7 +67,8 @@ def _install(site, version: str, sync: str = SYNC) -> None:
         old.rmdir()
     info = site / f"mymetrics-{version}.dist-info"
     info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: mymetrics\nVersion: {version}\n")
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: mymetrics\nVersion: {version}\n"
+                                   "Requires-Dist: torch>=2.0\n")
     (info / "top_level.txt").write_text("mymetrics\n")
 
 
@@ -114,6 +115,18 @@ def test_the_summary_is_cached_per_version(setup):
     assert new.findings == [] and new.libraries == [
         {"package": "mymetrics", "version": "1.1", "from": "source", "modules": 3}]
     assert sorted(p.name for p in cache.glob("lint/*.json")) == ["mymetrics-1.0.json", "mymetrics-1.1.json"]
+
+
+def test_a_package_that_does_not_depend_on_torch_is_not_read(setup):
+    """Its metadata lists requirements and torch is not among them: it cannot issue collectives of its
+    own (sympy, tqdm), so its source is not read (a package without metadata is)."""
+    site, _, _ = setup
+    [info] = site.glob("mymetrics-*.dist-info")
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mymetrics\nVersion: 1.0\nRequires-Dist: mpmath\n")
+    result = _lint(setup)
+    assert result.findings == [] and result.libraries == []
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mymetrics\nVersion: 1.0\n")  # none said: read
+    assert len(_lint(setup).findings) == 2
 
 
 def test_a_damaged_cache_is_made_again(setup):
