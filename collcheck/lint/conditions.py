@@ -118,3 +118,16 @@ def members(test) -> str | None:
     if isinstance(op, ast.Eq) and isinstance(right, ast.Constant):
         return members_key(ast.List(elts=[right], ctx=ast.Load()))
     return None
+
+
+def handle_members(test, value) -> str | None:
+    """`if group is not None:` / `if group:` on a process group handle: the ranks that hold one,
+    its members (a program hands non-members None, as `new_group` hands them a non-member marker)."""
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.IsNot) and \
+            isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None:
+        test = test.left
+    if isinstance(test, (ast.Name, ast.Attribute)):
+        v = value(test)
+        if v.typ == "group" and v.members is not None:
+            return v.members
+    return None

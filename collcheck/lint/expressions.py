@@ -10,13 +10,17 @@ every rank whatever they test.
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 
 from ..knowledge import fixes
+from . import doubts, truths
 from . import vocabulary as V
 from .conditions import unwrapped
 from .syntax import alike, dotted, members_key
 from .values import CLEAN, LOCAL, RANK, Origin, Val, combine, join
 
+KNOWN_MODULES = frozenset({"torch", "numpy", "math", "itertools", "functools", "operator", "os", "sys", "random",
+                           "collections", "builtins", "copy", "typing", "time", "re", "json"})
 FORWARD_COLLECTIVES = frozenset({"FSDP", "FSDP2", "DeepSpeed"})  # their forward all-gathers the parameters
 PACKAGES = {"lightning": ("lightning", "pytorch_lightning", "lightning_fabric"), "accelerate": ("accelerate",),
             "transformers": ("transformers",), "deepspeed": ("deepspeed",), "torchmetrics": ("torchmetrics",)}
@@ -67,6 +71,12 @@ class Evaluator:
         return Origin(kind, self.mod.path, node.lineno, text or self.mod.text(node))
 
     def lookup(self, name: str) -> Val:
+        v = self._lookup(name)
+        if v.rank is not None and v.rank.unless and truths.settled(v.rank.unless, self.scope.known):
+            return replace(v, rank=None)  # per rank only where a test this code runs under is otherwise
+        return v
+
+    def _lookup(self, name: str) -> Val:
         if name in self.env:
             return self.env[name]
         if self.fn.parent is not None and "." not in name:  # a closure's variable of the enclosing function
@@ -101,12 +111,21 @@ class Evaluator:
         return combine(*[self.value(v) for v in node.values])
 
     def v_Tuple(self, node) -> Val:
+        vals = [self.value(e) for e in node.elts]
+        out = combine(*vals)
+        if any(v != CLEAN for v in vals) and not any(isinstance(e, ast.Starred) for e in node.elts):
+            out = replace(out, items=tuple(vals))  # `return group, rank`: unpacked item by item
+        return out
+
+    v_List = v_Tuple
+
+    def v_Set(self, node) -> Val:
         return combine(*[self.value(e) for e in node.elts])
 
-    v_List = v_Set = v_Tuple
-
     def v_JoinedStr(self, node) -> Val:
-        return combine(*[self.value(v.value) for v in node.values if v.__class__ is ast.FormattedValue])
+        out = combine(*[self.value(v.value) for v in node.values if v.__class__ is ast.FormattedValue])
+        return named(out, self.origin(LOCAL, node, f"a name made from the rank: `{self.mod.text(node, 40)}`")) \
+            if out != CLEAN else out
 
     def v_Starred(self, node) -> Val:
         return self.value(node.value)
@@ -134,6 +153,8 @@ class Evaluator:
         base = self.value(node.value)
         if base.wrapped and node.attr == "module":
             return CLEAN  # DDP's `model.module`: the plain module
+        if node.attr in V.UNIFORM_PROPERTIES and not base.chosen:
+            return CLEAN  # `shard.dtype`: this rank's part of a tensor has the whole's dtype
         return Val(base.rank, base.local, base.params, output_of=base.output_of) if base.varies or base.params or \
             base.output_of else CLEAN
 
@@ -144,7 +165,12 @@ class Evaluator:
         base = self.value(node.value)
         if base.typ == "mesh" and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
             return Val(typ=f"mesh:{node.slice.value}")  # `mesh["dp"]`: one dimension's submesh
-        return combine(base, self.value(node.slice))
+        index = self.value(node.slice)
+        if index.rank is not None and base.rank is None and base.typ is None and not isinstance(node.slice, ast.Slice):
+            # `shards[rank]`: this rank's element of a list, its data (maybe alike), not its rank
+            return Val(local=self.origin(LOCAL, node, f"this rank's element of `{self.mod.text(node.value, 30)}`"),
+                       params=base.params)
+        return combine(base, index)
 
     def _environ(self, node) -> Val | None:
         """`os.environ["RANK"]`, `os.environ.get("RANK")`, `os.getenv("RANK")`: a rank."""
@@ -168,10 +194,18 @@ class Evaluator:
 
     def v_Compare(self, node) -> Val:
         parts = [self.value(node.left)] + [self.value(c) for c in node.comparators]
-        if all(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in node.ops):
-            # `x is None`, `"labels" in inputs`: structure, the same on every rank unless x was set per rank
+        if all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
+            # `x is None`: the same on every rank unless x was picked per rank (`a if rank == 0 else
+            # None`, set in a rank branch), not when it is merely computed from the rank (a file name)
+            rank = next((p.rank for p in parts if p.rank and p.chosen), None)
+            return Val(rank=rank) if rank else CLEAN
+        if all(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops):
+            # `"labels" in inputs`: structure, the same on every rank unless it is a rank test
             rank = next((p.rank for p in parts if p.rank), None)
             return Val(rank=rank) if rank else CLEAN
+        if len(parts) == 2 and all(isinstance(op, (ast.Eq, ast.NotEq)) for op in node.ops) and \
+                all(p.rank and not p.local for p in parts):
+            return Val(rank=replace(parts[0].rank, doubt=doubts.two_ranks(self.mod.text(node, 60))))
         if any(_is_minus_one(c) for c in [node.left] + node.comparators) and not any(p.local for p in parts):
             return CLEAN  # `local_rank != -1`: whether the job is distributed
         return combine(*parts)
@@ -181,7 +215,8 @@ class Evaluator:
         if alike(unwrapped(node.body), unwrapped(node.orelse)):  # `tqdm(loader) if rank == 0 else loader`
             return join(self.value(node.body), self.value(node.orelse))
         with self.scope.branch(node, cond):
-            return join(combine(cond), self.value(node.body), self.value(node.orelse))
+            out = join(combine(cond), self.value(node.body), self.value(node.orelse))
+        return replace(out, chosen=True) if cond.rank is not None else out
 
     def v_NamedExpr(self, node) -> Val:
         v = self.value(node.value)
@@ -234,6 +269,9 @@ class Evaluator:
         issued = self.classify(node, name, recv, fval, (args, kwargs), key)
         if issued is not None:
             self.scope.collective(node, issued, args, kwargs)
+        if key is not None:
+            for target in self.lint.synced_args(key, node):
+                self.env[target] = CLEAN  # `broadcast_list(info)` of the program's own: info now rank 0's
         return self.result(node, name, recv, fval, args, kwargs, issued, key)
 
     def result(self, node, name, recv, fval, args, kwargs, issued, key) -> Val:
@@ -280,6 +318,8 @@ class Evaluator:
             return Val(typ="sampler")  # every rank gets as many batches
         if name in V.UNIFORM_RESULT:
             return CLEAN
+        if isinstance(func, ast.Attribute) and meth in V.UNIFORM_QUERIES and not (recv or CLEAN).chosen:
+            return CLEAN  # `shard.is_floating_point()`: the dtype, alike on every rank's part
         if isinstance(func, ast.Attribute) and meth in V.UNIFORM_METHODS:
             return recv.data_only()  # `x.to(local_rank)`: x moved, as per-rank as it was
         if meth in V.PASS_THROUGH and node.args:
@@ -301,6 +341,8 @@ class Evaluator:
             return Val(output_of=fval.wrapped or recv.wrapped)
         kept = [v for k, v in kwargs.items() if k not in V.DEVICE_KEYWORDS and k != "generator"]
         out = combine(recv or CLEAN, fval, *args, *kept)
+        if out.rank is not None and self._unread(func, name):
+            out = replace(out, opaque=True)
         seeded = kwargs.get("generator")
         if seeded is not None and (seeded.rank is not None or seeded.params):
             # numbers drawn from a generator seeded per rank (or by the caller): this rank's data, a
@@ -309,11 +351,24 @@ class Evaluator:
         return out
 
     def _uniform_in_place(self, node, meth: str) -> None:
-        if (meth in V.IN_PLACE_UNIFORM or meth in V.EXCHANGES) and node.args:
-            target = node.args[0]
-            name = dotted(target)
+        if meth in V.IN_PLACE_UNIFORM or meth in V.EXCHANGES:
+            target = node.args[0] if node.args else \
+                next((k.value for k in node.keywords if k.arg in V.IN_PLACE_KEYWORDS), None)
+            name = dotted(target) if target is not None else None
             if name is not None:
+                held = self.value(target).params
                 self.env[name] = CLEAN
+                index = self.fn.params.index(name) if name in self.fn.params else None
+                if index in held and not self.scope.guards and self.scope.summary:
+                    self.lint.note_synced(self.fn.key, index)  # the caller's object, made alike in place
+
+    def _unread(self, func, name: str | None) -> bool:
+        """A function imported from a module lint does not read (torch's own and the standard
+        library's aside): what it returns, and how many items, is not known."""
+        head = (dotted(func) or "").partition(".")[0]
+        if not name or head not in self.mod.imports or name.partition(".")[0] in KNOWN_MODULES:
+            return name is not None and name.startswith("torch.testing.")
+        return True
 
     def _shaped(self, node, func, meth, name, args, recv) -> Val | None:
         """A tensor whose shape may differ per rank: `torch.bincount(labels)` of per-rank labels,
@@ -426,6 +481,14 @@ class Evaluator:
                     _keyword_set(node, api.needs_keyword):
                 return Issued(api)
         return None
+
+
+def named(v: Val, origin: Origin) -> Val:
+    """A string formatted from `v` (`f"rank_{rank}.pt"`): a name. What is read through it is this
+    rank's data, not its rank: the rank in a file name picks the file, not whether it is read."""
+    if v.rank is None:
+        return replace(v, formatted=True)
+    return Val(local=Origin(LOCAL, origin.path, origin.line, origin.text), params=v.params, formatted=True)
 
 
 def _parts(self, node) -> Val:

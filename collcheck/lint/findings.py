@@ -39,6 +39,7 @@ class Guard:
     members: str | None = None  # the ranks the condition lets through, as source (`rank in ranks`)
     test: ast.AST | None = field(default=None, compare=False)  # the condition itself
     mesh_dim: str | None = None  # the DeviceMesh dimension whose coordinate the condition reads
+    doubt: str = ""  # why calls under it may issue alike on every rank after all (a warning, not an error)
 
 
 @dataclass
@@ -61,6 +62,7 @@ class Finding:
     maybe: bool = field(default=False, repr=False)  # its call issues collectives only sometimes (DDP's forward)
     sometimes: bool = field(default=False, repr=False)  # ... only in some configurations (Api.sometimes)
     subgroup: bool = field(default=False, repr=False)  # (rank-root) on a group other than the default one
+    doubt: str = field(default="", repr=False)  # the condition's own reason for a warning (Guard.doubt)
 
     @property
     def certain(self) -> bool:
@@ -70,7 +72,7 @@ class Finding:
         on every rank in a way lint does not follow; or a root taken from the rank on a subgroup
         (where a rank-derived root may be the same on each of its members: a node's first rank)."""
         return not self.maybe and not self.sometimes and self.kind != LOCAL and not self.subgroup and \
-            self.rule != SHAPE_RULE
+            self.rule != SHAPE_RULE and not self.doubt
 
     @property
     def severity(self) -> str:
@@ -87,7 +89,7 @@ class Finding:
             return "on a subgroup a root derived from the rank may be the same on each of its members"
         if self.rule == SHAPE_RULE:
             return "values that differ per rank may still give the same shape (or split sizes) everywhere"
-        return ""
+        return self.doubt
 
     @property
     def message(self) -> str:

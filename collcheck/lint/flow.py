@@ -14,13 +14,16 @@ from __future__ import annotations
 import ast
 import contextlib
 import re
+from dataclasses import replace
 
 from ..knowledge import fixes
+from . import doubts, returns, truths
 from . import vocabulary as V
 from .conditions import (
     data_like,
     enumerate_index,
     exits,
+    handle_members,
     indexed_by,
     is_join,
     local_count,
@@ -39,6 +42,7 @@ from .findings import (
 )
 from .syntax import alike, dotted, predicate_key
 from .values import CLEAN, LOCAL, RANK, Origin, Val, combine, join
+from .worlds import agree
 
 
 class Walker:
@@ -61,13 +65,20 @@ class Walker:
         self.when: frozenset | None = None  # the flags every collective of the function is under
         self.barriers: list[tuple] = []  # (guard, line) of each barrier found under a rank branch
         self.param_calls: dict[int, ast.Call] = {}  # parameters called as modules (`model(x)`): the first call
+        self.returned: list[tuple] = []  # (value, the rank guard around it, its expression) of each `return`
+        self.known: list[tuple] = []  # (ast.dump of a uniform test, its truth value) of the `if`s around
+        self.issued_at: dict[tuple, str] = {}  # (line, column) of each call that issues collectives -> what
+        self.roots: set = set()  # constant roots of the broadcasts issued so far on every rank
+        self.exact: set[str] = set()  # names bound to the rank number itself (`me = dist.get_rank()`)
+        self.rpc = ""  # the RPC call a rank dispatch around here starts work with (guards' doubt)
 
     # -- entry ---------------------------------------------------------------------------------
     def run(self, params: dict[int, Val]) -> None:
         node = self.fn.node
         typed = self._annotated_classes(node)
         steps = self.fn.name in V.STEP_FUNCTIONS and self.fn.params[:1] != ["ctx"]  # not autograd.Function's
-        entry = not self.lint.called(self.fn.key)  # no call in the program: a parameter's name is all there is
+        # no call in the program: a parameter's name is all there is
+        entry = not self.lint.called(self.fn.key) and self.fn.name not in self.lint.program.called_names()
         for i, p in enumerate(self.fn.params):
             v = params.get(i, CLEAN)
             if p in V.RANK_PARAMS and entry:
@@ -85,6 +96,7 @@ class Walker:
             self.guards.append(deco)
         self.block(node.body)
         self._pair_barriers()
+        self.returns = returns.returned(self.returned)
 
     def _pair_barriers(self) -> None:
         """Drop barriers under complementary conditions (each rank reaches one of the two), and a
@@ -121,6 +133,9 @@ class Walker:
         if issued.p2p:
             return
         self.issued.append(issued.api.name)
+        self.issued_at[(node.lineno, node.col_offset)] = issued.api.name
+        if not self.guards:
+            self.roots |= returns.constant_root(node, issued.api.name, ROOTS)
         if self.first is None:
             self.first = (issued, node)
         flags = frozenset(self.flags)
@@ -137,7 +152,7 @@ class Walker:
             return
         if issued.maybe and guard.how in ("loop", "while"):
             return  # DDP's forward in a loop of per-rank length: its backward is the finding
-        group, group_node = _group(node, args, kwargs)
+        group, group_node = _group(node, args, kwargs, first=bool(issued.chain))
         if guard.members is not None and guard.members in (group.members, indexed_by(group_node)):
             return  # a collective of the very group the condition selects (`groups[pair]` under `rank in pair`)
         if group.rank is not None:
@@ -152,7 +167,7 @@ class Walker:
         self.findings.append(Finding(
             self.mod.path, node.lineno, node.col_offset, self.mod.text(node), api.name, guard.path, guard.line,
             guard.text, guard.how, guard.kind, _why(guard.origin), fix, [here, *issued.chain], api.framework,
-            maybe=issued.maybe, sometimes=api.sometimes))
+            maybe=issued.maybe, sometimes=api.sometimes, doubt=guard.doubt))
 
     def _root(self, node: ast.Call, issued: Issued, args: list, kwargs: dict) -> None:
         """A rooted collective (broadcast, reduce, gather, scatter and their object forms) whose root
@@ -260,12 +275,24 @@ class Walker:
         self.assign(s.target, combine(self.value(s.target), v), s.value)
 
     def s_Return(self, s):
-        self.returns = join(self.returns, self.value(s.value))
+        v = self.value(s.value)
+        guard = next((g for g in reversed(self.guards) if g.kind in (RANK, LOCAL)), None)
+        if guard is not None and returns.root_keeps_own(guard, self.roots, self.value):
+            v, guard = CLEAN, None  # the root returns its own copy, the others what it broadcast
+        self.returned.append((v, guard, s.value))
 
     def s_If(self, s):
         cond = self.value(s.test)
-        guard = self._guard(s, cond, "branch", s.test)
-        return self._branches(guard, s.body, s.orelse, self._else_is_uniform(s), self._flag(s.test, guard))
+        rpc = self.rpc
+        if cond.rank is not None and not rpc:
+            self.rpc = doubts.rpc_dispatch(self.lint, self.ev, s)
+        try:
+            guard = self._guard(s, cond, "branch", s.test)
+            known = ([], []) if guard is not None else (truths.truths(s.test, True), truths.truths(s.test, False))
+            return self._branches(guard, s.body, s.orelse, self._else_is_uniform(s), self._flag(s.test, guard),
+                                  known, s)
+        finally:
+            self.rpc = rpc
 
     def _flag(self, test, guard) -> tuple[int, bool] | None:
         """`if sync:` / `if not sync:` on a parameter of the function (a uniform option): (its index,
@@ -303,8 +330,10 @@ class Walker:
         elem = it.data_only()
         if data_like(s.iter):
             elem = join(elem, Val(local=Origin(LOCAL, self.mod.path, s.lineno, f"a batch of `{self.mod.text(s.iter, 40)}`")))
-        counted = it if it.rank and not it.sized else local_count(s.iter, it)
+        counted = it if (it.rank or it.local and it.formatted) and not it.sized else local_count(s.iter, it)
         guard = self._guard(s, counted, "loop", None)
+        if guard is not None and counted.opaque:
+            guard = replace(guard, doubt=doubts.opaque(self.mod.text(s.iter, 40)))
         counter = enumerate_index(s)
 
         zipped = self._zipped(s)
@@ -411,66 +440,102 @@ class Walker:
         header = self.mod.lines[s.lineno - 1].strip()
         text = header if len(header) <= 80 else header[:77] + "..."
         return Guard(kind, self.mod.path, s.lineno, text, how, cond.origin, self._members(test), test=test,
-                     mesh_dim=mesh_dim_of(test, self.value) if test is not None else None)
+                     mesh_dim=mesh_dim_of(test, self.value) if test is not None else None,
+                     doubt=doubts.rpc(self.rpc) if self.rpc and kind == RANK else cond.origin.doubt)
 
     def _members(self, test):
         """The ranks a condition lets through, as members_key gives a group's: a list (`rank in
         ranks`, `rank == 0`) or a predicate on the one rank variable it reads (`rank % 2 == parity`)."""
         if test is None:
             return None
-        found = members(test)
+        found = members(test) or handle_members(test, self.value)
         if found is not None:
             return found
         names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name) and self.value(n).rank is not None}
         return predicate_key(test, names.pop()) if len(names) == 1 else None
 
-    def _under(self, guard: Guard | None, body: list) -> list:
+    def _under(self, guard: Guard | None, body: list, known: list = ()) -> list:
         if guard is not None:
             self.guards.append(guard)
+        self.known.extend(known)
         try:
             return self.block(body)
         finally:
+            del self.known[len(self.known) - len(known):]
             if guard is not None:
                 self.guards.pop()
 
     def _branches(self, guard: Guard | None, body: list, orelse: list, uniform_else: bool = False,
-                  flag: tuple[int, bool] | None = None) -> list:
+                  flag: tuple[int, bool] | None = None, known: tuple = ((), ()), node=None) -> list:
         before, findings, issued, writes = dict(self.env), self.findings, self.issued, len(self.writes)
         self.findings, self.issued = [], []
         if flag is not None:
             self.flags.append(flag)
-        escaping = self._under(guard, body)
+        escaping = self._under(guard, body, known[0])
         body_env, body_findings, body_issued = self.env, self.findings, self.issued
         self.env, self.findings, self.issued = dict(before), [], []
         else_guard = None if uniform_else else \
-            guard and Guard(guard.kind, guard.path, guard.line, guard.text, "else", guard.origin)
+            guard and Guard(guard.kind, guard.path, guard.line, guard.text, "else", guard.origin, test=guard.test,
+                            doubt=guard.doubt)
         if flag is not None:
             self.flags[-1] = (flag[0], not flag[1])
-        escaping += self._under(else_guard, orelse)
+        escaping += self._under(else_guard, orelse, known[1])
         if flag is not None:
             self.flags.pop()
         else_findings, else_issued = self.findings, self.issued
         else_env = self.env
         self.env = _joined([body_env, else_env])
+        if guard is None and isinstance(node, ast.If):
+            truths.correlate(self.env, node.test, body_env, else_env)
         if guard is not None and guard.kind == RANK:
             self._set_per_rank(guard, writes)
         same = guard is not None and body_issued == else_issued
-        self.findings = findings + [f for f in body_findings + else_findings
-                                    if not (same and f.branch_line == guard.line)]
+        inner = body_findings + else_findings
+        if guard is not None and guard.kind == RANK and node is not None and inner and not same and \
+                agree(node, self._atom_kind, self.issued_at):
+            span = range(node.lineno, node.end_lineno + 1)  # ranks taking turns: every rank issues alike
+            inner = [f for f in inner if not (f.branch_path == self.mod.path and f.branch_line in span)]
+        self.findings = findings + [f for f in inner if not (same and f.branch_line == guard.line)]
         self.issued = issued + body_issued
         if guard is not None:
             kinds = exits(body) | exits(orelse)
             if kinds:
-                escaping.append((Guard(guard.kind, guard.path, guard.line, guard.text, "exit", guard.origin), kinds))
+                doubt = doubts.exits(body, orelse) or guard.doubt
+                test = guard.test if not exits(orelse) else None  # (past it: the ranks that failed the test)
+                escaping.append((Guard(guard.kind, guard.path, guard.line, guard.text, "exit", guard.origin,
+                                       test=test, doubt=doubt), kinds))
         return escaping
+
+    def _atom_kind(self, node) -> str | None:
+        """What a rank test reads (worlds.agree): "rank" (the rank number itself), "uniform", or
+        None (a value derived from the rank, or this rank's data)."""
+        if self._exact_rank(node):
+            return "rank"
+        if isinstance(node, ast.Call):
+            return None
+        return None if self.value(node).varies else "uniform"
+
+    def _exact_rank(self, node) -> bool:
+        """`dist.get_rank()`, `self.rank`, a name bound to one, a `rank` parameter: the rank number."""
+        if isinstance(node, ast.Call):
+            return self.ev.resolve(dotted(node.func)) in V.RANK_CALLS and not node.args and not node.keywords
+        if isinstance(node, ast.Attribute) and node.attr in V.RANK_NUMBERS:
+            return True
+        name = dotted(node)
+        return name in self.exact or name in V.RANK_PARAMS and name in self.fn.params and \
+            self.value(node).rank is not None
 
     def _set_per_rank(self, guard: Guard, since: int) -> None:
         """After a rank branch (or a loop of per-rank count), what it set differs per rank: `if rank
         == 0: metrics["x"] = ...` then `for k in metrics`. Inside the branch it is just a value."""
+        origin = guard.origin
+        unless = truths.vacuous_when(guard.test, self.value) if guard.test is not None else None
+        if unless is not None:
+            origin = replace(origin, unless=origin.unless | {unless})  # `if not F or rank == 0:`: alike where F is false
         for name in set(self.writes[since:]):
             v = self.env.get(name, CLEAN)
             if v.rank is None:
-                v = self.env[name] = join(v, Val(rank=guard.origin))
+                v = self.env[name] = join(v, Val(rank=origin, chosen=True))
                 if name.startswith("self.") and name.count(".") == 1 and self.fn.cls:
                     self.lint.set_class_attr(self.fn.cls, name[5:], v)
 
@@ -479,9 +544,13 @@ class Walker:
         if isinstance(target, (ast.Tuple, ast.List)):
             elts = value_node.elts if isinstance(value_node, (ast.Tuple, ast.List)) and \
                 len(value_node.elts) == len(target.elts) else None
+            items = v.items if v.items is not None and len(v.items) == len(target.elts) and \
+                not any(isinstance(t, ast.Starred) for t in target.elts) else None
             for i, t in enumerate(target.elts):
                 if elts is not None:
                     part = self.value(elts[i])
+                elif items is not None:  # `_, group, _ = init()`: each its own
+                    part = items[i]
                 elif i > 0 and v.typ == "engine":  # `engine, optimizer, ... = deepspeed.initialize(...)`
                     part = v.data_only()
                 else:
@@ -506,6 +575,10 @@ class Walker:
             return
         self.env[name] = v
         self.writes.append(name)
+        if source is not None and v.rank is not None and self._exact_rank(source):
+            self.exact.add(name)
+        else:
+            self.exact.discard(name)
         if name.startswith("self.") and name.count(".") == 1 and self.fn.cls:
             self.lint.set_class_attr(self.fn.cls, name[5:], v)
         if isinstance(self.fn.node, ast.Module):
@@ -525,12 +598,13 @@ ROOTS = {"dist.broadcast()": ("src", 1), "dist.reduce()": ("dst", 1), "dist.gath
          "dist.scatter_object_list()": ("src", 2), "dist.gather_object()": ("dst", 2)}
 
 
-def _group(node: ast.Call, args: list, kwargs: dict) -> tuple:
-    """The process group a collective is issued on: its value and its source."""
+def _group(node: ast.Call, args: list, kwargs: dict, first: bool = False) -> tuple:
+    """The process group a collective is issued on: its value and its source (`first`: a call of
+    the program's, whose first argument may be the group it passes on)."""
     for k in node.keywords:
         if k.arg in ("group", "process_group", "pg"):
             return kwargs[k.arg], k.value
-    for a, v in zip(node.args[1:], args[1:]):
+    for a, v in zip(node.args[0 if first else 1:], args[0 if first else 1:]):
         if v.typ == "group":
             return v, a
     return CLEAN, None

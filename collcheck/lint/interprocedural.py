@@ -15,10 +15,10 @@ import ast
 from dataclasses import replace
 
 from ..knowledge import fixes
-from .expressions import Evaluator, Issued, _forward
+from .expressions import Evaluator, Issued, _forward, named
 from .flow import Walker
 from .syntax import dotted
-from .values import CLEAN, RANK, Origin, Val, combine, join
+from .values import CLEAN, LOCAL, RANK, Origin, Val, combine, join
 from .vocabulary import Api
 
 MAX_ROUNDS = 6
@@ -32,6 +32,7 @@ class Lint:
         self.returns: dict[str, Val] = {}
         self.issues: dict[str, tuple] = {}  # function key -> (Issued, node) of its first collective
         self.issue_when: dict[str, frozenset] = {}  # function key -> (parameter, truthy): issues only then
+        self.synced: dict[str, set[int]] = {}  # function key -> parameters it makes alike on every rank in place
         self.params_in: dict[str, dict[int, Val]] = {}
         self.attrs: dict[tuple, Val] = {}
         self.globals: dict[str, dict[str, Val]] = {}
@@ -44,6 +45,8 @@ class Lint:
         self.readers: dict[tuple, dict] = {}  # token -> {function whose walk read it: the version it read}
         self.versions: dict[tuple, int] = {}  # token -> how many times it changed
         self.walking = ""
+        self.walks = 0  # walks so far (a store replaces what the same function stored in an earlier walk)
+        self.stored: dict[tuple, dict] = {}  # (token, key) -> {function: (walk, value it stored)}
         self.own: set = set()
         self.callers: set[str] = set()  # functions the program calls (their parameters' values are known)
         self.actual = False  # walking with the callers' arguments (else with placeholders)
@@ -118,6 +121,7 @@ class Lint:
     def _walk(self, key: str) -> list:
         fn = self.program.functions[key]
         self.walking = key
+        self.walks += 1
         self.own = set()  # tokens this walk changes: it saw its own writes
         self.read(("in", key))
         actual = self.params_in.get(key)
@@ -198,9 +202,12 @@ class Lint:
     def _store(self, table: dict, key, v: Val, token: tuple) -> None:
         """An attribute or a global: kept when it is a rank (or a module, a type), not when it is
         merely this rank's data (`self.loss = loss`): the branch on it is the step's, seen there."""
-        v = Val(rank=v.rank, wrapped=v.wrapped, typ=v.typ, members=v.members)
+        v = Val(rank=v.rank, wrapped=v.wrapped, typ=v.typ, members=v.members, chosen=v.chosen)
+        writers = self.stored.setdefault((token, key), {})  # each function's stores, from its last walk
+        walk, seen = writers.get(self.walking, (None, None))
+        writers[self.walking] = (self.walks, v if walk != self.walks else join(seen, v))
         old = table.get(key)
-        new = v if old is None else join(old, v)
+        new = join(*(w for _, w in writers.values()))
         if new != old:
             table[key] = new
             self._change(token)
@@ -233,17 +240,28 @@ class Lint:
             self._record_args(key, params)
         if fn.name == "__init__":
             return Val(typ=fn.cls)
-        ret = self.returns.get(key, CLEAN)
-        inner = [params[i] for i in ret.params if i in params]
-        out = combine(Val(ret.rank, ret.local), *inner)
-        if ret.sized and out.varies:  # its length does not depend on the arguments: as many items everywhere
-            out = replace(out, sized=True)
-        return replace(out, wrapped=ret.wrapped, typ=ret.typ) if ret.wrapped or ret.typ else out
+        return _instantiated(self.returns.get(key, CLEAN), params)
+
+    def note_synced(self, key: str, param: int) -> None:
+        """`key` passes its parameter to an in-place collective (broadcast) on every rank."""
+        if param not in self.synced.setdefault(key, set()):
+            self.synced[key].add(param)
+            self._change(("fn", key))
+
+    def synced_args(self, key: str, node: ast.Call) -> list[str]:
+        """The names this call passes to parameters the callee makes alike in place."""
+        self.read(("fn", key))
+        params = self.synced.get(key)
+        if not params:
+            return []
+        given = self._arg_nodes(self.program.functions[key], node)
+        return [name for i in params if i in given and (name := dotted(given[i])) is not None
+                and any(given[i] is a for a in [*node.args, *(k.value for k in node.keywords)])]
 
     def _record_args(self, key: str, params: dict) -> None:
         got = self.params_in.setdefault(key, {})
         for i, v in params.items():
-            v = Val(v.rank, v.local)
+            v = Val(v.rank, v.local, chosen=v.chosen)
             if v.varies:
                 new = join(got.get(i, CLEAN), v)
                 if new != got.get(i):
@@ -357,6 +375,22 @@ class Lint:
             return None
         return self.learned.issued(mod, node, name)
 
+
+def _instantiated(ret: Val, params: dict) -> Val:
+    """A function's return with a call's arguments put in for its parameters."""
+    inner = [params[i] for i in ret.params if i in params]
+    out = combine(Val(ret.rank, ret.local), *inner)
+    if ret.formatted and out.rank is not None:  # a name formatted from the caller's rank
+        out = named(out, Origin(LOCAL, out.rank.path, out.rank.line, f"a name made from {out.rank.text}"))
+    if (ret.chosen or any(v.chosen for v in inner)) and out.rank is not None:
+        out = replace(out, chosen=True)
+    if ret.sized and out.varies:  # its length does not depend on the arguments: as many items everywhere
+        out = replace(out, sized=True)
+    if ret.wrapped or ret.typ:
+        out = replace(out, wrapped=ret.wrapped, typ=ret.typ, members=ret.members if ret.typ == "group" else None)
+    if ret.items is not None:
+        out = replace(out, items=tuple(_instantiated(i, params) for i in ret.items))
+    return out
 
 
 def _imported_paths(mod, names: dict) -> list[str]:

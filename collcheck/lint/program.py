@@ -75,6 +75,17 @@ class Program:
     class_names: dict[str, list[str]] = field(default_factory=dict)  # class name -> class keys
     skipped: list[str] = field(default_factory=list)  # "path: why" for files not read
     lines: int = 0
+    _called: frozenset | None = field(default=None, repr=False)
+
+    def called_names(self) -> frozenset:
+        """The last names of everything the program calls (`f(...)`, `x.f(...)`): a function whose
+        name is not among them is an entry point, its `rank` parameter this process's rank."""
+        if self._called is None:
+            self._called = frozenset(
+                n.func.id if isinstance(n.func, ast.Name) else n.func.attr
+                for m in self.modules for n in ast.walk(m.tree)
+                if isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute)))
+        return self._called
 
     def resolve(self, module: Module, dotted: str) -> str | None:
         """The key of the program function a (resolved) dotted name means, if any."""

@@ -17,6 +17,11 @@ class Origin:
     path: str
     line: int
     text: str  # "dist.get_rank()", "parameter `rank`", "torch.isnan(loss)"
+    # uniform tests (as truths.key) and truth values under which this value is the same on every
+    # rank: set under `not F or rank == 0` it is alike where F is false; re-synced under `if F:` it
+    # is alike where F is true. A use where the program knows one of them reads it as uniform.
+    unless: frozenset = frozenset()
+    doubt: str = ""  # why a test on it may hold alike on every rank after all (a warning's reason)
 
 
 @dataclass(frozen=True)
@@ -30,6 +35,10 @@ class Val:
     members: str | None = None  # a process group's member list, as source (new_group's argument)
     sized: bool = False  # a collection whose length is the same on every rank, whatever its content
     shaped: Origin | None = None  # a tensor whose shape may differ per rank: where it got it (bincount, ...)
+    items: tuple | None = None  # a tuple's values one by one (`return group, rank`), for unpacking
+    opaque: bool = False  # per rank only through a call lint cannot read: how many items it has is unknown
+    formatted: bool = False  # a string formatted from its parts (a file name): the rank in it names, not decides
+    chosen: bool = False  # picked per rank (set in a rank branch, `a if rank == 0 else None`): None on some ranks
 
     @property
     def origin(self) -> Origin | None:
@@ -44,9 +53,10 @@ class Val:
         if self.rank is None and self.local is None and not self.params and self.output_of is None:
             return CLEAN
         if self.wrapped is None and self.typ is None and self.members is None and not self.sized and \
-                self.shaped is None:
+                self.shaped is None and self.items is None and not self.chosen:
             return self  # (a value computed from a sized collection or a shaped tensor is neither itself)
-        return Val(self.rank, self.local, self.params, output_of=self.output_of)
+        return Val(self.rank, self.local, self.params, output_of=self.output_of, opaque=self.opaque,
+                   formatted=self.formatted)
 
 
 CLEAN = Val()
@@ -67,7 +77,17 @@ def join(*vals: Val) -> Val:
                output_of=next((v.output_of for v in vals if v.output_of), None),
                typ=next((v.typ for v in vals if v.typ), None),
                members=first.members if all(v.members == first.members for v in vals) else None,
-               sized=all(v.sized for v in vals))
+               sized=all(v.sized for v in vals), items=_join_items(vals),
+               opaque=all(v.opaque for v in vals if v.rank), chosen=any(v.chosen for v in vals),
+               formatted=any(v.formatted for v in vals))
+
+
+def _join_items(vals: list) -> tuple | None:
+    """Tuples of one length join item by item (`return [], None, rank` / `return g, h, rank`)."""
+    first = vals[0].items
+    if first is None or any(v.items is None or len(v.items) != len(first) for v in vals[1:]):
+        return None
+    return tuple(join(*parts) for parts in zip(*(v.items for v in vals)))
 
 
 def combine(*vals: Val) -> Val:

@@ -31,6 +31,8 @@ RANK_ATTRS = frozenset({"rank", "local_rank", "global_rank", "node_rank", "world
                         "is_main_process", "is_local_main_process", "is_last_process", "process_index",
                         "local_process_index", "is_global_zero",
                         "is_world_process_zero", "is_local_process_zero"})  # (TrainerState's fields)
+# attributes that are the rank number itself (a rank test over them can be run for a small world)
+RANK_NUMBERS = frozenset({"rank", "global_rank", "local_rank", "group_rank", "world_rank", "node_rank"})
 # per-rank only on transformers' TrainingArguments (`args.should_save`), not on its TrainerControl
 ARGS_RANK_ATTRS = frozenset({"should_save", "should_log"})
 ARGS_NAMES = frozenset({"args", "training_args", "train_args"})
@@ -63,6 +65,9 @@ DATA_NAME = re.compile(r"(loader|batch|dataset|data|samples|examples|shard)", re
 UNIFORM_RESULT = frozenset({"torch.device", "torch.cuda.device", "torch.cuda.set_device", "isinstance", "hasattr",
                             "callable", "type", "id", "print"})
 UNIFORM_METHODS = frozenset({"to", "cuda", "cpu", "device", "set_device"})
+# what each rank's part of one tensor has alike (not its device: cuda:0 on one rank, cuda:1 on the next)
+UNIFORM_PROPERTIES = frozenset({"dtype", "layout", "is_sparse", "is_quantized", "is_floating_point"})
+UNIFORM_QUERIES = frozenset({"is_floating_point", "is_complex", "element_size"})
 # functions that shard data evenly whatever rank they are given (accelerate's loaders)
 EVEN_SHARDS = frozenset({"prepare_data_loader", "skip_first_batches", "DistributedSampler", "DistributedBatchSampler",
                          "BatchSamplerShard", "IterableDatasetShard", "split_dataset_by_node"})
@@ -129,6 +134,8 @@ EXCHANGES = frozenset({"all_to_all_single", "all_to_all"})
 # collectives that leave the tensor they are given (first argument) the same on every rank
 IN_PLACE_UNIFORM = frozenset({"all_reduce", "broadcast", "all_gather", "all_gather_object",
                               "broadcast_object_list", "all_gather_into_tensor", "reduce_scatter_tensor"})
+IN_PLACE_KEYWORDS = frozenset({"tensor", "tensor_list", "object_list", "output_tensor", "output",
+                               "output_tensor_list"})  # their first parameter's name
 # calls that make the module they are given (or return) one whose forward and backward are collectives
 WRAPPERS = {"torch.nn.parallel.DistributedDataParallel": "DDP",
             "torch.nn.parallel.distributed.DistributedDataParallel": "DDP",

@@ -4,7 +4,8 @@
 `# expect: branch A` the line of its branch (the `if`/`while`/`for` header, the early-exit `if`, the
 decorator); `# expect: chain A` marks a line the finding's chain must pass through (the calls
 between it and the collective); `# expect: kind local` says the file's findings are of the per-rank
-data kind ("rank" otherwise). A case without markers must give no finding. A folder under cases/ is
+data kind ("rank" otherwise); `# expect: severity warning` (or `error`) says every finding of the file
+has that severity (unchecked without the marker). A case without markers must give no finding. A folder under cases/ is
 one case linted as a whole (a main module and the helper module it imports). The cases are read,
 never run: they only have to parse.
 """
@@ -23,7 +24,7 @@ import pytest
 from collcheck.lint import lint_paths
 
 CASES = Path(__file__).parent / "cases"
-MARKER = re.compile(r"#\s*expect:\s*(call|branch|chain|kind)\s+(\w+)")
+MARKER = re.compile(r"#\s*expect:\s*(call|branch|chain|kind|severity)\s+(\w+)")
 KINDS = ("rank", "local")
 
 
@@ -34,6 +35,7 @@ class Expected:
     branches: dict[str, tuple[Path, int]] = field(default_factory=dict)
     chains: dict[str, list[tuple[Path, int]]] = field(default_factory=dict)
     kinds: dict[Path, str] = field(default_factory=dict)
+    severities: dict[Path, str] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
     def findings(self) -> set[tuple[Path, int, Path, int]]:
@@ -69,6 +71,10 @@ def _expected(case: Path) -> Expected:
                 if ident not in KINDS:
                     expected.problems.append(f"{path.name}:{line}: unknown kind {ident!r}")
                 expected.kinds[path] = ident
+            elif what == "severity":
+                if ident not in ("error", "warning"):
+                    expected.problems.append(f"{path.name}:{line}: unknown severity {ident!r}")
+                expected.severities[path] = ident
             elif what == "chain":
                 expected.chains.setdefault(ident, []).append((path, line))
             else:
@@ -127,6 +133,10 @@ def test_lint_reports_exactly_the_marked_findings(name):
                   f"{expected.kind_of(Path(f.path).resolve())!r}"
                   for f in found if f.kind != expected.kind_of(Path(f.path).resolve())]
     assert not wrong_kind, "\n".join(wrong_kind)
+    wrong_severity = [f"{_where((Path(f.path).resolve(), f.line))}: {f.severity}, expected {want}"
+                      for f in found if (want := expected.severities.get(Path(f.path).resolve(), f.severity))
+                      != f.severity]
+    assert not wrong_severity, "\n".join(wrong_severity)
 
 
 @pytest.mark.parametrize("name", [n for n in _case_names() if _expected(CASES / n).calls])

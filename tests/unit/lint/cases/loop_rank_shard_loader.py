@@ -1,4 +1,6 @@
-"""Each rank reads its own shard file (`part-{rank}`): the loop's trip count differs, and so do DDP's backwards."""
+"""Each rank reads its own shard file (`part-{rank}`): the loop's trip count may differ, and so would DDP's
+backwards. The rank names the file; how many samples it holds is this rank's data (a warning)."""
+# expect: kind local
 
 import torch
 import torch.distributed as dist
