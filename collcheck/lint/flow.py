@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import re
 from dataclasses import replace
 
-from ..knowledge import fixes
-from . import doubts, returns, truths
+from . import binding, doubts, returns, truths
 from . import vocabulary as V
+from .arguments import ROOTS, group_of, root_finding, shape_finding, why
+from .calls import Issued
 from .conditions import (
     data_like,
     enumerate_index,
@@ -30,11 +30,9 @@ from .conditions import (
     members,
     unwrapped,
 )
-from .expressions import Evaluator, Issued, mesh_dim_of
+from .expressions import Evaluator, mesh_dim_of
 from .findings import (
     BARRIERS,
-    ROOT_RULE,
-    SHAPE_RULE,
     Finding,
     Guard,
     complementary,
@@ -128,6 +126,15 @@ class Walker:
                 return Guard(RANK, self.mod.path, d.lineno, text, "decorator", Origin(RANK, self.mod.path, d.lineno, text))
         return None
 
+    def assign(self, target, v: Val, value_node) -> None:
+        binding.assign(self, target, v, value_node)
+
+    def bind(self, target, v: Val, source: ast.AST | None = None) -> None:
+        binding.bind(self, target, v, source)
+
+    def atom_kind(self, node) -> str | None:
+        return binding.atom_kind(self, node)
+
     # -- collectives ---------------------------------------------------------------------------
     def collective(self, node: ast.Call, issued: Issued, args: list, kwargs: dict) -> None:
         if issued.p2p:
@@ -141,8 +148,10 @@ class Walker:
         flags = frozenset(self.flags)
         self.when = flags if self.when is None else self.when & flags
         if self.report and not self.guards and not issued.chain:
-            self._root(node, issued, args, kwargs)
-            self._shapes(node, issued, args, kwargs)
+            for rule in (root_finding, shape_finding):
+                found = rule(self, node, issued, args, kwargs)
+                if found is not None:
+                    self.findings.append(found)
         if not self.report or not self.guards:
             return
         if issued.wrapped and self.joined:
@@ -152,7 +161,7 @@ class Walker:
             return
         if issued.maybe and guard.how in ("loop", "while"):
             return  # DDP's forward in a loop of per-rank length: its backward is the finding
-        group, group_node = _group(node, args, kwargs, first=bool(issued.chain))
+        group, group_node = group_of(node, args, kwargs, first=bool(issued.chain))
         if guard.members is not None and guard.members in (group.members, indexed_by(group_node)):
             return  # a collective of the very group the condition selects (`groups[pair]` under `rank in pair`)
         if group.rank is not None:
@@ -166,56 +175,8 @@ class Walker:
             self.barriers.append((guard, node.lineno))
         self.findings.append(Finding(
             self.mod.path, node.lineno, node.col_offset, self.mod.text(node), api.name, guard.path, guard.line,
-            guard.text, guard.how, guard.kind, _why(guard.origin), fix, [here, *issued.chain], api.framework,
+            guard.text, guard.how, guard.kind, why(guard.origin), fix, [here, *issued.chain], api.framework,
             maybe=issued.maybe, sometimes=api.sometimes, doubt=guard.doubt))
-
-    def _root(self, node: ast.Call, issued: Issued, args: list, kwargs: dict) -> None:
-        """A rooted collective (broadcast, reduce, gather, scatter and their object forms) whose root
-        each rank takes from its own rank or data: the ranks name different roots."""
-        at = ROOTS.get(issued.api.name)
-        if at is None or node.lineno in self.mod.ignored:
-            return
-        keyword, position = at
-        value, arg = None, None
-        for k in node.keywords:
-            if k.arg in (keyword, f"group_{keyword}"):
-                value, arg = kwargs.get(k.arg), k.value
-        if arg is None and position < len(node.args) and not isinstance(node.args[position], ast.Starred):
-            value, arg = args[position], node.args[position]
-        origin = value.origin if value is not None else None
-        if origin is None:
-            return
-        group, _ = _group(node, args, kwargs)
-        if group.rank is not None:
-            return  # a group chosen per rank: the root may be chosen with it (each group's own first rank)
-        subgroup = group is not CLEAN or any(k.arg in ("group", "process_group", "pg") for k in node.keywords)
-        self.findings.append(Finding(
-            self.mod.path, node.lineno, node.col_offset, self.mod.text(node), issued.api.name, self.mod.path,
-            arg.lineno, self.mod.text(arg), "root", origin.kind, _why(origin), fixes.same_root(keyword),
-            [(self.mod.path, node.lineno, self.mod.text(node))], issued.api.framework, rule=ROOT_RULE,
-            subgroup=subgroup))
-
-    def _shapes(self, node: ast.Call, issued: Issued, args: list, kwargs: dict) -> None:
-        """A collective of a tensor whose shape may differ per rank (rank-shape), or an all-to-all whose
-        output split sizes this rank computed alone instead of receiving them (always warnings)."""
-        if node.lineno in self.mod.ignored:
-            return
-        api = issued.api.name
-        found = None
-        if api in V.SAME_SHAPE and args and args[0].shaped is not None:
-            found = ("shape", node.args[0], args[0].shaped)
-        elif api == "dist.all_to_all_single()":
-            k = next((k for k in node.keywords if k.arg == V.RECEIVED_SPLITS), None)
-            v = kwargs.get(V.RECEIVED_SPLITS) if k is not None else None
-            if v is not None and v.origin is not None:
-                found = ("splits", k.value, v.origin)
-        if found is None:
-            return
-        how, arg, origin = found
-        self.findings.append(Finding(
-            self.mod.path, node.lineno, node.col_offset, self.mod.text(node), api, self.mod.path, arg.lineno,
-            self.mod.text(arg), how, origin.kind, _why(origin), fixes.same_shape(how == "splits"),
-            [(self.mod.path, node.lineno, self.mod.text(node))], issued.api.framework, rule=SHAPE_RULE))
 
     @contextlib.contextmanager
     def branch(self, node, cond: Val):
@@ -385,7 +346,7 @@ class Walker:
             bind_target()
             escaping = self._under(guard, body)
         if guard is not None and guard.kind == RANK:
-            self._set_per_rank(guard, start)
+            binding.set_per_rank(self, guard, start)
         return escaping
 
     def s_With(self, s):
@@ -488,11 +449,11 @@ class Walker:
         if guard is None and isinstance(node, ast.If):
             truths.correlate(self.env, node.test, body_env, else_env)
         if guard is not None and guard.kind == RANK:
-            self._set_per_rank(guard, writes)
+            binding.set_per_rank(self, guard, writes)
         same = guard is not None and body_issued == else_issued
         inner = body_findings + else_findings
         if guard is not None and guard.kind == RANK and node is not None and inner and not same and \
-                agree(node, self._atom_kind, self.issued_at):
+                agree(node, self.atom_kind, self.issued_at):
             span = range(node.lineno, node.end_lineno + 1)  # ranks taking turns: every rank issues alike
             inner = [f for f in inner if not (f.branch_path == self.mod.path and f.branch_line in span)]
         self.findings = findings + [f for f in inner if not (same and f.branch_line == guard.line)]
@@ -506,112 +467,11 @@ class Walker:
                                        test=test, doubt=doubt), kinds))
         return escaping
 
-    def _atom_kind(self, node) -> str | None:
-        """What a rank test reads (worlds.agree): "rank" (the rank number itself), "uniform", or
-        None (a value derived from the rank, or this rank's data)."""
-        if self._exact_rank(node):
-            return "rank"
-        if isinstance(node, ast.Call):
-            return None
-        return None if self.value(node).varies else "uniform"
-
-    def _exact_rank(self, node) -> bool:
-        """`dist.get_rank()`, `self.rank`, a name bound to one, a `rank` parameter: the rank number."""
-        if isinstance(node, ast.Call):
-            return self.ev.resolve(dotted(node.func)) in V.RANK_CALLS and not node.args and not node.keywords
-        if isinstance(node, ast.Attribute) and node.attr in V.RANK_NUMBERS:
-            return True
-        name = dotted(node)
-        return name in self.exact or name in V.RANK_PARAMS and name in self.fn.params and \
-            self.value(node).rank is not None
-
-    def _set_per_rank(self, guard: Guard, since: int) -> None:
-        """After a rank branch (or a loop of per-rank count), what it set differs per rank: `if rank
-        == 0: metrics["x"] = ...` then `for k in metrics`. Inside the branch it is just a value."""
-        origin = guard.origin
-        unless = truths.vacuous_when(guard.test, self.value) if guard.test is not None else None
-        if unless is not None:
-            origin = replace(origin, unless=origin.unless | {unless})  # `if not F or rank == 0:`: alike where F is false
-        for name in set(self.writes[since:]):
-            v = self.env.get(name, CLEAN)
-            if v.rank is None:
-                v = self.env[name] = join(v, Val(rank=origin, chosen=True))
-                if name.startswith("self.") and name.count(".") == 1 and self.fn.cls:
-                    self.lint.set_class_attr(self.fn.cls, name[5:], v)
-
-    # -- assignment ----------------------------------------------------------------------------
-    def assign(self, target, v: Val, value_node) -> None:
-        if isinstance(target, (ast.Tuple, ast.List)):
-            elts = value_node.elts if isinstance(value_node, (ast.Tuple, ast.List)) and \
-                len(value_node.elts) == len(target.elts) else None
-            items = v.items if v.items is not None and len(v.items) == len(target.elts) and \
-                not any(isinstance(t, ast.Starred) for t in target.elts) else None
-            for i, t in enumerate(target.elts):
-                if elts is not None:
-                    part = self.value(elts[i])
-                elif items is not None:  # `_, group, _ = init()`: each its own
-                    part = items[i]
-                elif i > 0 and v.typ == "engine":  # `engine, optimizer, ... = deepspeed.initialize(...)`
-                    part = v.data_only()
-                else:
-                    part = v
-                self.assign(t.value if isinstance(t, ast.Starred) else t, part, elts[i] if elts else None)
-            return
-        self.bind(target, v, value_node)
-
-    def bind(self, target, v: Val, source: ast.AST | None = None) -> None:
-        """`target = v`; `source`: the assigned expression, when there is one."""
-        name = dotted(target)
-        if isinstance(target, ast.Attribute) and v.rank and _flag_like(target.attr, source) \
-                and not (isinstance(target.value, ast.Name) and target.value.id == "self"):
-            self.lint.set_rank_attr(target.attr, v.rank)  # `args.is_master = rank == 0`: `.is_master` anywhere
-        if isinstance(target, ast.Subscript):
-            base = dotted(target.value)
-            if base is not None:
-                self.env[base] = join(self.ev.lookup(base), v.data_only())
-                self.writes.append(base)
-            return
-        if name is None:
-            return
-        self.env[name] = v
-        self.writes.append(name)
-        if source is not None and v.rank is not None and self._exact_rank(source):
-            self.exact.add(name)
-        else:
-            self.exact.discard(name)
-        if name.startswith("self.") and name.count(".") == 1 and self.fn.cls:
-            self.lint.set_class_attr(self.fn.cls, name[5:], v)
-        if isinstance(self.fn.node, ast.Module):
-            self.lint.set_global(self.mod, name, v)
-
-
 def _negates(a: ast.AST, b: ast.AST) -> bool:
     """Whether one test is the other negated (`not x` and `x`)."""
     def neg(x, y):
         return isinstance(x, ast.UnaryOp) and isinstance(x.op, ast.Not) and alike(x.operand, y)
     return neg(a, b) or neg(b, a)
-
-
-# rooted collectives (by the name findings give them): the root's keyword and its position
-ROOTS = {"dist.broadcast()": ("src", 1), "dist.reduce()": ("dst", 1), "dist.gather()": ("dst", 2),
-         "dist.scatter()": ("src", 2), "dist.broadcast_object_list()": ("src", 1),
-         "dist.scatter_object_list()": ("src", 2), "dist.gather_object()": ("dst", 2)}
-
-
-def _group(node: ast.Call, args: list, kwargs: dict, first: bool = False) -> tuple:
-    """The process group a collective is issued on: its value and its source (`first`: a call of
-    the program's, whose first argument may be the group it passes on)."""
-    for k in node.keywords:
-        if k.arg in ("group", "process_group", "pg"):
-            return kwargs[k.arg], k.value
-    for a, v in zip(node.args[0 if first else 1:], args[0 if first else 1:]):
-        if v.typ == "group":
-            return v, a
-    return CLEAN, None
-
-
-def _why(origin: Origin) -> str:
-    return f"{origin.text}, line {origin.line}"
 
 
 def _joined(envs: list[dict]) -> dict:
@@ -620,13 +480,3 @@ def _joined(envs: list[dict]) -> dict:
         for k, v in env.items():
             out[k] = join(out[k], v) if k in out else v
     return out
-
-
-_FLAG_NAME = re.compile(r"rank|master|main|zero|chief|leader|primary|first|last", re.IGNORECASE)
-
-
-def _flag_like(attr: str, source) -> bool:
-    """An attribute worth following by its name alone, program-wide: a rank or a rank test
-    (`args.is_master = rank == 0`), not any value that happens to mix a rank in (`p.grad = x * rank`)."""
-    return bool(_FLAG_NAME.search(attr)) or isinstance(source, (ast.Compare, ast.BoolOp)) or \
-        isinstance(source, ast.UnaryOp) and isinstance(source.op, ast.Not)

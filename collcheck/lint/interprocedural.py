@@ -15,7 +15,8 @@ import ast
 from dataclasses import replace
 
 from ..knowledge import fixes
-from .expressions import Evaluator, Issued, _forward, named
+from .calls import Issued, _forward, program_function
+from .expressions import Evaluator, named
 from .flow import Walker
 from .syntax import dotted
 from .values import CLEAN, LOCAL, RANK, Origin, Val, combine, join
@@ -272,7 +273,7 @@ class Lint:
         """`mp.spawn(worker, ...)`: worker's first parameter is the process's rank."""
         if not node.args:
             return
-        key = ev.program_function(ast.Call(func=node.args[0], args=[], keywords=[]), dotted(node.args[0]))
+        key = program_function(ev, ast.Call(func=node.args[0], args=[], keywords=[]), dotted(node.args[0]))
         if key is not None:
             origin = Origin(RANK, ev.mod.path, node.lineno, ev.mod.text(node))
             self._record_args(key, {0: Val(rank=origin)})

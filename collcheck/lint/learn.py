@@ -15,7 +15,7 @@ import os
 
 from ..knowledge import fixes
 from ..knowledge.frameworks import split_chain
-from .expressions import Issued
+from .calls import Issued
 from .syntax import dotted
 from .vocabulary import Api
 
