@@ -82,6 +82,12 @@ def same_root(keyword: str) -> str:
             "and broadcast first")
 
 
+def p2p_order() -> str:
+    """Every rank sends first to its peer with a blocking call, then receives from it."""
+    return ("let one side of each pair receive first (`if rank < peer: send, then recv; else: recv, then send`), "
+            "or post both without blocking (`dist.isend`/`dist.irecv`, or `dist.batch_isend_irecv`) and wait on both")
+
+
 def same_shape(splits: bool) -> str:
     """A collective of a tensor whose shape, or an all-to-all whose split sizes, one rank decided alone."""
     if splits:

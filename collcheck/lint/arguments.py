@@ -9,7 +9,7 @@ import ast
 from ..knowledge import fixes
 from . import vocabulary as V
 from .calls import Issued
-from .findings import ROOT_RULE, SHAPE_RULE, Finding
+from .findings import P2P_RULE, ROOT_RULE, SHAPE_RULE, Finding
 from .values import CLEAN, Origin
 
 # rooted collectives (by the name findings give them): the root's keyword and its position
@@ -66,6 +66,29 @@ def shape_finding(w, node: ast.Call, issued: Issued, args: list, kwargs: dict) -
         w.mod.path, node.lineno, node.col_offset, w.mod.text(node), api, w.mod.path, arg.lineno,
         w.mod.text(arg), how, origin.kind, why(origin), fixes.same_shape(how == "splits"),
         [(w.mod.path, node.lineno, w.mod.text(node))], issued.api.framework, rule=SHAPE_RULE))
+
+
+def p2p_order(w, node: ast.Call, name: str, args: list, kwargs: dict) -> Finding | None:
+    """A blocking receive from a peer this function sent to first with a blocking send, both on
+    every rank (no condition around either) and the peer taken from the rank (`1 - rank`): every
+    rank is in its send, none in a receive. `w.sends` keeps the sends awaiting their receive."""
+    if w.guards or name not in ("send", "recv") or node.lineno in w.mod.ignored:
+        return None
+    keyword = "dst" if name == "send" else "src"
+    peer = next((k.value for k in node.keywords if k.arg == keyword), node.args[1] if len(node.args) > 1 else None)
+    value = kwargs.get(keyword) if any(k.arg == keyword for k in node.keywords) else args[1] if len(args) > 1 else None
+    if peer is None or value is None or value.rank is None:
+        return None
+    key = ast.dump(peer)
+    if name == "send":
+        w.sends.setdefault(key, node)
+        return None
+    send = w.sends.pop(key, None)
+    if send is None:
+        return None
+    return Finding(w.mod.path, send.lineno, send.col_offset, w.mod.text(send), "dist.send()", w.mod.path,
+                   node.lineno, w.mod.text(node), "p2p", value.rank.kind, why(value.rank), fixes.p2p_order(),
+                   [(w.mod.path, send.lineno, w.mod.text(send))], rule=P2P_RULE)
 
 
 def group_of(node: ast.Call, args: list, kwargs: dict, first: bool = False) -> tuple:

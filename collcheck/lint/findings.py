@@ -14,6 +14,7 @@ from .values import LOCAL, Origin
 RULE = "rank-branch"
 ROOT_RULE = "rank-root"  # a collective whose root (src/dst) differs per rank
 SHAPE_RULE = "rank-shape"  # a collective of a tensor whose shape (or split sizes) may differ per rank
+P2P_RULE = "p2p-order"  # every rank sends first to its peer with a blocking call: no receive is ever posted
 
 HOW = {"branch": "inside `{text}` (line {line})",
        "else": "in the else of `{text}` (line {line})",
@@ -23,7 +24,8 @@ HOW = {"branch": "inside `{text}` (line {line})",
        "decorator": "in a function decorated `{text}` (line {line}): it runs on some ranks only",
        "root": "with its root `{text}` (line {line})",
        "shape": "of `{text}` (line {line})",
-       "splits": "with output split sizes `{text}` (line {line})"}
+       "splits": "with output split sizes `{text}` (line {line})",
+       "p2p": "before `{text}` (line {line})"}
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,9 @@ class Finding:
                         f"({self.why}) rather than received from its peers: they must equal what each peer sends it")
             return (f"`{self.call}` issues {self.api} {where}, whose shape comes from {what} ({self.why}): the ranks "
                     "may give tensors of different shapes, which the collective needs alike")
+        if self.rule == P2P_RULE:
+            return (f"`{self.call}` {where} on every rank alike, to a peer taken from the rank ({self.why}): each "
+                    "rank blocks in its send while its peer blocks in its own, and neither reaches its receive")
         if self.rule == ROOT_RULE:
             return (f"`{self.call}` issues {self.api} {where}, which depends on {what} ({self.why}): the ranks "
                     "name different roots, so they disagree on who sends and the job hangs or mismatches")

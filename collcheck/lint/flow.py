@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from . import binding, doubts, returns, truths
 from . import vocabulary as V
-from .arguments import ROOTS, group_of, root_finding, shape_finding, why
+from .arguments import ROOTS, group_of, p2p_order, root_finding, shape_finding, why
 from .calls import Issued
 from .conditions import (
     data_like,
@@ -67,6 +67,7 @@ class Walker:
         self.known: list[tuple] = []  # (ast.dump of a uniform test, its truth value) of the `if`s around
         self.issued_at: dict[tuple, str] = {}  # (line, column) of each call that issues collectives -> what
         self.roots: set = set()  # constant roots of the broadcasts issued so far on every rank
+        self.sends: dict[str, ast.Call] = {}  # blocking sends on every rank, by peer, awaiting a receive
         self.exact: set[str] = set()  # names bound to the rank number itself (`me = dist.get_rank()`)
         self.rpc = ""  # the RPC call a rank dispatch around here starts work with (guards' doubt)
 
@@ -138,6 +139,10 @@ class Walker:
     # -- collectives ---------------------------------------------------------------------------
     def collective(self, node: ast.Call, issued: Issued, args: list, kwargs: dict) -> None:
         if issued.p2p:
+            if self.report:
+                found = p2p_order(self, node, issued.api.name, args, kwargs)
+                if found is not None:
+                    self.findings.append(found)
             return
         self.issued.append(issued.api.name)
         self.issued_at[(node.lineno, node.col_offset)] = issued.api.name
