@@ -250,7 +250,7 @@ class Walker:
     def s_If(self, s):
         cond = self.value(s.test)
         rpc = self.rpc
-        if cond.rank is not None and not rpc:
+        if cond.rank is not None and not rpc and self.lint.program.uses_rpc():
             self.rpc = doubts.rpc_dispatch(self.lint, self.ev, s)
         try:
             guard = self._guard(s, cond, "branch", s.test)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,15 +77,19 @@ class Program:
     skipped: list[str] = field(default_factory=list)  # "path: why" for files not read
     lines: int = 0
     _called: frozenset | None = field(default=None, repr=False)
+    _rpc: bool | None = field(default=None, repr=False)
+
+    def uses_rpc(self) -> bool:
+        """Whether any module imports torch.distributed.rpc (only then is a rank dispatch's RPC sought)."""
+        if self._rpc is None:
+            self._rpc = any(full.startswith("torch.distributed.rpc") for m in self.modules for full in m.imports.values())
+        return self._rpc
 
     def called_names(self) -> frozenset:
         """The last names of everything the program calls (`f(...)`, `x.f(...)`): a function whose
         name is not among them is an entry point, its `rank` parameter this process's rank."""
-        if self._called is None:
-            self._called = frozenset(
-                n.func.id if isinstance(n.func, ast.Name) else n.func.attr
-                for m in self.modules for n in ast.walk(m.tree)
-                if isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute)))
+        if self._called is None:  # (read from the text: a walk of every tree costs seconds at 100k lines)
+            self._called = frozenset(name for m in self.modules for line in m.lines for name in _CALLED.findall(line))
         return self._called
 
     def resolve(self, module: Module, dotted: str) -> str | None:
@@ -139,6 +144,9 @@ class Program:
     _top: dict = field(default_factory=dict)  # module path -> {top-level name or Class: key}
     _by_tail: dict = field(default_factory=dict)  # each tail of a module's dotted name -> modules
     _resolved: dict = field(default_factory=dict)  # (module path, imported module, name) -> key or None
+
+
+_CALLED = re.compile(r"(?<!def )(?<!class )\b([A-Za-z_]\w*)\s*\(")
 
 
 def load(paths: list[str]) -> Program:

@@ -12,7 +12,11 @@ from dataclasses import replace
 
 
 def key(node: ast.AST) -> str:
-    return ast.dump(node)
+    """A test as comparable text, kept on the node (each function is walked more than once)."""
+    found = getattr(node, "_collcheck_key", None)
+    if found is None:
+        found = node._collcheck_key = ast.dump(node)
+    return found
 
 
 def truths(test: ast.AST, value: bool) -> list[tuple[str, bool]]:
