@@ -5,6 +5,7 @@ per rank (rank-shape). Each reads one call, as the walker evaluated its argument
 from __future__ import annotations
 
 import ast
+import os
 
 from ..knowledge import fixes
 from . import vocabulary as V
@@ -40,7 +41,7 @@ def root_finding(w, node: ast.Call, issued: Issued, args: list, kwargs: dict) ->
     subgroup = group is not CLEAN or any(k.arg in ("group", "process_group", "pg") for k in node.keywords)
     return (Finding(
         w.mod.path, node.lineno, node.col_offset, w.mod.text(node), issued.api.name, w.mod.path,
-        arg.lineno, w.mod.text(arg), "root", origin.kind, why(origin), fixes.same_root(keyword),
+        arg.lineno, w.mod.text(arg), "root", origin.kind, why(origin, w.mod.path), fixes.same_root(keyword),
         [(w.mod.path, node.lineno, w.mod.text(node))], issued.api.framework, rule=ROOT_RULE,
         subgroup=subgroup))
 
@@ -64,7 +65,7 @@ def shape_finding(w, node: ast.Call, issued: Issued, args: list, kwargs: dict) -
     how, arg, origin = found
     return (Finding(
         w.mod.path, node.lineno, node.col_offset, w.mod.text(node), api, w.mod.path, arg.lineno,
-        w.mod.text(arg), how, origin.kind, why(origin), fixes.same_shape(how == "splits"),
+        w.mod.text(arg), how, origin.kind, why(origin, w.mod.path), fixes.same_shape(how == "splits"),
         [(w.mod.path, node.lineno, w.mod.text(node))], issued.api.framework, rule=SHAPE_RULE))
 
 
@@ -87,7 +88,7 @@ def p2p_order(w, node: ast.Call, name: str, args: list, kwargs: dict) -> Finding
     if send is None:
         return None
     return Finding(w.mod.path, send.lineno, send.col_offset, w.mod.text(send), "dist.send()", w.mod.path,
-                   node.lineno, w.mod.text(node), "p2p", value.rank.kind, why(value.rank), fixes.p2p_order(),
+                   node.lineno, w.mod.text(node), "p2p", value.rank.kind, why(value.rank, w.mod.path), fixes.p2p_order(),
                    [(w.mod.path, send.lineno, w.mod.text(send))], rule=P2P_RULE)
 
 
@@ -103,5 +104,8 @@ def group_of(node: ast.Call, args: list, kwargs: dict, first: bool = False) -> t
     return CLEAN, None
 
 
-def why(origin: Origin) -> str:
-    return f"{origin.text}, line {origin.line}"
+def why(origin: Origin, here: str) -> str:
+    """Where a per-rank value comes from: its line, and its file when that is not the finding's."""
+    if origin.path == here:
+        return f"{origin.text}, line {origin.line}"
+    return f"{origin.text}, {os.path.basename(origin.path)}:{origin.line}"

@@ -180,7 +180,7 @@ class Walker:
             self.barriers.append((guard, node.lineno))
         self.findings.append(Finding(
             self.mod.path, node.lineno, node.col_offset, self.mod.text(node), api.name, guard.path, guard.line,
-            guard.text, guard.how, guard.kind, why(guard.origin), fix, [here, *issued.chain], api.framework,
+            guard.text, guard.how, guard.kind, why(guard.origin, self.mod.path), fix, [here, *issued.chain], api.framework,
             maybe=issued.maybe, sometimes=api.sometimes, doubt=guard.doubt))
 
     @contextlib.contextmanager
