@@ -193,8 +193,27 @@ def _mask(n: int, indices) -> np.ndarray:
     return m
 
 
+def stable_order(ids: np.ndarray) -> np.ndarray:
+    """np.argsort(ids, kind="stable"); ids of 0..65535 as uint16, which numpy sorts by radix (O(n))."""
+    if len(ids) and ids.dtype.kind in "iu" and int(ids.min()) >= 0 and int(ids.max()) < 1 << 16:
+        ids = ids.astype(np.uint16)
+    return np.argsort(ids, kind="stable")
+
+
 def first_seen(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(the distinct values in the order of their first occurrence, each value's position in it)."""
+    """(the distinct values in the order of their first occurrence, each value's position in it).
+    Small non-negative ints (ids) by a table as long as their range, others by sorting."""
+    n = len(values)
+    if n and values.dtype.kind in "iu":
+        lo, hi = int(values.min()), int(values.max())
+        if lo >= 0 and hi < max(2 * n, 1 << 16):
+            first = np.full(hi + 1, n, dtype=np.int64)
+            np.minimum.at(first, values, np.arange(n))
+            present = np.flatnonzero(first < n)
+            uniq = present[np.argsort(first[present], kind="stable")]
+            position = np.empty(hi + 1, dtype=np.int64)
+            position[uniq] = np.arange(len(uniq))
+            return uniq.astype(values.dtype), position[values]
     uniq, first, inverse = np.unique(values, return_index=True, return_inverse=True)
     order = np.argsort(first, kind="stable")
     position = np.empty(len(order), dtype=np.int64)

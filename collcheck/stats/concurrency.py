@@ -19,7 +19,7 @@ from itertools import accumulate
 import numpy as np
 
 from ..model import Run
-from ..model.timing import Timings, first_seen
+from ..model.timing import Timings, first_seen, stable_order
 from .sample import Sample, fmean, median
 
 MIN_SAMPLES = 10  # collectives timed at one count of groups at once, to compare it with another
@@ -67,22 +67,28 @@ def _busy_edges(group: np.ndarray, begin: np.ndarray, end: np.ndarray) -> tuple:
     """Each group's busy time (the union of its collectives' intervals) as edges: (the instants,
     sorted, and how many groups are busy from each on). Intervals of a group sorted by their
     start; one joins the union's current piece while it starts by the piece's end, the running
-    largest end of the group's intervals so far (a running maximum of (group, end rank) keys)."""
+    largest end of the group's intervals so far (a running maximum of keys that order by group, then end)."""
     if begin.dtype == object or end.dtype == object:
         return _busy_edges_exact(group, begin, end)
-    order = np.lexsort((end, begin, group))
+    by_start = np.argsort(begin)  # (the order of equal starts changes no piece)
+    order = by_start[stable_order(group[by_start])]
     g, a, b = group[order].astype(np.int64), begin[order], end[order]
-    values, rank = np.unique(b, return_inverse=True)
-    base = g * len(values)
-    reach = np.maximum.accumulate(base + rank.reshape(-1)) - base  # the group's largest end so far (its rank)
+    low, span = int(a.min()), int(b.max()) - int(a.min()) + 1
+    if span * (int(g.max()) + 1) < 1 << 62:  # (a group's ends above all of the groups before it)
+        base = g * span
+        reach = np.maximum.accumulate(base + (b - low)) - base + low  # the group's largest end so far
+    else:
+        values, rank = np.unique(b, return_inverse=True)
+        base = g * len(values)
+        reach = values[np.maximum.accumulate(base + rank.reshape(-1)) - base]
     new = np.ones(len(g), dtype=bool)
     same = g[1:] == g[:-1]
-    new[1:] = ~same | (a[1:] > values[np.where(same, reach[:-1], 0)])
+    new[1:] = ~same | (a[1:] > reach[:-1])
     starts = np.flatnonzero(new)
     last = np.append(starts[1:], len(g)) - 1
-    t = np.concatenate([a[starts], values[reach[last]]])
+    t = np.concatenate([a[starts], reach[last]])
     d = np.repeat(np.array([1, -1], dtype=np.int64), len(starts))
-    order = np.lexsort((d, t))
+    order = np.argsort(t)  # (the count after the last edge at or before an instant: equal instants in any order)
     return t[order], np.cumsum(d[order])
 
 

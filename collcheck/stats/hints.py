@@ -27,7 +27,7 @@ import numpy as np
 
 from ..knowledge import sites
 from ..model import P2P_OPS, Run, rank_ranges
-from ..model.timing import EXACT, Timings, ints, summable
+from ..model.timing import EXACT, Timings, ints, stable_order, summable
 from .sample import Sample, fmean, median, weighted
 from .sites import SiteStats, by_key
 from .skew import Skew
@@ -75,7 +75,7 @@ def _loops(run: Run, candidates: list[SiteStats], timings: Timings) -> dict[int,
     periods: dict[tuple, list[int]] = {}  # (fold, group, site, code) -> periods
     for f, fold in enumerate(timings.folds):
         t = fold.t
-        order = np.argsort(t.group, kind="stable")  # each group's events in the log's order
+        order = stable_order(t.group)  # each group's events in the log's order
         g, site, c = t.group[order], t.site[order], code[t.sig[order]]
         change = np.ones(len(order), dtype=bool)
         change[1:] = (g[1:] != g[:-1]) | (site[1:] != site[:-1]) | (c[1:] != c[:-1])

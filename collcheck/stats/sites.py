@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..model import Run
-from ..model.timing import Timings, first_seen, summable
+from ..model.timing import Timings, first_seen, stable_order, summable
 from .sample import Sample, median, percentile
 
 # wire op -> bus bandwidth factor for a group of n ranks
@@ -79,7 +79,7 @@ def rank_events(run: Run, timings: Timings | None = None) -> dict[int, list]:
 def by_key(key: np.ndarray, rank: np.ndarray) -> tuple:
     """Events grouped by key (ids 0..k-1, each used), then rank: (the events' order, the start of
     each (key, rank) run in it, each run's key and rank, the index of each key's first run)."""
-    order = np.argsort(key, kind="stable")  # (within a key: rank by rank, each in its log's order)
+    order = stable_order(key)  # (within a key: rank by rank, each in its log's order)
     k, r = key[order], rank[order]
     change = np.ones(len(order), dtype=bool)
     change[1:] = (k[1:] != k[:-1]) | (r[1:] != r[:-1])

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..model import Run, Sequences
-from ..model.timing import Timings, first_seen
+from ..model.timing import Timings, first_seen, stable_order
 from .slots import Slots, completed_slots
 
 
@@ -98,7 +98,7 @@ def _offsets(slots: Slots, ref: int) -> dict[int, float]:
     ref_done[entry[is_ref]] = slots.done[is_ref]
     sel = with_ref[entry]
     classes, class_at = first_seen(slots.cls[sel])
-    diffs = (slots.done[sel] - ref_done[entry[sel]])[np.argsort(class_at, kind="stable")].tolist()
+    diffs = (slots.done[sel] - ref_done[entry[sel]])[stable_order(class_at)].tolist()
     counts = np.bincount(class_at, minlength=len(classes)).tolist()
     out, k = {}, 0
     for c, n in zip(classes.tolist(), counts):
