@@ -7,7 +7,8 @@ Each size is written once with `collcheck.synth.write_clean_run` (timed apart; `
 for the next run: a run already there is read again), then `collcheck stats DIR --format json`
 runs `--repeat` times, each in a process of its own: its wall time, and its peak RSS (the largest
 of the command and the worker processes it waited for: wait4's rusage). `--groups N` gives every
-4th collective to one of N strided subgroups (ranks then come in N kinds).
+4th collective to one of N strided subgroups (ranks then come in N kinds). `--phases` also times,
+in-process, reading the logs (`load_run`), the statistics and the JSON report apart.
 
 Side by side with another source tree (a worktree of the previous release, say):
 
@@ -61,6 +62,28 @@ def _command(directory: str, tree: str, fmt: str) -> dict:
             "exit": os.waitstatus_to_exitcode(status), "out": out}
 
 
+PHASES = """
+import io, json, sys, time
+from collcheck.model import load_run
+from collcheck.report.stats import render_json
+from collcheck.stats.summary import compute
+t0 = time.perf_counter(); run = load_run(sys.argv[1], times=True)
+t1 = time.perf_counter(); c1 = time.process_time(); st = compute(run)
+t2 = time.perf_counter(); c2 = time.process_time(); render_json(st, io.StringIO())
+t3 = time.perf_counter()
+print(json.dumps({"load_s": t1 - t0, "compute_s": t2 - t1, "compute_cpu_s": c2 - c1, "render_s": t3 - t2}))
+"""
+
+
+def _phases(directory: str, tree: str) -> dict:
+    """In a process of its own, with `tree` first on PYTHONPATH: the seconds load_run(times=True),
+    the statistics (stats.summary.compute; and its CPU seconds) and the JSON report took."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (tree, os.environ.get("PYTHONPATH")) if p))
+    proc = subprocess.run([sys.executable, "-c", PHASES, directory], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                          env=env, text=True, cwd=tempfile.gettempdir())
+    return json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else {}
+
+
 def _size(args, ranks: int, trees: dict[str, str]) -> dict:
     """One size: written once, then each tree's command `--repeat` times (alternating)."""
     directory = os.path.join(args.dir, f"{ranks}x{args.events}") if args.dir else tempfile.mkdtemp(
@@ -79,6 +102,9 @@ def _size(args, ranks: int, trees: dict[str, str]) -> dict:
                           "peak_rss_mb": statistics.median(r["peak_rss_mb"] for r in rs),
                           "cpu_s": statistics.median(r["cpu_s"] for r in rs),
                           "exits": sorted({r["exit"] for r in rs}), "rounds": [r["s"] for r in rs]}
+        if args.phases:
+            for label in labels:
+                row[label]["phases"] = _phases(directory, trees[label])
         outs = {r["out"] for rs in rounds.values() for r in rs}
         row["same"] = len(outs) == 1
         if "other" in rounds:
@@ -100,6 +126,12 @@ def _print(row: dict, first: bool) -> None:
                      for label in trees)
     tail = (f"  {row['ratio']['s']:>7.2f}x  {'yes' if row['same'] else 'NO'}" if "other" in row
             else f"  {','.join(map(str, row['this']['exits']))}")
+    for label in trees:
+        ph = row[label].get("phases")
+        if ph is not None:
+            tail += (f"\n        {label}, in-process: load {ph.get('load_s', 0):.2f} s, statistics "
+                     f"{ph.get('compute_s', 0):.2f} s ({ph.get('compute_cpu_s', 0):.2f} s CPU), JSON "
+                     f"{ph.get('render_s', 0):.2f} s")
     print(f"{row['ranks']:>6} {row['events']:>9,} {row['bytes'] / 2**20:>8,.1f} {row['write_s']:>8.2f} {cells}{tail}",
           flush=True)
 
@@ -116,6 +148,8 @@ def main(argv=None) -> int:
     p.add_argument("--against", metavar="DIR",
                    help="another collcheck source tree: run the command with it and with this tree, alternating, "
                         "and say whether their reports are the same")
+    p.add_argument("--phases", action="store_true",
+                   help="also time, in-process, reading the logs, the statistics and the JSON report apart")
     p.add_argument("--json", action="store_true", help="print one JSON object per size instead of a table")
     args = p.parse_args(argv)
     if args.repeat < 1:

@@ -88,10 +88,12 @@ def test_bench_diff_runs_two_trees_alternating_side_by_side(tmp_path):
 @pytest.mark.timeout(300)
 def test_bench_stats_times_the_command_with_two_trees_on_one_run(tmp_path):
     """--against: the command's wall time and peak RSS with each tree on the same logs, and whether
-    their reports are the same (this tree against itself: they are); --dir keeps the run."""
+    their reports are the same (this tree against itself: they are); --dir keeps the run; --phases
+    times reading, the statistics and the report apart."""
     (row,) = run_json("bench_stats", "--ranks", "16", "--events", "300", "--groups", "2", "--against", ROOT,
-                      "--dir", str(tmp_path))
+                      "--dir", str(tmp_path), "--phases")
     assert row["same"] and row["this"]["exits"] == row["other"]["exits"] == [0]
+    assert set(row["this"]["phases"]) == {"load_s", "compute_s", "compute_cpu_s", "render_s"}
     assert row["this"]["s"] > 0 and row["other"]["peak_rss_mb"] > 10 and row["bytes"] > 0
     assert os.listdir(tmp_path / "16x300")
 
