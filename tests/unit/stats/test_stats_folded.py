@@ -112,3 +112,32 @@ def test_the_figures_of_a_small_run(tmp_path):
     assert st.skew.slots[0][5] == base + 400
     assert [(s["rank"], s["last_in"], s["collectives"], s["wait_caused_s"]) for s in doc["stragglers"]] == [
         (0, 0, 1, 0.0), (1, 1, 1, 0.0)]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_vectorised_unions_of_intervals_are_those_of_the_interval_by_interval_walks(seed):
+    """The groups' busy edges (concurrency.py) and each step's time inside collectives (steps.py),
+    numpy, against the walks over one interval at a time they keep for Python-int times: random
+    overlapping, touching and nested intervals of a few groups."""
+    import numpy as np
+
+    from collcheck.stats.concurrency import _busy_edges, _busy_edges_exact
+    from collcheck.stats.steps import _busy_loop, _measure
+
+    rng = np.random.default_rng(seed)
+    n = 3000
+    begin = np.sort(rng.integers(0, 40_000, n))
+    end = begin + rng.integers(0, 60, n) * rng.integers(0, 2, n) + rng.integers(1, 4, n)
+    group = rng.integers(0, 5, n)
+    times, active = _busy_edges(group, begin, end)
+    want_times, want_active = _busy_edges_exact(group, begin, end)
+    # (the count after the last edge at or before each instant: edges at one instant in any order)
+    probe = np.arange(-1, 40_100)
+    at = np.searchsorted(times, probe, side="right") - 1
+    want_at = np.searchsorted(np.array(want_times), probe, side="right") - 1
+    assert (np.where(at >= 0, active[np.maximum(at, 0)], 0)
+            == np.where(want_at >= 0, np.array(want_active)[np.maximum(want_at, 0)], 0)).all()
+    assert sorted(times.tolist()) == sorted(want_times)
+    bounds = sorted(set(rng.integers(-100, 41_000, 40).tolist()))
+    walls, comm = _measure(begin, end, bounds)
+    assert comm == _busy_loop(begin.tolist(), end.tolist(), bounds) and len(walls) == len(bounds) - 1
