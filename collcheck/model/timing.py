@@ -9,10 +9,15 @@ kept for what reads them next (the Perfetto export).
 Times are int64 while they and their differences are exact in it and in float64 (under EXACT);
 a log whose times lie beyond gets Python ints (numpy's object arrays: the same results as
 Python's arithmetic, slower).
+
+Ranks of one kind (model/load.py: one log read, the others sharing its columns) with the same
+collectives pending and raised have equal columns: they are one `Fold`, whose columns the
+statistics count once, weighted by its ranks (`Timings.folds`).
 """
 
 from __future__ import annotations
 
+import copy
 from array import array
 from dataclasses import dataclass
 
@@ -40,15 +45,29 @@ class Timing:
     sig: np.ndarray  # run.signatures id
     group: np.ndarray  # its group's index in Timings.groups
     events: list | None = None  # its decoded events, where they were decoded for this
+    key: tuple | None = None  # equal for ranks with equal columns (Timings.folds); None: decoded
 
     def __len__(self) -> int:
         return len(self.sig)
 
 
-class Timings(dict):
-    """rank -> Timing, in rank order, and the run-wide tables their ids index."""
+@dataclass
+class Fold:
+    """Ranks whose columns are equal (`t`, the first rank's), counted once."""
 
-    def __init__(self, run: Run):
+    ranks: list[int]  # ascending
+    t: Timing
+
+    @property
+    def weight(self) -> int:
+        return len(self.ranks)
+
+
+class Timings(dict):
+    """rank -> Timing, in rank order, and the run-wide tables their ids index; `folds`: the ranks
+    with equal columns together (`fold=False`: each rank alone, what the folds must add up to)."""
+
+    def __init__(self, run: Run, fold: bool = True):
         super().__init__()
         self.run = run
         self.groups = run.group_names()
@@ -61,12 +80,22 @@ class Timings(dict):
         self.sig_bytes = ints([s.nbytes for s in sigs] or [0])
         self._keys = None
         self._shared: dict[int, tuple] = {}  # id of a log read in full -> its columns (timings' own)
+        self._own: dict[tuple, Timing] = {}  # (that id, pending, errors) -> the first such rank's Timing
+        by_key: dict[object, Fold] = {}
         for rank, log in sorted(run.ranks.items()):
-            self[rank] = self._from_times(log) or self._from_events(log)
+            t = self._from_times(log)
+            key = rank if t is None or not fold else t.key
+            self[rank] = t = t or self._from_events(log)
+            if key in by_key:
+                by_key[key].ranks.append(rank)
+            else:
+                by_key[key] = Fold([rank], t)
+        self.folds: list[Fold] = list(by_key.values())  # in the order of their first rank
+        self.fold_of = {r: k for k, f in enumerate(self.folds) for r in f.ranks}  # rank -> its fold's index
 
-    def site_keys(self) -> tuple[dict[int, np.ndarray], list[tuple]]:
-        """What the statistics count per call site: per rank, each event's key id, and the keys
-        (site, api, op, group, role) in the order of their first event (ranks in order)."""
+    def site_keys(self) -> tuple[list[np.ndarray], list[tuple]]:
+        """What the statistics count per call site: per fold (`folds`), each event's key id, and
+        the keys (site, api, op, group, role) in the order of their first event (ranks in order)."""
         if self._keys is None:
             self._keys = _site_keys(self)
         return self._keys
@@ -98,10 +127,17 @@ class Timings(dict):
             shared = self._shared[id(src)] = (
                 microseconds(t.issued, src.base_us), microseconds(t.done, src.base_us), column(t.timed) != 0, site,
                 nbytes, column(t.flags) == 0, sig, self._slots(src))
+        key = (id(src), frozenset(log.pending), frozenset(log.errors))
+        same = self._own.get(key)
+        if same is not None:  # (a rank of a fold: its columns are the first one's)
+            t = copy.copy(same)
+            t.rank = log.rank
+            return t
         issue, done, timed, site, nbytes, sync, sig, group = shared
         has_done = timed & ~_mask(len(log), log.pending)
-        return Timing(log.rank, issue, done, has_done, has_done & ~_mask(len(log), log.errors), site, nbytes, sync, sig,
-                      group)
+        t = self._own[key] = Timing(log.rank, issue, done, has_done, has_done & ~_mask(len(log), log.errors), site,
+                                    nbytes, sync, sig, group, key=key)
+        return t
 
     def _from_events(self, log: RankLog) -> Timing:
         evs = log.events()
@@ -157,8 +193,27 @@ def _mask(n: int, indices) -> np.ndarray:
     return m
 
 
+def stable_order(ids: np.ndarray) -> np.ndarray:
+    """np.argsort(ids, kind="stable"); ids of 0..65535 as uint16, which numpy sorts by radix (O(n))."""
+    if len(ids) and ids.dtype.kind in "iu" and int(ids.min()) >= 0 and int(ids.max()) < 1 << 16:
+        ids = ids.astype(np.uint16)
+    return np.argsort(ids, kind="stable")
+
+
 def first_seen(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(the distinct values in the order of their first occurrence, each value's position in it)."""
+    """(the distinct values in the order of their first occurrence, each value's position in it).
+    Small non-negative ints (ids) by a table as long as their range, others by sorting."""
+    n = len(values)
+    if n and values.dtype.kind in "iu":
+        lo, hi = int(values.min()), int(values.max())
+        if lo >= 0 and hi < max(2 * n, 1 << 16):
+            first = np.full(hi + 1, n, dtype=np.int64)
+            np.minimum.at(first, values, np.arange(n))
+            present = np.flatnonzero(first < n)
+            uniq = present[np.argsort(first[present], kind="stable")]
+            position = np.empty(hi + 1, dtype=np.int64)
+            position[uniq] = np.arange(len(uniq))
+            return uniq.astype(values.dtype), position[values]
     uniq, first, inverse = np.unique(values, return_index=True, return_inverse=True)
     order = np.argsort(first, kind="stable")
     position = np.empty(len(order), dtype=np.int64)
@@ -166,11 +221,14 @@ def first_seen(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return uniq[order], position[inverse.reshape(-1)]
 
 
-def _site_keys(timings: Timings) -> tuple[dict[int, np.ndarray], list[tuple]]:
+def _site_keys(timings: Timings) -> tuple[list[np.ndarray], list[tuple]]:
+    """(A fold's first event with a key comes first among the ranks' too: the ranks of an earlier
+    fold without it are lower, and none of a later one is.)"""
     n_sites, n_kinds, n_groups = len(timings.run.sites) + 1, len(timings.kinds), max(len(timings.groups), 1)
     wide = n_sites * n_kinds * n_groups >= 1 << 63  # (no real run has ids that many: Python ints then)
+    cols = [f.t for f in timings.folds]
     parts = [(((t.site.astype(object) if wide else t.site) + 1) * n_kinds + timings.kind[t.sig]) * n_groups + t.group
-             for t in timings.values()]
+             for t in cols]
     uniq, ids = first_seen(np.concatenate(parts) if parts else np.zeros(0, np.int64))
     sites, groups, kinds = timings.run.sites, timings.groups, timings.kinds
     keys = []
@@ -179,8 +237,8 @@ def _site_keys(timings: Timings) -> tuple[dict[int, np.ndarray], list[tuple]]:
         s, k = divmod(rest, n_kinds)
         api, op, role = kinds[k]
         keys.append((sites[s - 1] if s else None, api, op, groups[g], role))
-    bounds = np.cumsum([0] + [len(t) for t in timings.values()])
-    return {r: ids[bounds[k]:bounds[k + 1]] for k, r in enumerate(timings)}, keys
+    bounds = np.cumsum([0] + [len(t) for t in cols])
+    return [ids[bounds[k]:bounds[k + 1]] for k in range(len(cols))], keys
 
 
 def summable(a: np.ndarray) -> np.ndarray:

@@ -20,14 +20,15 @@
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass, field
+from itertools import chain
 
 import numpy as np
 
 from ..knowledge import sites
 from ..model import P2P_OPS, Run, rank_ranges
-from ..model.timing import EXACT, Timings, ints, summable
+from ..model.timing import EXACT, Timings, ints, stable_order, summable
+from .sample import Sample, fmean, median, weighted
 from .sites import SiteStats, by_key
 from .skew import Skew
 
@@ -58,12 +59,12 @@ def where_text(site: tuple | None) -> str:
     return sites.path_line(site)
 
 
-def _loops(run: Run, candidates: list[SiteStats], timings: Timings) -> dict[int, list[int]]:
+def _loops(run: Run, candidates: list[SiteStats], timings: Timings) -> dict[int, Sample]:
     """How many collectives one pass of the loop issues, for each run of a call site's collectives
     issued back to back (rank by rank, in its group's order): the run's shortest period of sizes
     (a per-parameter loop repeats its parameters' sizes every step); runs of at least two. Per
-    candidate (by its index), from every rank's events cut once into runs of one group, site,
-    API and role."""
+    candidate (by its index), from every fold's events (model.Timings.folds, once for its ranks)
+    cut once into runs of one group, site, API and role."""
     site_ids = {site: k for k, site in enumerate(run.sites)}
     codes: dict[tuple, int] = {}  # (api, role) -> its code
     code = np.array([codes.setdefault((s.api, s.role), len(codes)) for s in run.signatures] or [0], dtype=np.int64)
@@ -71,19 +72,30 @@ def _loops(run: Run, candidates: list[SiteStats], timings: Timings) -> dict[int,
     keys = [(group_at.get(s.group, -1), site_ids.get(s.site, -2) if s.site is not None else -1,
              codes.get((s.api, s.role), -1)) for s in candidates]
     wanted = set(keys)
-    periods: dict[tuple, list[int]] = {}  # (rank, group, site, code) -> periods
-    for rank, t in timings.items():
-        order = np.argsort(t.group, kind="stable")  # each group's events in the log's order
+    periods: dict[tuple, list[int]] = {}  # (fold, group, site, code) -> periods
+    for f, fold in enumerate(timings.folds):
+        t = fold.t
+        order = stable_order(t.group)  # each group's events in the log's order
         g, site, c = t.group[order], t.site[order], code[t.sig[order]]
         change = np.ones(len(order), dtype=bool)
         change[1:] = (g[1:] != g[:-1]) | (site[1:] != site[:-1]) | (c[1:] != c[:-1])
         starts = np.flatnonzero(change)
-        ends = np.append(starts[1:], len(order)).tolist()
+        ends = np.append(starts[1:], len(order))
+        long = ends - starts >= 2  # (runs of one collective have no period)
+        starts, ends = starts[long], ends[long].tolist()
         nbytes = t.nbytes[order]
         for a, b, key in zip(starts.tolist(), ends, zip(g[starts].tolist(), site[starts].tolist(), c[starts].tolist())):
-            if b - a >= 2 and key in wanted:
-                periods.setdefault((rank, *key), []).append(_period(nbytes[a:b].tolist()))
-    return {k: [p for r in s.ranks for p in periods.get((r, *keys[k]), ())] for k, s in enumerate(candidates)}
+            if key in wanted:
+                periods.setdefault((f, *key), []).append(_period(nbytes[a:b].tolist()))
+    out = {}
+    for k, s in enumerate(candidates):
+        weight: dict[int, int] = {}
+        for r in s.ranks:
+            f = timings.fold_of[r]
+            weight[f] = weight.get(f, 0) + 1
+        found = [(periods.get((f, *keys[k]), []), w) for f, w in weight.items()]
+        out[k] = weighted([(np.array(p, dtype=np.int64), w) for p, w in found if p])
+    return out
 
 
 def _period(seq: list) -> int:
@@ -93,19 +105,28 @@ def _period(seq: list) -> int:
 
 def _cost_model(timings: Timings, op: str) -> tuple[float, float] | None:
     """(fixed µs, µs per byte) fitted by least squares to every completed collective of `op`, the
-    per-byte cost at most that of FLOOR_MBS."""
+    per-byte cost at most that of FLOOR_MBS. Each fold's terms made once; the sums add them rank by
+    rank, in Python's order (sum over a chain of the folds' lists)."""
     of_op = np.array([s.op == op for s in timings.run.signatures] or [False])
-    points = [p for t in timings.values() for p in zip(t.nbytes[t.ok & of_op[t.sig]].tolist(),
-                                                       (t.done - t.issue)[t.ok & of_op[t.sig]].tolist())]
-    if len(points) < 3:
+    points = []  # per fold: (bytes, µs) of its completed collectives of op, and its ranks
+    for f in timings.folds:
+        t = f.t
+        m = t.ok & of_op[t.sig]
+        points.append((t.nbytes[m].tolist(), (t.done - t.issue)[m].tolist(), len(f.ranks)))
+    if sum(len(xs) * w for xs, _, w in points) < 3:
         return None
-    xs, ys = [p[0] for p in points], [p[1] for p in points]
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    var = sum((x - mx) ** 2 for x in xs)
-    slope = max(0.0, sum((x - mx) * (y - my) for x, y in points) / var) if var else 0.0
+    xs = weighted([(np.array(x, dtype=object), w) for x, _, w in points])
+    ys = weighted([(np.array(y, dtype=object), w) for _, y, w in points])
+    mx, my = fmean(xs), fmean(ys)
+    order = [timings.fold_of[r] for r in timings]  # (rank by rank)
+    squares = [[(x - mx) ** 2 for x in x_] for x_, _, _ in points]
+    var = sum(chain.from_iterable(squares[f] for f in order))
+    products = [[(x - mx) * (y - my) for x, y in zip(x_, y_)] for x_, y_, _ in points]
+    slope = max(0.0, sum(chain.from_iterable(products[f] for f in order)) / var) if var else 0.0
     # a slope steeper than FLOOR_MBS is waiting that happened to fall on the bigger calls, not bytes
     slope = min(slope, 1 / FLOOR_MBS)
-    fixed = max(0.0, statistics.median(y - slope * x for x, y in points))  # robust to a few slow calls
+    rests = weighted([(np.array([y - slope * x for x, y in zip(x_, y_)], dtype=object), w) for x_, y_, w in points])
+    fixed = max(0.0, median(rests))  # robust to a few slow calls
     return fixed, slope
 
 
@@ -115,7 +136,7 @@ def fuse_hints(run: Run, sites: list[SiteStats], timings: Timings) -> list[Hint]
     found = _loops(run, candidates, timings) if candidates else {}
     for k, s in enumerate(candidates):
         loops = found[k]
-        if not loops or statistics.median(loops) < MIN_LOOP:
+        if not loops or median(loops) < MIN_LOOP:
             continue
         if s.op not in models:  # (one fit per op, whatever the number of sites)
             models[s.op] = _cost_model(timings, s.op)
@@ -123,7 +144,7 @@ def fuse_hints(run: Run, sites: list[SiteStats], timings: Timings) -> list[Hint]
         if model is None:
             continue
         fixed, per_byte = model
-        per_loop = statistics.median(loops)
+        per_loop = median(loops)
         n_loops = s.calls / per_loop
         fused_s = n_loops * (fixed + per_byte * s.bytes_per_call * per_loop) / 1e6
         gain = s.total_s - fused_s
@@ -225,12 +246,14 @@ def _groups_effect(s: SiteStats, hosts: list) -> str:
 
 
 def _overlap_columns(events: dict) -> tuple[list[tuple], list[tuple]]:
-    """Per rank (key ids, synchronous, issue µs, completion µs, completed and not P2P), and the
-    keys (site, api, op, group, role) the ids index: from model.Timings, or from events (objects
-    with model.Event's fields)."""
+    """Per fold of ranks with equal columns (key ids, synchronous, issue µs, completion µs,
+    completed and not P2P, its ranks), and the keys (site, api, op, group, role) the ids index:
+    from model.Timings (its folds), or from events (objects with model.Event's fields, a rank a
+    fold)."""
     if isinstance(events, Timings):
         ids, keys = events.site_keys()
-        return [(ids[r], t.sync, t.issue, t.done, t.ok & ~events.p2p[t.sig]) for r, t in events.items()], keys
+        return [(k, f.t.sync, f.t.issue, f.t.done, f.t.ok & ~events.p2p[f.t.sig], f.weight)
+                for k, f in zip(ids, events.folds)], keys
     at: dict[tuple, int] = {}
     out = []
     for evs in events.values():
@@ -239,7 +262,7 @@ def _overlap_columns(events: dict) -> tuple[list[tuple], list[tuple]]:
         timed = [e.t_done is not None and e.error is None and e.sig.op not in P2P_OPS for e in evs]
         out.append((key, np.array([not (e.async_op or e.native) for e in evs], dtype=bool),
                     ints([e.t_issue for e in evs], EXACT), ints([e.t_done if t else 0 for e, t in zip(evs, timed)], EXACT),
-                    np.array(timed, dtype=bool)))
+                    np.array(timed, dtype=bool), 1))
     return out, list(at)
 
 
@@ -247,8 +270,8 @@ def overlap_hints(sites: list[SiteStats], events: dict) -> list[Hint]:
     """`events`: model.Timings (or rank -> its events)."""
     cols, keys = _overlap_columns(events)
     sync_only = np.ones(len(keys), dtype=bool)
-    found = []  # per rank: (key, gap µs, what could be hidden µs) of each collective followed by another
-    for key, sync, issue, done, timed in cols:
+    found = []  # per fold: (key, gap µs, what could be hidden µs) of each collective followed by another
+    for key, sync, issue, done, timed, _ in cols:
         sync_only[key[~sync]] = False
         issues = np.sort(issue)
         after = np.searchsorted(issues, done[timed], side="right")
@@ -257,15 +280,16 @@ def overlap_hints(sites: list[SiteStats], events: dict) -> list[Hint]:
         gap = issues[after[known]] - done[which]
         found.append((key[which], gap, np.minimum(done[which] - issue[which], gap)))
     key = np.concatenate([k for k, _, _ in found]) if found else np.zeros(0, np.int64)
-    rank = np.concatenate([np.full(len(k), r, dtype=np.int64) for r, (k, _, _) in zip(events, found)]) if found else key
+    fold = np.repeat(np.arange(len(found)), [len(k) for k, _, _ in found]) if found else key
+    weight = np.array([c[5] for c in cols], dtype=np.int64)[fold] if found else key
     gaps = np.concatenate([g for _, g, _ in found]) if found else key
-    order, runs, run_key, _, first_run = by_key(key, rank) if len(key) else (key, key, key, key, key)
+    order, runs, run_key, _, first_run = by_key(key, fold) if len(key) else (key, key, key, key, key)
     # per key: the most a rank could hide (µs), and where its gaps are
     hidden = np.maximum.reduceat(np.add.reduceat(summable(np.concatenate([c for _, _, c in found]))[order], runs),
                                  first_run).tolist() if len(key) else []
     keyed = dict(zip(run_key[first_run].tolist(), range(len(first_run))))
     bounds = np.append(runs[first_run], len(order)).tolist() if len(key) else []
-    gaps = gaps[order]
+    gaps, weight = gaps[order], weight[order]
     at = {k: i for i, k in enumerate(keys)}
     out = []
     for s in sites:
@@ -276,7 +300,7 @@ def overlap_hints(sites: list[SiteStats], events: dict) -> list[Hint]:
         gain = (0.0 + hidden[j]) / 1e6
         if gain < MIN_HIDDEN_S or gain < MIN_HIDDEN_SHARE * s.total_s:
             continue
-        gap = statistics.median(gaps[bounds[j]:bounds[j + 1]].tolist())
+        gap = median(Sample(gaps[bounds[j]:bounds[j + 1]], weight[bounds[j]:bounds[j + 1]]))
         where = where_text(s.site)
         text = (f"{where}: {s.api} is synchronous ({s.calls} calls per rank, {s.total_s:.4f} s inside them, median "
                 f"{s.median_us:.0f} µs) and each is followed by {gap:.0f} µs (median) of work before the next "

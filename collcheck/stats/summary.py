@@ -34,14 +34,15 @@ class Stats:
         return rank_events(self.run, self.timings)
 
 
-def compute(run: Run) -> Stats:
-    """Every statistic of the run (the cycle collector paused meanwhile: base/collector.py)."""
+def compute(run: Run, fold: bool = True) -> Stats:
+    """Every statistic of the run (the cycle collector paused meanwhile: base/collector.py); the
+    ranks with equal columns counted once (`fold=False`: each alone, the same results, slower)."""
     with collector.paused():
-        return _compute(run)
+        return _compute(run, fold)
 
 
-def _compute(run: Run) -> Stats:
-    timings = Timings(run)
+def _compute(run: Run, fold: bool) -> Stats:
+    timings = Timings(run, fold)
     sites, groups = site_stats(run, timings)
     skew = arrival_skew(run, timings)
     hosts = host_load(run, timings)

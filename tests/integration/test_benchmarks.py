@@ -85,6 +85,19 @@ def test_bench_diff_runs_two_trees_alternating_side_by_side(tmp_path):
     assert missing.returncode == 2 and "not a collcheck source tree" in missing.stderr
 
 
+@pytest.mark.timeout(300)
+def test_bench_stats_times_the_command_with_two_trees_on_one_run(tmp_path):
+    """--against: the command's wall time and peak RSS with each tree on the same logs, and whether
+    their reports are the same (this tree against itself: they are); --dir keeps the run; --phases
+    times reading, the statistics and the report apart."""
+    (row,) = run_json("bench_stats", "--ranks", "16", "--events", "300", "--groups", "2", "--against", ROOT,
+                      "--dir", str(tmp_path), "--phases")
+    assert row["same"] and row["this"]["exits"] == row["other"]["exits"] == [0]
+    assert set(row["this"]["phases"]) == {"load_s", "compute_s", "compute_cpu_s", "render_s"}
+    assert row["this"]["s"] > 0 and row["other"]["peak_rss_mb"] > 10 and row["bytes"] > 0
+    assert os.listdir(tmp_path / "16x300")
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_bench_many_groups_times_each_command_per_size():
@@ -165,7 +178,7 @@ def test_paired_ratio_compares_recorded_blocks_with_their_neighbours():
 
 
 @pytest.mark.parametrize("name", ["bench_record", "bench_steps", "bench_diff", "bench_tui", "bench_cpu", "bench_live",
-                                  "bench_fixes", "bench_many_groups", "bench_fr_json"])
+                                  "bench_fixes", "bench_many_groups", "bench_fr_json", "bench_stats"])
 def test_benchmark_scripts_run_from_a_clone(name):
     """Each benchmark is a script with --help, outside the installed package."""
     proc = subprocess.run([sys.executable, bench(name), "--help"], capture_output=True, text=True, timeout=60,

@@ -215,3 +215,30 @@ def test_one_to_four_pairs_each_show_their_groups_and_the_fixed_cost(pairs, tmp_
     (hint,) = [h for h in doc["hints"] if h["kind"] == "batch"]
     assert hint["site"]["line"] == line_of("pairwise_groups", "dist.all_reduce(x, group=pair)"), hint
     assert hint["evidence"].get("same_in_groups", 1) == pairs, hint
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param("scenario:per_param_allreduce", marks=pytest.mark.recordings("scenario:per_param_allreduce")),
+    pytest.param("scenario:join_uneven_inputs", marks=pytest.mark.recordings("scenario:join_uneven_inputs")),
+    pytest.param("straggler", marks=[pytest.mark.recordings("straggler"), pytest.mark.slow]),
+    pytest.param("sync_then_work", marks=[pytest.mark.recordings("sync_then_work"), pytest.mark.slow])])
+def test_recorded_runs_give_the_same_report_from_columns_folded_alone_and_from_decoded_events(corpus, name):
+    """On real recordings, in-process: the statistics from the scan's columns (ranks with equal
+    columns folded), from them each rank alone, and from every event decoded again (a run loaded
+    without the times) are one report, text and JSON."""
+    import io
+
+    from collcheck.model import load_run
+    from collcheck.report.stats import render_text, to_dict
+    from collcheck.stats.summary import compute
+
+    def report(st) -> tuple[str, str]:
+        text = io.StringIO()
+        render_text(st, text, top=1000)
+        return json.dumps(to_dict(st)), text.getvalue()
+
+    run_dir = recorded(corpus, name)
+    run = load_run(run_dir, times=True)
+    ways = [report(compute(run)), report(compute(run, fold=False)), report(compute(load_run(run_dir)))]
+    assert ways[0] == ways[1] == ways[2]
+    assert json.loads(ways[0][0])["sites"]

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from collcheck.knowledge import frames
 from collcheck.logfile import format as lf
+from collcheck.logfile.checkpoint import checkpoint_record, roll, signature
 from collcheck.logfile.writer import LogWriter, open_exclusive
 from collcheck.model import load_run
 
@@ -51,7 +52,8 @@ def calls(*specs, **common) -> list[Call]:
 
 def write(directory: str, groups: dict[str, tuple], ranks: dict[int, list[Call]], finished=None,
           raised: dict[int, str] | None = None, backend: str = "cpu:gloo", stopped: dict[int, int] | None = None,
-          clock: dict[int, int] | None = None, sigterm=(), descs: dict[str, str] | None = None):
+          clock: dict[int, int] | None = None, sigterm=(), descs: dict[str, str] | None = None,
+          checkpoint: bool = False):
     """One log per rank of `ranks`; `finished`: the ranks that exited cleanly (default: all);
     `raised`: rank -> the RuntimeError it raised at its last call's site; the others were killed
     where their calls end. `stopped`: rank -> an errno its writer met after its calls (LogWriter.stop:
@@ -59,7 +61,9 @@ def write(directory: str, groups: dict[str, tuple], ranks: dict[int, list[Call]]
     ranks whose stacks faulthandler dumped beside the log at SIGTERM, in their last call; `descs`:
     group -> its group_desc (a DeviceMesh's: mesh_<dim>). Call sites in files that exist are
     fingerprinted as the recorder does (L records: size and mtime when first seen; the content hash
-    of the program's files on the ranks that exit, finished or raising). Returns the loaded Run."""
+    of the program's files on the ranks that exit, finished or raising). `checkpoint`: the ranks that
+    finish write their checkpoint before the trailer, as the recorder does (ranks that issued the
+    same are then loaded by kinds: model/load.py). Returns the loaded Run."""
     raised = raised or {}
     stopped = stopped or {}
     clock = clock or {}
@@ -86,10 +90,14 @@ def write(directory: str, groups: dict[str, tuple], ranks: dict[int, list[Call]]
                 w.write(rec)
             w.queue({"k": lf.THREAD, "h": 0, "n": "MainThread", "id": 1})
             seqs: dict = {}
+            hashes: dict = {}
             for n, c in enumerate(rank_calls):
                 ts = 100 * (n + 1)
                 key = lf.seq_key(gids[c.group], c.op, c.peer)
                 seqs[key] = j = seqs.get(key, -1) + 1
+                reduce_op = c.reduce_op if c.reduce_op is not None and c.op.startswith(("allreduce", "reduce")) else None
+                tensors = None if c.op == "barrier" else (("float32", (c.size,)),)
+                hashes[key] = roll(hashes.get(key, 0), signature(c.op, tensors, reduce_op, c.peer, 0, c.role))
                 rec = {"k": lf.COLL, "o": w.string_id(c.op), "g": gids[c.group], "ts": ts, "j": j,
                        "s": w.site_id(c.file or FILE, c.line, c.func)}
                 if c.outer:
@@ -122,6 +130,11 @@ def write(directory: str, groups: dict[str, tuple], ranks: dict[int, list[Call]]
                 w.write({"k": lf.EXCEPTION, "t": "RuntimeError", "m": raised[rank], "ts": 100 * (len(rank_calls) + 1),
                          "s": w.site_id(last.file or FILE, last.line, last.func)})
             if rank in finished:
+                if checkpoint:
+                    open_eids = [n for n, c in enumerate(rank_calls) if not c.done and c.error is None]
+                    failed = [n for n, c in enumerate(rank_calls) if c.error is not None]
+                    w.write(checkpoint_record(len(rank_calls), [(k, j + 1, hashes[k]) for k, j in seqs.items()], "end",
+                                              open_eids, failed, interned=w.vocabulary()))
                 w.write({"k": lf.TRAILER, "ts": 100 * (len(rank_calls) + 2)})
         w.close()
         if rank in sigterm:
