@@ -313,7 +313,9 @@ def run_tui(target: str | Source) -> int:
     """Run the TUI on a run directory (or a logs root: the newest run), or on what discover found
     (`collcheck tui`: one launch); 0. A run that cannot be read
     raises LogError, before the app starts or once it has (its message), for the one error path
-    (`collcheck tui` runs through base/errors.run_command)."""
+    (`collcheck tui` runs through base/errors.run_command). A loader process that died is said
+    again on stderr once the app has closed, as one line: exit code 3."""
+    from ..base.errors import INTERNAL_ERROR, print_error
     from ..logfile.reader import LogError
 
     source = target if isinstance(target, Source) else discover(target, newest=True)
@@ -321,4 +323,7 @@ def run_tui(target: str | Source) -> int:
     app.run()
     if app.error is not None:
         raise LogError(app.error)
+    if app.loader_died is not None:
+        print_error(app.loader_died)
+        return INTERNAL_ERROR
     return 0

@@ -3,8 +3,8 @@
 The process (a fresh interpreter: none of the interface's threads, nothing forked from them) sends
 over a pipe, in this order: progress lines, the first screen (the summary line's facts, the
 overview and wait-for panes, the timelines' first page), then what the interface needs to build
-the rest without reading every log's end again (each log's header and last checkpoint), then
-"done"; or one "error" line (the run cannot be read: the command's one line and exit 2).
+the rest without reading every log's end again (each log's header and last checkpoint, in parts),
+then "done"; or one "error" line (the run cannot be read: the command's one line and exit 2).
 
 Only plain data crosses (base/wire.py: msgpack of builtins, never pickle), so nothing from the
 logs can run code on either side. The process writes nothing to the terminal (its stderr goes
@@ -20,6 +20,7 @@ from ..base import wire
 __all__ = ["LoaderDied", "LoaderProcess", "known_summaries", "main", "plain_summaries", "serve"]
 
 HOLD_S = 60  # the longest a test's hold keeps the process after the first screen
+SUMMARIES = 1024  # logs' summaries per message
 
 
 class LoaderDied(Exception):
@@ -178,7 +179,9 @@ def _serve(spec: dict, conn) -> None:
     conn.send("progress", f"analysing {len(run.ranks)} ranks ...")
     conn.send("first", _first_screen(run))
     _hold(spec.get("hold"))
-    conn.send("summaries", plain_summaries(known))
+    paths = list(known)
+    for k in range(0, len(paths), SUMMARIES):  # (in parts: the interface decodes each between its keys)
+        conn.send("summaries", plain_summaries({p: known[p] for p in paths[k:k + SUMMARIES]}))
     conn.send("done")
 
 

@@ -36,7 +36,8 @@ from .plain import from_plain
 from .widgets import panes
 from .widgets.timeline import Timeline
 
-CHILD_FROM = 512  # logs read by kinds from which the run is read in a loader process
+CHILD_FROM = 4096  # logs read by kinds from which the run is read in a loader process (below: a second
+# interpreter's start costs about what it saves)
 SWITCH_S = 0.0005  # the GIL's switch interval while the rest is built behind the first screen (Python's: 5 ms)
 
 
@@ -107,7 +108,8 @@ class Loading:
                 elif kind == "first":
                     self.post_message(FirstScreen(payload))
                 elif kind == "summaries":
-                    known = known_summaries(payload)
+                    known = known if known is not None else {}
+                    known.update(known_summaries(payload))
                 elif kind == "error":
                     self.post_message(LoadFailed(str(payload)))
                     return False
