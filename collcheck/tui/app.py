@@ -216,7 +216,9 @@ class CollcheckApp(Loading, App):
     def action_view(self, view: str) -> None:
         if self.report is None and self.first is not None and view in ("overview", "timelines", "waitfor"):
             self.view = view  # (the first screen has these panes)
-        elif self.report is not None and not (view != "timelines" and self._needs_full()):
+        elif self.report is None:
+            self._needs_full()
+        elif not (view != "timelines" and self._needs_full()):
             self.view = view
 
     def action_first(self) -> None:
@@ -244,13 +246,13 @@ class CollcheckApp(Loading, App):
         self._refresh_side()
 
     def action_choose_group(self) -> None:
-        if self.report is None or self._needs_full():
+        if self._needs_full():
             return
         self.push_screen(GroupScreen(navigation.group_choices(self.report, MERGED), self.group),
                          lambda g: g and self.switch_group(g))
 
     def action_search(self) -> None:
-        if self.report is not None:
+        if self.report is not None or not self._needs_full():
             self.push_screen(PromptScreen("search by op or call site (e.g. barrier, main.py:25, train_step)"),
                              self.search)
 
@@ -266,7 +268,7 @@ class CollcheckApp(Loading, App):
         tl.move_to(*hit)
 
     def action_goto_rank(self) -> None:
-        if self.report is not None:
+        if self.report is not None or not self._needs_full():
             self.push_screen(PromptScreen("go to rank"), self.goto_rank)
 
     def goto_rank(self, text: str) -> None:
@@ -286,13 +288,13 @@ class CollcheckApp(Loading, App):
         self.query_one(Timeline).show_rank(rank)
 
     def action_toggle_detail(self) -> None:
-        if self.report is not None:
+        if self.report is not None or not self._needs_full():
             self.show_detail = not self.show_detail
             if self.show_detail:
                 self.view = "timelines"
 
     def action_toggle_step(self) -> None:
-        if self.report is not None and not self._needs_full():
+        if not self._needs_full():
             self.step_mode = not self.step_mode
             if self.step_mode:
                 self.view = "timelines"
