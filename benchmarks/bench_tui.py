@@ -57,7 +57,8 @@ async def _keys_while_loading(app, tl, most: int = 20) -> list[float]:
 
 
 async def _drive(directory: str, size: tuple[int, int], pages: int, extra_groups: bool,
-                 preview_bytes: int | None = None, preview_events: int | None = None, child: bool | None = None) -> dict:
+                 preview_bytes: int | None = None, preview_events: int | None = None,
+                 child: bool | None = None) -> dict:
     from collcheck.tui.app import CollcheckApp
     from collcheck.tui.widgets.timeline import Timeline
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 
 from rich.console import Group as RichGroup
 from rich.text import Text
@@ -71,7 +70,6 @@ class CollcheckApp(Loading, App):
         self.loader_died: str | None = None  # the one line said when the loader process died
         self.first: dict | None = None  # the first screen's summary facts, until the run is built here
         self.first_at = 0.0
-        self.switch_s = sys.getswitchinterval()  # (restored once the run is built: loading.py)
         self.preview_bytes = self.PREVIEW_BYTES if preview_bytes is None else preview_bytes
         self.preview = 0  # > 0 while only the first `preview` collectives of each rank are shown
         self._moved_in_preview = False
@@ -189,7 +187,8 @@ class CollcheckApp(Loading, App):
         self._refresh_side()
 
     def on_key(self, event) -> None:
-        if self.preview or (self.report is None and self.first is not None):  # the user is looking at the preview: do not switch views under them
+        # the user is looking at the preview or the first screen: do not switch views under them
+        if self.preview or (self.report is None and self.first is not None):
             self._moved_in_preview = True
 
     def _refresh_side(self) -> None:

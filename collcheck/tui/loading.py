@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gc
 import os
-import sys
 import time
 
 from rich.text import Text
@@ -36,9 +35,8 @@ from .plain import from_plain
 from .widgets import panes
 from .widgets.timeline import Timeline
 
-CHILD_FROM = 4096  # logs read by kinds from which the run is read in a loader process (below: a second
-# interpreter's start costs about what it saves)
-SWITCH_S = 0.0005  # the GIL's switch interval while the rest is built behind the first screen (Python's: 5 ms)
+CHILD_FROM = 16384  # logs read by kinds from which the run is read in a loader process (below, on two
+# busy cores, the app's own thread was as fast: docs/benchmarks.md)
 
 
 class Loading:
@@ -72,8 +70,6 @@ class Loading:
             known = self._from_child() if self._use_child() else None  # (before the imports: it starts sooner)
             if known is False:
                 return None
-            if known is not None:  # the first screen is up: its keys get the GIL back soon while the rest is built
-                sys.setswitchinterval(SWITCH_S)
             from ..analysis.diff import analyse
             from ..model import load_run
 
@@ -207,7 +203,6 @@ class Loading:
             self.loader_process.close()
 
     def on_loaded(self, message: Loaded) -> None:
-        sys.setswitchinterval(self.switch_s)
         was_partial, self.preview = bool(self.preview) or self.first is not None, 0
         self.report, self.load_seconds = message.report, message.seconds
         self.loaded_at = time.perf_counter()  # the benchmark times the paint after this
