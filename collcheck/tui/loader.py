@@ -151,11 +151,15 @@ def main() -> None:
 
 
 def serve(spec: dict, conn) -> None:
-    """The process: load, analyse, send (module docstring); never a traceback on the terminal."""
+    """The process: load, analyse, send (module docstring); never a traceback on the terminal.
+    The cycle collector is paused throughout (base/collector.py): the run's objects live until the
+    process ends, and walking them again and again would double the grid's time."""
+    from ..base import collector
     from ..logfile.reader import LogError
 
     try:
-        _serve(spec, conn)
+        with collector.paused():
+            _serve(spec, conn)
     except LogError as exc:
         conn.send("error", str(exc))
     except Exception as exc:  # noqa: BLE001 - said like the CLI's internal error
