@@ -51,6 +51,7 @@ class LoaderProcess:
         self.process = subprocess.Popen([sys.executable, "-m", "collcheck.tui.loader"], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
         self.pid = self.process.pid
+        self.closed = False
         self._messages = wire.Receiver(self.process.stdout.fileno(), lambda: self.process.poll() is None)
         try:
             self.process.stdin.write(wire.pack(spec))
@@ -77,6 +78,7 @@ class LoaderProcess:
 
     def close(self) -> None:
         """Ends the process if it still runs (the app quit before it was done)."""
+        self.closed = True  # (its end is then no death to tell)
         if self.process.poll() is None:
             self.process.kill()
         try:

@@ -110,7 +110,8 @@ class Loading:
                     self.post_message(LoadFailed(str(payload)))
                     return False
         except LoaderDied as exc:
-            self.post_message(LoaderGone(str(exc)))
+            if not child.closed:  # (closed: the app quit, and ended it)
+                self.post_message(LoaderGone(str(exc)))
             return False
         finally:
             child.close()

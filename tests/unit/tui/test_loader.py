@@ -171,3 +171,16 @@ def test_bad_input_in_the_loader_process_is_the_commands_one_line(tmp_path):
 
     asyncio.run(main())
     assert app.return_code == 2 and app.error == str(said.value) and app.loader_died is None
+
+
+def test_quitting_while_the_loader_process_works_ends_it_and_says_no_death(hang_dir, tmp_path):
+    app = CollcheckApp(hang_dir, child=True, hold=str(tmp_path / "never"))
+
+    async def main():
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_first(pilot, app)
+            await pilot.press("q")
+
+    asyncio.run(main())
+    assert app.loader_process.process.poll() is not None  # ended with the app, not left holding
+    assert app.loader_died is None and app.error is None
