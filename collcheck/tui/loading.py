@@ -87,8 +87,8 @@ class Loading:
         """Whether a loader process reads the run: asked (`child`), else a big run read by kinds."""
         if self.child is not None:
             return self.child
-        paths = self.source.logs
-        return len(paths) >= CHILD_FROM and reads_by_kinds(paths)
+        paths = self.source.logs  # (the pipe is watched with select: POSIX only)
+        return os.name == "posix" and len(paths) >= CHILD_FROM and reads_by_kinds(paths)
 
     def _from_child(self):
         """Run the loader process: its progress and first screen posted as they come; the logs'
