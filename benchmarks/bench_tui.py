@@ -17,7 +17,8 @@ headless (`App.run_test`) at a fixed terminal size. Reported separately:
   scroll_ms             per PageDown on the full run: key press -> the next page completely
                         painted (median, max)
 `--child on|off` reads the run in the loader process, or in the app's worker thread (as before
-there was one); `auto` (the default) as `collcheck tui` does.
+there was one); `auto` (the default) as `collcheck tui` does. `--bare` times the same loading
+work in this process without the app: what the interface costs the worker thread.
 """
 
 from __future__ import annotations
@@ -108,6 +109,25 @@ async def _drive(directory: str, size: tuple[int, int], pages: int, extra_groups
     return out
 
 
+def _bare(directory: str) -> dict:
+    """The app's loading work (discover, load_run, analyse, the grid; the cycle collector paused, as
+    the app's worker pauses it) in this process, with no interface: what the interface costs."""
+    t = time.perf_counter()
+    from collcheck.analysis.diff import analyse
+    from collcheck.base import collector
+    from collcheck.inputs.discover import discover
+    from collcheck.model import load_run
+    from collcheck.tui import navigation
+    from collcheck.tui.grid import Grid
+
+    imported = time.perf_counter()
+    with collector.paused():
+        report = analyse(load_run(discover(directory)))
+        group = navigation.default_group(report, navigation.MERGED)
+        Grid(report, None if group == navigation.MERGED else group)
+    return {"imports_s": imported - t, "bare_s": time.perf_counter() - imported}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python benchmarks/bench_tui.py", description=__doc__.split("\n")[0])
     p.add_argument("--ranks", type=int, default=1024)
@@ -123,6 +143,8 @@ def main(argv=None) -> int:
     p.add_argument("--child", choices=("auto", "on", "off"), default="auto",
                    help="read the run in the loader process (on), in the app's worker thread (off), or as "
                         "`collcheck tui` chooses (auto, the default)")
+    p.add_argument("--bare", action="store_true",
+                   help="time the app's loading work in this process with no interface, instead of the app")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     from collcheck.synth import write_clean_run
@@ -133,6 +155,11 @@ def main(argv=None) -> int:
         if not (args.dir and os.path.isdir(tmp) and os.listdir(tmp)):
             write_clean_run(tmp, args.ranks, args.events)
         write_s = time.perf_counter() - t
+        if args.bare:
+            res = _bare(tmp)
+            print(json.dumps(res) if args.json else f"{args.ranks} ranks x {args.events} collectives, no interface: "
+                  f"discover + load + analyse + grid {res['bare_s']:.2f} s (imports before: {res['imports_s']:.2f} s)")
+            return 0
         w, h = (int(x) for x in args.size.split("x"))
         child = {"auto": None, "on": True, "off": False}[args.child]
         res = asyncio.run(_drive(tmp, (w, h), args.pages, args.unfold, args.preview_bytes,
