@@ -173,6 +173,7 @@ def test_bad_input_in_the_loader_process_is_the_commands_one_line(tmp_path):
     assert app.return_code == 2 and app.error == str(said.value) and app.loader_died is None
 
 
+@pytest.mark.slow  # (a third loader process: 2 to 5 s here)
 def test_quitting_while_the_loader_process_works_ends_it_and_says_no_death(hang_dir, tmp_path):
     app = CollcheckApp(hang_dir, child=True, hold=str(tmp_path / "never"))
 
