@@ -12,6 +12,8 @@ import signal
 
 import pytest
 from rich.console import Console
+from support.synthetic_runs import HANG_RANK, write_hang_run
+from support.tui import SIZE, plain, wait_first, wait_loaded
 
 from collcheck.analysis.diff import analyse
 from collcheck.base import wire
@@ -26,8 +28,6 @@ from collcheck.tui.page import PageGrid
 from collcheck.tui.plain import from_plain
 from collcheck.tui.widgets import panes
 from collcheck.tui.widgets.timeline import Timeline
-from support.synthetic_runs import HANG_RANK, write_hang_run
-from support.tui import SIZE, plain, wait_first, wait_loaded
 
 
 @pytest.fixture(scope="module")
