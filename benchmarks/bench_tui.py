@@ -1,16 +1,24 @@
-"""Benchmark of `collcheck tui` on a synthetic clean run: time to the first timeline screen, time per page scroll.
+"""Benchmark of `collcheck tui` on a synthetic clean run: time to the first screen, time per page scroll.
 
     python benchmarks/bench_tui.py --ranks 1024 --events 10000
+    python benchmarks/bench_tui.py --ranks 32768 --events 10000 --dir /tmp/r32768 --child off
 
 Writes the run with `collcheck.synth.write_clean_run` (not timed), then drives the app
 headless (`App.run_test`) at a fixed terminal size. Reported separately:
-  first_screen_s        app start -> first complete paint of the timelines (for a run over
-                        CollcheckApp.PREVIEW_BYTES: the preview of each rank's first collectives)
-  preview               whether that first screen was the preview
+  first_screen_s        app start -> first complete paint of the timelines: the loader process's
+                        first screen (a big run read by kinds), the preview of each rank's first
+                        collectives (a run over CollcheckApp.PREVIEW_BYTES read in full), or the
+                        whole run
+  first                 which of the three it was ("loader process", "preview", "whole run")
   full_s                app start -> the full run loaded, analysed and painted
   load_analyse_s        of which: load_run + analyse + grid layout of the full run (worker thread)
+  keys_while_loading_ms per arrow key pressed on the first screen while the rest is built: key
+                        press -> the cursor's row painted (median, max; none when the rest came first)
   scroll_ms             per PageDown on the full run: key press -> the next page completely
                         painted (median, max)
+`--child on|off` reads the run in the loader process, or in the app's worker thread (as before
+there was one); `auto` (the default) as `collcheck tui` does. `--bare` times the same loading
+work in this process without the app: what the interface costs the worker thread.
 """
 
 from __future__ import annotations
@@ -26,13 +34,37 @@ import tempfile
 import time
 
 
+async def _keys_while_loading(app, tl, most: int = 20) -> list[float]:
+    """Arrow keys on the first screen while the rest is built: key press -> the row painted, ms.
+
+    Each key goes in as the terminal driver sends it (pilot.press would wait for the process to
+    be idle, which it is not while the worker builds)."""
+    from textual import events
+
+    times = []
+    for k in range(most):
+        if app.report is not None:
+            break
+        before = tl.painted
+        key = events.Key("down" if k % 2 == 0 else "up", None)
+        key.set_sender(app)
+        t = time.perf_counter()
+        app._driver.send_message(key)
+        while tl.painted is before and time.perf_counter() - t < 5:
+            await asyncio.sleep(0.001)
+        times.append((tl.painted[1] - t) * 1000)
+        await asyncio.sleep(0.1)  # (a person's pace: the worker builds in between)
+    return times
+
+
 async def _drive(directory: str, size: tuple[int, int], pages: int, extra_groups: bool,
-                 preview_bytes: int | None = None, preview_events: int | None = None) -> dict:
+                 preview_bytes: int | None = None, preview_events: int | None = None,
+                 child: bool | None = None) -> dict:
     from collcheck.tui.app import CollcheckApp
     from collcheck.tui.widgets.timeline import Timeline
 
     t0 = time.perf_counter()
-    app = CollcheckApp(directory, start_view="timelines", preview_bytes=preview_bytes)
+    app = CollcheckApp(directory, start_view="timelines", preview_bytes=preview_bytes, child=child)
     if preview_events:
         app.PREVIEW_EVENTS = preview_events
     out: dict = {}
@@ -41,14 +73,17 @@ async def _drive(directory: str, size: tuple[int, int], pages: int, extra_groups
 
         async def painted(done):
             while tl.painted is None or not done():
-                if app.error:
-                    raise SystemExit(f"collcheck: error: {app.error}")
+                if app.error or app.loader_died:
+                    raise SystemExit(f"collcheck: error: {app.error or app.loader_died}")
                 await pilot.pause(0.005)
             return tl.painted
 
-        first = await painted(lambda: app.report is not None)
+        first = await painted(lambda: app.report is not None or app.first_at)
         out["first_screen_s"] = first[1] - t0
         out["preview"] = app.preview
+        out["first"] = "preview" if app.preview else "loader process" if app.report is None else "whole run"
+        keys = await _keys_while_loading(app, tl)
+        out["keys_while_loading_ms"] = [round(t, 1) for t in keys]
         out["full_s"] = (await painted(lambda: app.loaded_at and tl.painted[1] >= app.loaded_at))[1] - t0
         out["load_analyse_s"] = app.load_seconds
         out["rows"], out["columns"] = len(app.grid), len(app.grid.columns)
@@ -74,6 +109,25 @@ async def _drive(directory: str, size: tuple[int, int], pages: int, extra_groups
     return out
 
 
+def _bare(directory: str) -> dict:
+    """The app's loading work (discover, load_run, analyse, the grid; the cycle collector paused, as
+    the app's worker pauses it) in this process, with no interface: what the interface costs."""
+    t = time.perf_counter()
+    from collcheck.analysis.diff import analyse
+    from collcheck.base import collector
+    from collcheck.inputs.discover import discover
+    from collcheck.model import load_run
+    from collcheck.tui import navigation
+    from collcheck.tui.grid import Grid
+
+    imported = time.perf_counter()
+    with collector.paused():
+        report = analyse(load_run(discover(directory)))
+        group = navigation.default_group(report, navigation.MERGED)
+        Grid(report, None if group == navigation.MERGED else group)
+    return {"imports_s": imported - t, "bare_s": time.perf_counter() - imported}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python benchmarks/bench_tui.py", description=__doc__.split("\n")[0])
     p.add_argument("--ranks", type=int, default=1024)
@@ -86,6 +140,11 @@ def main(argv=None) -> int:
                    help="preview runs with more log bytes than this (default: the app's, 32 MiB)")
     p.add_argument("--preview-events", type=int, default=None,
                    help="collectives read for the preview, all ranks together (default: the app's, 300,000)")
+    p.add_argument("--child", choices=("auto", "on", "off"), default="auto",
+                   help="read the run in the loader process (on), in the app's worker thread (off), or as "
+                        "`collcheck tui` chooses (auto, the default)")
+    p.add_argument("--bare", action="store_true",
+                   help="time the app's loading work in this process with no interface, instead of the app")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     from collcheck.synth import write_clean_run
@@ -96,9 +155,15 @@ def main(argv=None) -> int:
         if not (args.dir and os.path.isdir(tmp) and os.listdir(tmp)):
             write_clean_run(tmp, args.ranks, args.events)
         write_s = time.perf_counter() - t
+        if args.bare:
+            res = _bare(tmp)
+            print(json.dumps(res) if args.json else f"{args.ranks} ranks x {args.events} collectives, no interface: "
+                  f"discover + load + analyse + grid {res['bare_s']:.2f} s (imports before: {res['imports_s']:.2f} s)")
+            return 0
         w, h = (int(x) for x in args.size.split("x"))
+        child = {"auto": None, "on": True, "off": False}[args.child]
         res = asyncio.run(_drive(tmp, (w, h), args.pages, args.unfold, args.preview_bytes,
-                                 args.preview_events))
+                                 args.preview_events, child))
         res.update(ranks=args.ranks, events=args.events, write_s=write_s, size=args.size, cpus=os.cpu_count())
     finally:
         if not args.dir:
@@ -110,8 +175,12 @@ def main(argv=None) -> int:
               f"{', %d unfolded' % res['columns_unfolded'] if 'columns_unfolded' in res else ''}), terminal {args.size}, "
               f"{res['cpus']} CPUs")
         what = (f"preview of the first {res['preview']} collectives per rank" if res["preview"]
-                else "the whole run")
+                else "the loader process's first screen" if res["first"] == "loader process" else "the whole run")
         print(f"  first timeline screen: {res['first_screen_s']:.2f} s from app start ({what})")
+        keys = res["keys_while_loading_ms"]
+        if keys:
+            print(f"  arrow key -> painted while the rest is built: median {statistics.median(keys):.1f} ms, "
+                  f"max {max(keys):.1f} ms over {len(keys)} keys")
         print(f"  whole run loaded, analysed and painted: {res['full_s']:.2f} s from app start "
               f"(load + analyse + layout in the worker: {res['load_analyse_s']:.2f} s)")
         print(f"  page scroll: median {res['scroll_ms_median']:.1f} ms, max {res['scroll_ms_max']:.1f} ms "

@@ -31,7 +31,7 @@ FOLD_FROM = 8  # ranks from which loading compares checkpoints before reading lo
 
 
 def load_run(target: str | list[str] | Source, workers: int | None = None, preview: int | None = None,
-             running=None, times: bool = False) -> Run:
+             running=None, times: bool = False, known: dict | None = None) -> Run:
     """Load a run directory (or a log file, a list of log files, Flight Recorder dumps: what
     inputs.discover finds for `target`, or found) and check that they belong together; the
     cycle collector paused meanwhile (base/collector.py).
@@ -40,20 +40,22 @@ def load_run(target: str | list[str] | Source, workers: int | None = None, previ
     huge run in the TUI); the logs' ends are then unknown (`RankLog.partial`). `running`: the
     ranks whose processes still run (the live checker knows); by default, those of this host
     whose process is alive (liveness.py). `times`: the times of the collectives of each log read
-    in full kept too (`RankLog.times`), for the statistics."""
+    in full kept too (`RankLog.times`), for the statistics. `known`: path -> (header, Tail or
+    None), what another process read of the logs' ends already (the TUI's loader): used as read,
+    and what is read here is added to it."""
     with collector.paused():
-        return _load_run(target, workers, preview, running, times)
+        return _load_run(target, workers, preview, running, times, known)
 
 
 def _load_run(target: str | list[str] | Source, workers: int | None, preview: int | None, running,
-              times: bool = False) -> Run:
+              times: bool = False, known: dict | None = None) -> Run:
     source = target if isinstance(target, Source) else discover(target)
     paths = source.logs  # (Flight Recorder dumps: converted to logs once)
     run = Run(source.path if source.path is not None else os.path.commonpath(paths))
     if workers is None:
         workers = Settings.from_env().check("COLLCHECK_WORKERS").workers or (os.cpu_count() or 1)
     fold = preview is None and len(paths) >= FOLD_FROM
-    summaries = _summaries(paths, workers, fold, source.headers)
+    summaries = _summaries(paths, workers, fold, source.headers, known)
     headers = [h for h, _ in summaries]
     kept = _same_run(paths, headers)
     if len(kept) < len(paths):
@@ -135,11 +137,19 @@ def _summary(path: str, fold: bool, header: dict | None = None) -> tuple[dict, T
     return header, tail if tail is not None and tail.complete else None
 
 
-def _summaries(paths: list[str], workers: int, fold: bool, headers: list | None) -> list[tuple[dict, Tail | None]]:
+def _summaries(paths: list[str], workers: int, fold: bool, headers: list | None,
+               known: dict | None = None) -> list[tuple[dict, Tail | None]]:
     """`_summary` of every log (`headers`: theirs, when inputs/launches.py read them already), in
-    `workers` processes for thousands of them."""
+    `workers` processes for thousands of them; those in `known` taken from it (and the others
+    added to it)."""
     if headers is not None and not fold:
         return [(h, None) for h in headers]
+    if known is not None and fold:
+        todo = [k for k, p in enumerate(paths) if p not in known]
+        if todo:
+            read = _summaries([paths[k] for k in todo], workers, fold, [headers[k] for k in todo] if headers else None)
+            known.update(zip([paths[k] for k in todo], read))
+        return [known[p] for p in paths]
     items = list(zip(paths, headers or [None] * len(paths)))
     if len(items) < 2048:
         return [_summary(path, fold, header) for path, header in items]

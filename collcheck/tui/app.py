@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import gc
 import os
-import time
 
 from rich.console import Group as RichGroup
 from rich.text import Text
@@ -15,28 +13,22 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import ContentSwitcher, Footer, Label, LoadingIndicator, Static
 
-from ..base import collector
 from ..base.untrusted import one_line, visible
 from ..inputs.discover import Source, discover
-from ..model import group_label, rank_ranges, reads_by_kinds
+from ..model import group_label, rank_ranges
 from ..report import MESSAGE_CHARS
 from . import navigation
 from .grid import Grid
-from .messages import (
-    CursorMoved,
-    Loaded,
-    LoadFailed,
-    LoadProgress,
-    Previewed,
-    StatsReady,
-)
+from .loading import Loading
+from .messages import CursorMoved, StatsReady
 from .navigation import MERGED
+from .plain import summary_facts
 from .screens.prompts import GroupScreen, HelpScreen, PromptScreen
 from .widgets import panes
 from .widgets.timeline import Timeline
 
 
-class CollcheckApp(App):
+class CollcheckApp(Loading, App):
     """Browse one recorded run: where each rank stopped, which ranks disagree, and how."""
 
     CSS_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "app.tcss")  # absolute: subclasses work
@@ -70,8 +62,14 @@ class CollcheckApp(App):
     PREVIEW_MIN = 100  # per rank
 
     def __init__(self, target: str | Source, start_view: str = "overview", loader=None,
-                 preview_bytes: int | None = None) -> None:
+                 preview_bytes: int | None = None, child: bool | None = None, hold: str | None = None) -> None:
         super().__init__()
+        self.child = child  # read in a loader process: None, for a big run read by kinds (loading.py)
+        self.hold = hold  # tests: the loader process waits after its first screen until this path exists
+        self.loader_process = None
+        self.loader_died: str | None = None  # the one line said when the loader process died
+        self.first: dict | None = None  # the first screen's summary facts, until the run is built here
+        self.first_at = 0.0
         self.preview_bytes = self.PREVIEW_BYTES if preview_bytes is None else preview_bytes
         self.preview = 0  # > 0 while only the first `preview` collectives of each rank are shown
         self._moved_in_preview = False
@@ -113,116 +111,6 @@ class CollcheckApp(App):
         self.query_one("#views").display = False
         self.load()
 
-    # -- loading (worker thread) -------------------------------------------------------
-    @work(thread=True, exclusive=True)
-    def load(self) -> None:
-        from ..logfile.reader import LogError
-
-        t0 = time.perf_counter()
-        try:
-            with collector.paused():  # (the run's objects live until exit: on_loaded freezes them)
-                report, group, grid = self._load()
-        except LogError as exc:
-            self.post_message(LoadFailed(str(exc)))
-            return
-        except Exception as exc:  # noqa: BLE001 - shown like the CLI's internal error
-            self.post_message(LoadFailed(f"internal error: {type(exc).__name__}: {exc}"))
-            return
-        self.post_message(Loaded(report, grid, group, time.perf_counter() - t0))
-
-    def _load(self) -> tuple:
-        """(report, the group shown first, its grid)."""
-        if self.loader is not None:
-            report = self.loader()
-        else:
-            from ..analysis.diff import analyse
-            from ..model import load_run
-
-            if self.source is None:
-                self.source = discover(self.target)
-            run = self._load_preview()  # the whole run when the preview read all of it
-            if run is None:
-                self.post_message(LoadProgress(f"reading the logs of {self.target} ..."))
-                run = load_run(self.source)
-            self.post_message(LoadProgress(f"analysing {len(run.ranks)} ranks ..."))
-            report = analyse(run)
-        group = navigation.default_group(report, MERGED)
-        self.post_message(LoadProgress("laying out the timelines ..."))
-        return report, group, Grid(report, None if group == MERGED else group)
-
-    def _load_preview(self):
-        """For a big run, post the timelines of each rank's first collectives first.
-
-        Returns the run when the preview turned out to hold every collective, else None."""
-        from ..analysis.diff import analyse
-        from ..model import load_run
-
-        paths = self.source.logs  # (Flight Recorder dumps: converted now, once)
-        if sum(os.path.getsize(p) for p in paths) <= self.preview_bytes or reads_by_kinds(paths):
-            return None  # (ranks of a few kinds: the whole run reads about as fast as a preview)
-        per_rank = max(self.PREVIEW_MIN, self.PREVIEW_EVENTS // len(paths))
-        self.post_message(LoadProgress(f"reading the first {per_rank} collectives of {len(paths)} ranks ..."))
-        run = load_run(self.source, preview=per_rank)
-        if not any(log.partial for log in run.ranks.values()):
-            return run
-        report = analyse(run)
-        group = navigation.default_group(report, MERGED)
-        self.post_message(Previewed(report, Grid(report, None if group == MERGED else group), group, per_rank))
-
-    def on_previewed(self, message: Previewed) -> None:
-        if self.report is not None:  # the full load won the race
-            return
-        self.report, self.preview = message.report, message.per_rank
-        self.grids = {message.group: message.grid}
-        self.group = message.group
-        self.query_one("#loading").display = False
-        self.query_one("#views").display = True
-        self._set_grid(message.grid)
-        self.view = "timelines"
-        self.query_one(Timeline).focus()
-        self.query_one("#status-line", Static).update(
-            f"preview: the first {self.preview} collectives of each rank; reading and analysing the full logs ...")
-
-    def _needs_full(self) -> bool:
-        """True (and says so) while only the preview is loaded."""
-        if self.preview:
-            self.notify("still reading the full logs: findings, groups, step mode and the overview come when "
-                        "they are analysed", severity="warning")
-        return bool(self.preview)
-
-    def on_load_progress(self, message: LoadProgress) -> None:
-        self.query_one("#loading-stage", Label).update(Text(one_line(message.stage)))  # names a path: data
-
-    def on_load_failed(self, message: LoadFailed) -> None:
-        self.error = message.error
-        self.exit(return_code=2)
-
-    def on_loaded(self, message: Loaded) -> None:
-        was_preview, self.preview = self.preview, 0
-        self.report, self.load_seconds = message.report, message.seconds
-        self.loaded_at = time.perf_counter()  # the benchmark times the paint after this
-        gc.collect()
-        gc.freeze()  # the run's millions of objects live until exit: keep them out of gen-2 pauses
-        self.query_one("#loading").display = False
-        self.query_one("#views").display = True
-        self.query_one("#overview-text", Static).update(panes.overview(self.report))
-        self.query_one("#waitfor-text", Static).update(panes.waitfor(self.report))
-        self.grids = {message.group: message.grid}
-        same_rows = was_preview and message.group == self.group
-        self.group = message.group
-        tl = self.query_one(Timeline)
-        if same_rows:  # same rows (aligned collectives) as the preview's: keep the cursor
-            self._set_grid(message.grid, min(tl.cursor_row, max(len(message.grid) - 1, 0)), 0)
-            self.query_one("#status-line", Static).update("")
-            self._refresh_side()
-            if self._moved_in_preview:
-                self.notify(f"full run analysed: verdict {self.report.verdict.upper()} (f: first divergence)")
-                return
-        else:
-            self._set_grid(message.grid)
-        self.view = self.start_view
-        tl.focus()
-
     # -- state -------------------------------------------------------------------------
     def _set_grid(self, grid: Grid, row: int | None = None, col: int = 0) -> None:
         self.grid = grid
@@ -242,20 +130,27 @@ class CollcheckApp(App):
 
     def _summary(self) -> None:
         r = self.report
-        if r is None:
+        facts = summary_facts(r) if r is not None else self.first
+        if facts is None:
             return
-        run = r.run
-        g = "all groups" if self.group == MERGED else one_line(group_label(run, self.group))
-        f = f"finding {self.finding + 1}/{len(r.findings)}" if self.finding >= 0 else f"{len(r.findings)} findings"
+        if r is None:  # the first screen: the group's name as the loader process said it
+            g = "all groups" if self.group == MERGED else one_line(self.grid.label)
+        else:
+            g = "all groups" if self.group == MERGED else one_line(group_label(r.run, self.group))
+        n = facts["findings"]
+        f = f"finding {self.finding + 1}/{n}" if self.finding >= 0 else f"{n} findings"
         if self.preview:
             verdict, f = "(analysing ...)", f"preview: first {self.preview} collectives per rank"
         else:
-            verdict = r.verdict.upper()
-        if run.running:  # the logs of processes still running: what they do next is not known
-            verdict += f" (SNAPSHOT: rank{'s' if len(run.running) > 1 else ''} {rank_ranges(run.running)} still running)"
+            verdict = facts["verdict"].upper()
+        if r is None:  # the first screen, while the run is built here
+            f += "  |  loading the rest ..."
+        running = facts["running"]
+        if running:  # the logs of processes still running: what they do next is not known
+            verdict += f" (SNAPSHOT: rank{'s' if len(running) > 1 else ''} {rank_ranges(running)} still running)"
         # widgets read a str as markup: what holds strings from the logs goes in as Text
         self.query_one("#summary-line", Static).update(Text(
-            f"collcheck  {one_line(os.path.basename(os.path.normpath(run.directory)))}  {len(run.ranks)} ranks  "
+            f"collcheck  {one_line(facts['name'])}  {facts['ranks']} ranks  "
             f"verdict {verdict}  |  {self.view}  |  {g}  |  {f}  |  ? help"))
 
     def watch_view(self, view: str) -> None:
@@ -292,7 +187,8 @@ class CollcheckApp(App):
         self._refresh_side()
 
     def on_key(self, event) -> None:
-        if self.preview:  # the user is looking at the preview: do not switch views under them
+        # the user is looking at the preview or the first screen: do not switch views under them
+        if self.preview or (self.report is None and self.first is not None):
             self._moved_in_preview = True
 
     def _refresh_side(self) -> None:
@@ -308,8 +204,7 @@ class CollcheckApp(App):
             self.query_one("#steps", Static).update(panes.steps(g, row))
         grp, k = g.slot(row)
         status = g.status(column.rep, row)
-        ev = g.event(column.rep, row) if status not in ("not member", "after exit", "not issued") else None
-        where = f" at {ev.where()}" if ev is not None else ""
+        where = g.where(column.rep, row, status)
         text = one_line(f"{column.title}  group {grp} #{k}: {status}{where}")
         if self.finding >= 0 and self.report.findings:
             f = self.report.findings[self.finding]
@@ -318,7 +213,11 @@ class CollcheckApp(App):
 
     # -- actions -----------------------------------------------------------------------
     def action_view(self, view: str) -> None:
-        if self.report is not None and not (view != "timelines" and self._needs_full()):
+        if self.report is None and self.first is not None and view in ("overview", "timelines", "waitfor"):
+            self.view = view  # (the first screen has these panes)
+        elif self.report is None:
+            self._needs_full()
+        elif not (view != "timelines" and self._needs_full()):
             self.view = view
 
     def action_first(self) -> None:
@@ -346,13 +245,13 @@ class CollcheckApp(App):
         self._refresh_side()
 
     def action_choose_group(self) -> None:
-        if self.report is None or self._needs_full():
+        if self._needs_full():
             return
         self.push_screen(GroupScreen(navigation.group_choices(self.report, MERGED), self.group),
                          lambda g: g and self.switch_group(g))
 
     def action_search(self) -> None:
-        if self.report is not None:
+        if self.report is not None or not self._needs_full():
             self.push_screen(PromptScreen("search by op or call site (e.g. barrier, main.py:25, train_step)"),
                              self.search)
 
@@ -368,7 +267,7 @@ class CollcheckApp(App):
         tl.move_to(*hit)
 
     def action_goto_rank(self) -> None:
-        if self.report is not None:
+        if self.report is not None or not self._needs_full():
             self.push_screen(PromptScreen("go to rank"), self.goto_rank)
 
     def goto_rank(self, text: str) -> None:
@@ -388,13 +287,13 @@ class CollcheckApp(App):
         self.query_one(Timeline).show_rank(rank)
 
     def action_toggle_detail(self) -> None:
-        if self.report is not None:
+        if self.report is not None or not self._needs_full():
             self.show_detail = not self.show_detail
             if self.show_detail:
                 self.view = "timelines"
 
     def action_toggle_step(self) -> None:
-        if self.report is not None and not self._needs_full():
+        if not self._needs_full():
             self.step_mode = not self.step_mode
             if self.step_mode:
                 self.view = "timelines"
@@ -415,7 +314,9 @@ def run_tui(target: str | Source) -> int:
     """Run the TUI on a run directory (or a logs root: the newest run), or on what discover found
     (`collcheck tui`: one launch); 0. A run that cannot be read
     raises LogError, before the app starts or once it has (its message), for the one error path
-    (`collcheck tui` runs through base/errors.run_command)."""
+    (`collcheck tui` runs through base/errors.run_command). A loader process that died is said
+    again on stderr once the app has closed, as one line: exit code 3."""
+    from ..base.errors import INTERNAL_ERROR, print_error
     from ..logfile.reader import LogError
 
     source = target if isinstance(target, Source) else discover(target, newest=True)
@@ -423,4 +324,7 @@ def run_tui(target: str | Source) -> int:
     app.run()
     if app.error is not None:
         raise LogError(app.error)
+    if app.loader_died is not None:
+        print_error(app.loader_died)
+        return INTERNAL_ERROR
     return 0

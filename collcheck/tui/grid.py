@@ -22,21 +22,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model import Channel, Sequences, rank_ranges
+from .cells import STATUS, cell_text
 
-# status -> (glyph, style)
-STATUS = {
-    "matched": ("✓", "green"),
-    "issued": ("•", "grey70"),  # past the group's first judged slot: not compared
-    "mismatched": ("≠", "bold red"),
-    "missing": ("✗", "bold red"),
-    "extra": ("+", "bold yellow"),
-    "pending": ("⧗", "bold magenta"),
-    "failed": ("!", "bold magenta"),
-    "after exit": ("·", "grey50"),
-    "not issued": ("·", "grey50"),  # (a rank still running or stopped, not blamed here)
-    "not member": (" ", "grey35"),
-}
+__all__ = ["STATUS", "ENDED", "Column", "Grid", "channel_name", "finding_row"]
+
 ENDED = ("finished", "raised", "killed", "missing-log")
+QUIET = ("not member", "after exit", "not issued")  # statuses of no event
 
 
 @dataclass
@@ -345,6 +336,15 @@ class Grid:
             if len(self._events) > self.DECODE_CACHE:
                 self._events.popitem(last=False)
         return ev
+
+    def cell(self, rank: int, row: int, status: str, width: int | None = None) -> str:
+        """The cell's words in `width` cells (only the event on screen decoded)."""
+        return cell_text(self.event(rank, row) if status not in QUIET else None, status, width)
+
+    def where(self, rank: int, row: int, status: str) -> str:
+        """" at file:line" of the rank's event at the row, "" where it has none."""
+        ev = self.event(rank, row) if status not in QUIET else None
+        return f" at {ev.where()}" if ev is not None else ""
 
     # -- step mode -------------------------------------------------------------------
     def step_states(self, row: int) -> list[tuple[list[int], str]]:

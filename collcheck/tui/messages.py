@@ -59,3 +59,19 @@ class StatsReady(Message):
         super().__init__()
         self.stats = stats
         self.renderables = renderables
+
+
+class FirstScreen(Message):
+    """The loader process's first screen (loader.py): plain data, shown until the run is built."""
+
+    def __init__(self, payload: dict) -> None:
+        super().__init__()
+        self.payload = payload
+
+
+class LoaderGone(Message):
+    """The loader process died before it was done: `error` is the one line the app shows."""
+
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error

@@ -57,3 +57,13 @@ async def wait_full(pilot, app):
             return
         await pilot.pause(0.05)
     raise AssertionError("the full run did not load")
+
+
+async def wait_first(pilot, app):
+    """Until the loader process's first screen is shown (or the load failed, or the process died)."""
+    for _ in range(600):
+        if app.first_at or app.report is not None or app.error is not None or app.loader_died:
+            await pilot.pause()
+            return
+        await pilot.pause(0.05)
+    raise AssertionError("no first screen")

@@ -18,7 +18,7 @@ from ...base.untrusted import one_line, visible
 from ...knowledge import sites
 from ...model import rank_ranges
 from ...report import MESSAGE_CHARS, shown_warnings, words
-from .timeline import cell_text
+from ..cells import cell_text
 
 STATE_STYLE = {"finished": "green", "raised": "bold red", "timed-out": "bold red", "stuck": "bold magenta",
                "killed-in-collective": "bold magenta", "killed": "red", "missing-log": "grey50",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from rich.cells import cell_len, set_cell_size
+from rich.cells import set_cell_size
 from rich.segment import Segment
 from rich.style import Style
 from textual.binding import Binding
@@ -15,36 +15,12 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from ...base.untrusted import one_line
-from ...report import words
+from ..cells import cell_text  # noqa: F401 - (where tests and older callers find it)
 from ..grid import STATUS, Grid
 from ..messages import CursorMoved
 
 MIN_COL_W = 32  # characters per column, separator included, when the columns overflow the width
 GUTTER = 10
-
-
-def cell_text(ev, status: str, width: int | None = None) -> str:
-    """op, dtype[shape], purpose label and call site (file:line), with the status glyph first; on
-    one line, escaped (the strings are the log's, and the timeline writes them to the terminal as
-    they are). Within `width` cells the label stays whole as long as it can: the shapes go first,
-    then the op, then the site; a label that cannot fit is cut with "…"."""
-    glyph = STATUS[status][0]
-    if ev is None:
-        return {"missing": "✗ missing (never issued)", "after exit": "·", "not issued": "·", "not member": ""}.get(status, glyph)
-    what, label = words.event_words(ev), words.event_label(ev)  # the report's words for the same event
-    op = one_line(ev.sig.api or ev.sig.op)
-    pending = " ⧗" if status == "mismatched" and not ev.completed else ""
-    head = f"{glyph} {what}{pending}"
-    site = f" · {words.event_site(ev)}" if ev.site else ""
-    labelled = f" ({label})" if label else ""
-    options = [head + labelled + site]
-    if label:
-        options += [f"{glyph} {op}{pending}{labelled}{site}", f"{glyph} {label}{site}", f"{glyph} {label}"]
-    options = options + [head + labelled]  # the last: as before, cut at the width
-    if width is None:
-        return options[0]
-    fits = next((t for t in options if cell_len(t) <= width), None)
-    return fits if fits is not None else set_cell_size(options[-1], width - 1) + "…"
 
 
 def column_width(n_columns: int, width: int) -> int:
@@ -211,8 +187,7 @@ class Timeline(ScrollView, can_focus=True):
             status = g.status(col.rep, row)
             # ranks of one fold have identical signatures here: decode the fold's first rank only
             rep = g.folds[col.fold][0]
-            ev = g.event(rep, row) if status not in ("not member", "after exit", "not issued") else None
-            text = cell_text(ev, status, col_w - 3)  # a space either side, then the separator
+            text = g.cell(rep, row, status, col_w - 3)  # a space either side, then the separator
             style = Style.parse(STATUS[status][1])
             if culprits and any(r in culprits for r in col.ranks):
                 style += Style(underline=True)
