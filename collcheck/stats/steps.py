@@ -71,6 +71,8 @@ def _median(values: list[tuple[float, int]]) -> float:
 def _measure(issue: np.ndarray, done: np.ndarray, bounds: list) -> tuple[list[float], list[float]]:
     """Per step (from one bound to the next): its wall time and the time inside collectives, s."""
     walls = [(b - a) / 1e6 for a, b in zip(bounds, bounds[1:])]
+    if not len(issue):  # (no collective completed: a log damaged early)
+        return walls, [0.0] * len(walls)
     if issue.dtype == object or done.dtype == object or np.any(np.diff(issue) < 0) or np.any(done < issue):
         return walls, _busy_loop(issue.tolist(), done.tolist(), bounds)
     # the union of the intervals (issued in order: pieces from a running largest completion)

@@ -141,3 +141,14 @@ def test_vectorised_unions_of_intervals_are_those_of_the_interval_by_interval_wa
     bounds = sorted(set(rng.integers(-100, 41_000, 40).tolist()))
     walls, comm = _measure(begin, end, bounds)
     assert comm == _busy_loop(begin.tolist(), end.tolist(), bounds) and len(walls) == len(bounds) - 1
+
+
+def test_steps_with_no_completed_collective_spend_no_time_inside_them():
+    """A log damaged before its first completion: its steps have wall times and no busy time (a
+    damaged log is read as far as it is whole; its statistics never end in an internal error)."""
+    import numpy as np
+
+    from collcheck.stats.steps import _measure
+
+    none = np.array([], dtype=np.int64)
+    assert _measure(none, none, [0, 10_000, 30_000]) == ([0.01, 0.02], [0.0, 0.0])
