@@ -6,7 +6,7 @@ overview and wait-for panes, the timelines' first page), then what the interface
 the rest without reading every log's end again (each log's header and last checkpoint, in parts),
 then "done"; or one "error" line (the run cannot be read: the command's one line and exit 2).
 
-Only plain data crosses (base/wire.py: msgpack of builtins, never pickle), so nothing from the
+Only plain data crosses (logfile/wire.py: msgpack of builtins, never pickle), so nothing from the
 logs can run code on either side. The process writes nothing to the terminal (its stderr goes
 to /dev/null): the interface alone says what happened, its death included."""
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import time
 
-from ..base import wire
+from ..logfile import wire
 
 __all__ = ["LoaderDied", "LoaderProcess", "known_summaries", "main", "plain_summaries", "serve"]
 
@@ -38,7 +38,7 @@ class LoaderProcess:
 
     A fresh interpreter (`python -m collcheck.tui.loader`, this tree's collcheck first on its
     path): it shares nothing with the interface, its threads or its terminal. The source goes to
-    its stdin, the messages come back on its stdout (base/wire.py)."""
+    its stdin, the messages come back on its stdout (logfile/wire.py)."""
 
     def __init__(self, source, hold: str | None = None):
         import subprocess
@@ -108,7 +108,7 @@ def plain_summaries(known: dict) -> dict:
 
 # -- the process's end --------------------------------------------------------------------------
 class _Pipe:
-    """The process's end of the pipe (base/wire.py's messages)."""
+    """The process's end of the pipe (logfile/wire.py's messages)."""
 
     def __init__(self, fd: int):
         self.fd = fd

@@ -16,7 +16,7 @@ from support.synthetic_runs import HANG_RANK, write_hang_run
 from support.tui import SIZE, plain, wait_first, wait_loaded
 
 from collcheck.analysis.diff import analyse
-from collcheck.base import wire
+from collcheck.logfile import wire
 from collcheck.base.errors import LogError
 from collcheck.inputs.discover import discover
 from collcheck.model import load_run
@@ -36,7 +36,7 @@ def hang_dir(tmp_path_factory):
 
 
 class Sent:
-    """The process's end of the pipe, in-process: each message through base/wire as it would cross."""
+    """The process's end of the pipe, in-process: each message through logfile/wire as it would cross."""
 
     def __init__(self):
         self.messages = []

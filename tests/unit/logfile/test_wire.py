@@ -1,4 +1,4 @@
-"""Plain data between collcheck's own processes (collcheck/base/wire.py): builtins cross as they
+"""Plain data between collcheck's own processes (collcheck/logfile/wire.py): builtins cross as they
 were, tuples as tuples; anything else is refused when packed, and nothing unpacked runs code."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pickle
 import msgpack
 import pytest
 
-from collcheck.base import wire
+from collcheck.logfile import wire
 
 
 def test_builtins_cross_as_they_were():
