@@ -157,12 +157,12 @@ def _numbers(values: list) -> list:
 def _shown(values, texts: dict, spent: _Spent) -> bool:
     """Each distinct text shown once (`visible`); the budget as entry_of takes it (per occurrence).
     Whether every text of `values` is shown as it is (the usual case: nothing to replace)."""
-    new = set(values) - texts.keys()
-    for v in new:
+    distinct = set(values)
+    for v in distinct - texts.keys():
         texts[v] = visible(v)
-    if max(map(len, texts), default=0) >= 64:
+    if max(map(len, distinct), default=0) >= 64:
         spent += sum(min(len(v), MAX_TEXT) >> 6 for v in values)
-    return all(texts[v] is v for v in set(values))
+    return all(texts[v] is v for v in distinct)
 
 
 def _texts(values: list, texts: dict, spent: _Spent, required: bool = False) -> list:
