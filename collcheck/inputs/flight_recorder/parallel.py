@@ -10,6 +10,7 @@ line) is raised here.
 
 from __future__ import annotations
 
+import faulthandler
 import gc
 import os
 from collections.abc import Callable, Iterator
@@ -60,8 +61,9 @@ def run_all(fn: Callable, items: list, workers: int, fallback: Callable) -> Iter
 
 
 def _worker() -> None:
-    """A worker's setup: no core file when a limit ends it, and no garbage collection (a dump
-    decodes into a million containers without a cycle among them: collecting finds nothing, and
-    took as long as the rest of the work)."""
+    """A worker's setup: no core file or fault report when a limit or a crash ends it, and no
+    garbage collection (a dump decodes into a million containers without a cycle among them:
+    collecting finds nothing, and took as long as the rest of the work)."""
     limit_core_dumps()
+    faulthandler.disable()  # (a dump that crashes its worker is one line of the command's, not a C stack)
     gc.disable()
