@@ -321,10 +321,10 @@ def test_a_dump_changed_while_it_is_converted_is_one_line(tmp_path, monkeypatch)
 # -- what the C unpickler cannot be told to refuse: it ends its worker, the Python one refuses it ---
 
 
-def _deep_key_pickle(depth: int = 1_000_000) -> bytes:
+def _deep_key_pickle(depth: int = 400_000) -> bytes:
     """{"version": "2.10", "pg_status": {((((),),),...): None}}: a key nested `depth` deep (one
     byte a level, TUPLE1). Hashing it, as the C unpickler does to set it, recurses in C until the
-    stack overflows (SIGSEGV) with any stack of less than some 100 bytes a level."""
+    stack overflows (SIGSEGV): an 8 MiB stack (`_stack_8_mib`) holds 200,000 levels at most."""
     def item(value) -> bytes:
         return pickle.dumps(value, protocol=2)[2:-1]
 
@@ -341,9 +341,17 @@ def _colliding_keys_pickle(n: int) -> bytes:
         pickle.dumps("pg_status", 2)[2:-1] + b"}(" + keys + b"uu."
 
 
+def _stack_8_mib() -> None:
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_STACK)[1]
+    resource.setrlimit(resource.RLIMIT_STACK, (8 << 20 if hard == resource.RLIM_INFINITY else min(8 << 20, hard), hard))
+
+
 def _cli_process(d, tmp_path, timeout: float = 60):
     """`python -m collcheck diff D` in a process of its own: what it writes to its stderr file,
-    worker processes included (PYTHONFAULTHANDLER: a crashing worker would print its stack)."""
+    worker processes included (PYTHONFAULTHANDLER: a crashing worker would print its stack), with
+    the usual 8 MiB stack."""
     import subprocess
     import sys
 
@@ -351,19 +359,29 @@ def _cli_process(d, tmp_path, timeout: float = 60):
     env = dict(os.environ, PYTHONPATH=root, XDG_CACHE_HOME=str(tmp_path / "cache"), COLLCHECK_FASTPATH="0",
                PYTHONFAULTHANDLER="1")
     return subprocess.run([sys.executable, "-m", "collcheck", "diff", str(d)], capture_output=True, text=True,
-                          env=env, timeout=timeout, check=False)
+                          env=env, timeout=timeout, check=False, preexec_fn=_stack_8_mib)
 
 
-def test_a_dump_that_crashes_its_worker_is_one_line_and_exit_2(tmp_path):
+def _memo_bomb() -> bytes:
+    """9 bytes: None put in the memo at index 2^31, for which the C unpickler reserves 16 GiB."""
+    return b"\x80\x02Nr" + (1 << 31).to_bytes(4, "little") + b"."
+
+
+@pytest.mark.parametrize("bomb, message", [
+    (_deep_key_pickle, "refused a map key or set member that is tuple"),  # the worker dies: SIGSEGV
+    (_memo_bomb, "too large to read"),  # a MemoryError under the worker's address-space limit
+], ids=["stack", "memory"])
+def test_a_dump_that_ends_its_worker_is_one_line_and_exit_2(tmp_path, bomb, message):
     """A worker dies (its stack overflows hashing a key nested a million deep, a real SIGSEGV):
-    only that dump is read again, by the Python unpickler, which refuses the key. The command
-    says one line and exits 2: no traceback, no fault report of the worker."""
+    only that dump is read again, by the Python unpickler, which refuses the key; or a worker's
+    memory runs out (a memo of 16 GiB), under its limit. The command says one line and exits 2:
+    no traceback, no fault report of the worker, whatever the worker wrote to its stderr."""
     d = write_dumps(tmp_path / "dumps", {r: dump(_entries(r), WORLD) for r in range(SHARE_FROM)})
-    (d / f"comm_lib_trace_rank_{SHARE_FROM}").write_bytes(_deep_key_pickle())
+    (d / f"comm_lib_trace_rank_{SHARE_FROM}").write_bytes(bomb())
     proc = _cli_process(d, tmp_path)
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and "converting" not in ln]
     assert proc.returncode == 2, proc.stderr[-3000:]
-    assert len(lines) == 1 and "refused a map key or set member that is tuple" in lines[0], proc.stderr[-3000:]
+    assert len(lines) == 1 and message in lines[0], proc.stderr[-3000:]
     assert f"comm_lib_trace_rank_{SHARE_FROM}" in lines[0]
     assert "Traceback" not in proc.stderr and "Fatal Python error" not in proc.stderr, proc.stderr[-3000:]
 
@@ -375,7 +393,7 @@ def test_the_deep_key_kills_the_c_unpickler_for_real():
 
     code = "import io, pickle, sys; pickle.Unpickler(io.BytesIO(sys.stdin.buffer.read())).load()"
     proc = subprocess.run([sys.executable, "-c", code], input=_deep_key_pickle(), capture_output=True, timeout=60,
-                          check=False)
+                          check=False, preexec_fn=_stack_8_mib)
     assert proc.returncode == -signal.SIGSEGV, proc
 
 
