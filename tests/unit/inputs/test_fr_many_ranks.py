@@ -199,6 +199,23 @@ def test_a_worker_that_dies_takes_only_itself_down():
     assert not any(v[2] == os.getpid() for i, v in got.items() if i not in here)
 
 
+def _kept(item):
+    parallel.keep([item] * 1000)
+    return os.getpid(), len(parallel._kept)
+
+
+def test_workers_keep_what_they_decode_and_a_new_pool_takes_over(monkeypatch):
+    """A worker keeps what it decoded (its exit frees nothing) and reads no more than its pool's
+    share: then a new pool's workers go on. Here nothing is kept."""
+    monkeypatch.setattr(parallel, "PER_POOL", 2)
+    got = dict(parallel.run_all(_kept, list(range(10)), 2, _here))
+    assert sorted(got) == list(range(10)) and os.getpid() not in {pid for pid, _ in got.values()}
+    assert {kept for _, kept in got.values()} <= set(range(1, 2 * 2 + 1))  # at most a pool's share each
+    assert len({pid for pid, _ in got.values()}) >= 3  # 10 dumps, 4 a pool: 3 pools
+    parallel.keep([1])
+    assert parallel._kept is None
+
+
 def _dumps_of_every_shape() -> list:
     long = "x" * 200
     escaped = dump([entry(0, "0", 1, "all_reduce", [4]), entry(1, "0", 2, "broadcast", [2, 2], state="started")],
