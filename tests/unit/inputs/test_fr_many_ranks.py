@@ -2,7 +2,8 @@
 parallel.py, convert.py): the columns of a usual dump are those entry_of checks, a converted log
 ends with the checkpoint of the collectives it holds, ranks of one kind share a log and fold when
 loaded, dumps are read in worker processes with the C unpickler (a worker that dies takes only
-itself down), and the conversion says what it is doing."""
+itself down: a dump that crashes it or exhausts its memory is one line and exit 2; workers keep
+what they decode and a new pool takes over), and the conversion says what it is doing."""
 
 from __future__ import annotations
 
