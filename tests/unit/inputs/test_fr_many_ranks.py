@@ -355,8 +355,10 @@ def _colliding_keys_pickle(n: int) -> bytes:
     of P = 2^61-1 hash alike, so that building the map takes n^2 steps (20,000: 6 s)."""
     p = (1 << 61) - 1
     keys = b"".join(pickle.dumps(i * p, protocol=2)[2:-1] + b"N" for i in range(1, n + 1))
-    return b"\x80\x02}(" + pickle.dumps("version", 2)[2:-1] + pickle.dumps("2.10", 2)[2:-1] + \
-        pickle.dumps("pg_status", 2)[2:-1] + b"}(" + keys + b"uu."
+    def item(value) -> bytes:
+        return pickle.dumps(value, protocol=2)[2:-1]
+
+    return b"\x80\x02}(" + item("version") + item("2.10") + item("pg_status") + b"}(" + keys + b"uu."
 
 
 def _stack_8_mib() -> None:
