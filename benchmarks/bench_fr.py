@@ -119,8 +119,14 @@ def measure(cmd: list[str], env: dict, expect: tuple) -> dict:
             "tree_mb": peak[0] / 2**20 if peak[0] else None}
 
 
+def _load() -> str:
+    """The machine's load averages (1, 5, 15 min, as `uptime` says them): other work competes for
+    the CPUs, more with collcheck's worker processes than with torchfrtrace's one."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def _round(dumps: str, torch_first: bool) -> dict:
-    out = {}
+    out = {"load": _load()}
     torch_cmd = [sys.executable, "-m", "torch.distributed.flight_recorder.fr_trace", dumps, "-p", "rank_"]
     collcheck_cmd = [sys.executable, "-m", "collcheck", "diff", dumps]
     with tempfile.TemporaryDirectory(prefix="collcheck-bench-fr-cache-") as cache:
@@ -130,6 +136,7 @@ def _round(dumps: str, torch_first: bool) -> dict:
             else:
                 out["collcheck"] = measure(collcheck_cmd, _env(cache), (0,))
                 out["collcheck (second read)"] = measure(collcheck_cmd, _env(cache), (0,))
+    out["load"] += f" -> {_load()}"
     return out
 
 
@@ -172,7 +179,7 @@ def main(argv=None) -> int:
     dumps = write_dumps(os.path.join(args.dir, f"{args.ranks}x{args.entries}"), args.ranks, args.entries)
     size = sum(os.path.getsize(os.path.join(dumps, f)) for f in os.listdir(dumps))
     rounds = [_round(dumps, torch_first=r % 2 == 0) for r in range(args.repeat)]
-    tools = list(rounds[0])
+    tools = [t for t in rounds[0] if t != "load"]
     medians = {t: {k: statistics.median(r[t][k] for r in rounds) if rounds[0][t][k] is not None else None
                    for k in rounds[0][t]} for t in tools}
     speedup = medians["torchfrtrace"]["wall_s"] / medians["collcheck"]["wall_s"]
@@ -183,7 +190,8 @@ def main(argv=None) -> int:
                           "rounds": rounds, "speedup": speedup, "memory_ratio": memory, "divergence_ok": ok}))
         return 0 if ok else 1
     print(f"\n{args.ranks} ranks x {args.entries:,} entries ({size / 2**20:,.0f} MiB of dumps), {args.repeat} rounds, "
-          f"alternating; medians")
+          f"alternating; medians; {os.cpu_count()} CPUs, load averages (1, 5, 15 min) by round: "
+          f"{'; '.join(r['load'] for r in rounds)}")
     print(f"{'':<26} {'wall s':>8} {'CPU s':>8} {'peak RSS MiB':>13} {'tree RSS MiB':>13}")
     for t in tools:
         m = medians[t]

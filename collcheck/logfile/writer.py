@@ -53,8 +53,7 @@ def open_exclusive(directory: str, base: str) -> tuple[int, str]:
     os.makedirs(directory, exist_ok=True)
     # read access too: the compiled path maps the file (a shared mapping needs it)
     flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
-    candidates = [base, f"{base}.{os.getpid()}"] + [f"{base}.{os.getpid()}.{i}" for i in range(1, 100)]
-    for name in candidates:
+    for name in _candidates(base):
         path = os.path.join(directory, name + lf.LOG_SUFFIX)
         try:
             return os.open(path, flags, 0o644), path
@@ -62,6 +61,15 @@ def open_exclusive(directory: str, base: str) -> tuple[int, str]:
             if exc.errno != errno.EEXIST:
                 raise
     raise OSError(errno.EEXIST, f"no free log file name for {base} in {directory}")
+
+
+def _candidates(base: str):
+    """The names open_exclusive tries, in order (made as tried: the first is almost always free)."""
+    yield base
+    pid = os.getpid()
+    yield f"{base}.{pid}"
+    for i in range(1, 100):
+        yield f"{base}.{pid}.{i}"
 
 
 class LogWriter:

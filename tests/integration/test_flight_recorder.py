@@ -69,6 +69,41 @@ def test_real_dumps_read_in_worker_processes_give_the_same_report(tmp_path, corp
     assert reports[0] == reports[1]
 
 
+def _decoded_in_a_worker(path: str) -> tuple:
+    """In a worker process: the dump decoded by the C unpickler under its limits, and its summary."""
+    from collcheck.inputs.flight_recorder.load import decode_dump
+
+    decoded = decode_dump(path, fast=True)
+    return decoded.raw, fr_convert._summary_of((0, path, decoded.crc))
+
+
+def _decoded_here(path: str) -> tuple:
+    raise AssertionError(f"{path}: a worker died reading a real dump")
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param("fr_dump_skip_pickle", marks=pytest.mark.recordings("fr_dump_skip_pickle")),
+    pytest.param("fr_dump_clean_pickle", marks=[pytest.mark.recordings("fr_dump_clean_pickle"), pytest.mark.slow])])
+def test_the_c_unpickler_in_a_worker_reads_real_dumps_as_the_python_one_does(corpus, name):
+    """torch's own dumps: what the C unpickler builds in a worker process, and the summary made
+    there from the columns, are what the Python unpickler builds here and the summary of its
+    entries checked one by one."""
+    from collcheck.inputs.flight_recorder import parallel
+    from collcheck.inputs.flight_recorder.columns import Columns
+    from collcheck.inputs.flight_recorder.load import decode_dump
+    from collcheck.inputs.flight_recorder.schema import dump_of
+    from collcheck.inputs.flight_recorder.summary import summarize
+
+    paths = sorted(str(p) for p in fr_job(corpus, name).iterdir())
+    got = dict(parallel.run_all(_decoded_in_a_worker, paths, 1, _decoded_here))
+    for i, path in enumerate(paths):
+        here = decode_dump(path, fast=False)
+        raw, summary = got[i]
+        assert raw == here.raw and len(raw["entries"]) > 0, path
+        checked = dump_of(path, here.raw, here.size)
+        assert summary == summarize(0, path, checked, Columns.of_entries(checked["entries"])), path
+
+
 @pytest.mark.slow
 @pytest.mark.recordings("fr_dump_clean_pickle")
 def test_real_wrapped_dumps_of_a_correct_program(tmp_path, corpus):

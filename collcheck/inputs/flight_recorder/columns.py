@@ -98,9 +98,10 @@ def usual_columns(entries: list, budget: Budget) -> Columns | None:
     try:
         spent += n * len(_FIELDS)
         col = _columns(entries)
-        numbers = {key: _numbers(col[key]) for key in ("record_id", "collective_seq_id", "p2p_seq_id", "op_id",
-                                                        "time_created_ns", "time_discovered_started_ns",
-                                                        "time_discovered_completed_ns", "timeout_ms")}
+        numbers = {key: col[key] for key in ("record_id", "collective_seq_id", "p2p_seq_id", "op_id",
+                                             "time_created_ns", "time_discovered_started_ns",
+                                             "time_discovered_completed_ns", "timeout_ms")}
+        kinds = {key: _numbers(values) for key, values in numbers.items()}
         name = _texts(col["profiling_name"], texts, spent, required=True)
         state = _texts(col["state"], texts, spent)
         _texts(col["thread_name"], texts, spent)
@@ -116,7 +117,7 @@ def usual_columns(entries: list, budget: Budget) -> Columns | None:
     except (_Unusual, OverflowError, TypeError, ValueError):
         return None
     budget.take(spent.total)
-    zero = [_or(numbers[k], 0) for k in ("record_id", "collective_seq_id", "time_created_ns")]
+    zero = [_or(numbers[k], 0, kinds[k]) for k in ("record_id", "collective_seq_id", "time_created_ns")]
     return Columns(zero[0], pg_id, group, zero[1], name, zero[2], numbers["time_discovered_completed_ns"], state,
                    p2p, in_sizes, in_dtypes, out_sizes, out_dtypes)
 
@@ -135,34 +136,39 @@ def _columns(entries: list) -> dict[str, tuple]:
 _ALL = itemgetter(*_FIELDS)
 
 
-def _or(values: list, default) -> list:
-    return values if None not in values else [default if v is None else v for v in values]
+def _or(values: list, default, kinds: set) -> list:
+    """`values` with `default` for None (`kinds`: their types)."""
+    return values if _NONE not in kinds else [default if v is None else v for v in values]
 
 
 def _present(values: list, kinds: set) -> list:
-    return values if _NONE not in kinds else [v for v in values if v is not None]
+    """The values that are not None (`kinds`: their types): `values` itself when none is."""
+    if _NONE not in kinds:
+        return values
+    return [] if len(kinds) == 1 else [v for v in values if v is not None]
 
 
-def _numbers(values: list) -> list:
-    """Whole numbers in [0, 2^63), or None (absent). Decimal text (torch's analyzer tests) is unusual."""
+def _numbers(values: list, limit: int = MAX_INT) -> set:
+    """Whole numbers in [0, limit), or None (absent): their types. Decimal text (torch's analyzer
+    tests) is unusual."""
     kinds = set(map(type, values))
     if not kinds <= _INTS:
         raise _Unusual
     present = _present(values, kinds)
-    if present and (min(present) < 0 or max(present) >= MAX_INT):
+    if present and (min(present) < 0 or max(present) >= limit):
         raise _Unusual
-    return values
+    return kinds
 
 
 def _shown(values, texts: dict, spent: _Spent) -> bool:
     """Each distinct text shown once (`visible`); the budget as entry_of takes it (per occurrence).
     Whether every text of `values` is shown as it is (the usual case: nothing to replace)."""
-    new = set(values) - texts.keys()
-    for v in new:
+    distinct = set(values)
+    for v in distinct - texts.keys():
         texts[v] = visible(v)
-    if max(map(len, texts), default=0) >= 64:
+    if max(map(len, distinct), default=0) >= 64:
         spent += sum(min(len(v), MAX_TEXT) >> 6 for v in values)
-    return all(texts[v] is v for v in set(values))
+    return all(texts[v] is v for v in distinct)
 
 
 def _texts(values: list, texts: dict, spent: _Spent, required: bool = False) -> list:
@@ -236,21 +242,23 @@ def _lists(values: list, limit: int, spent: _Spent) -> list:
 
 
 def _shapes(values: list, spent: _Spent) -> list:
-    shapes = list(chain.from_iterable(_lists(values, MAX_TENSORS, spent)))
+    present = _lists(values, MAX_TENSORS, spent)
+    shapes = list(chain.from_iterable(present))
     if not set(map(type, shapes)) <= _LISTS or max(map(len, shapes), default=0) > MAX_DIMS:
         raise _Unusual
     spent += len(shapes) + sum(map(len, shapes))
     _numbers(list(chain.from_iterable(shapes)))
-    return _or(values, ())
+    return values if present is values else [() if v is None else v for v in values]
 
 
 def _dtypes(values: list, texts: dict, spent: _Spent) -> list:
     """One name per tensor (a single name for all of them, as text, is unusual)."""
-    flat = list(chain.from_iterable(_lists(values, MAX_TENSORS, spent)))
+    present = _lists(values, MAX_TENSORS, spent)
+    flat = list(chain.from_iterable(present))
     if set(map(type, flat)) - {str}:
         raise _Unusual
     if _shown(flat, texts, spent):
-        return _or(values, ())
+        return values if present is values else [() if v is None else v for v in values]
     return [() if v is None else tuple(map(texts.__getitem__, v)) for v in values]
 
 
@@ -260,10 +268,7 @@ def _frames(values: list, texts: dict, spent: _Spent) -> None:
     if set(map(type, flat)) - {dict}:
         raise _Unusual
     frames = list(dict(zip(map(id, flat), flat)).values())
-    lines = list(map(dict.get, frames, repeat("line")))
-    _numbers(lines)
-    if max(_present(lines, {_NONE}), default=0) >= MAX_LINE:
-        raise _Unusual
+    _numbers(list(map(dict.get, frames, repeat("line"))), MAX_LINE)
     for key in ("filename", "name"):
         names = list(map(dict.get, frames, repeat(key), repeat("?")))
         if set(map(type, names)) - {str}:

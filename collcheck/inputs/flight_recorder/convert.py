@@ -41,7 +41,7 @@ from ...logfile.writer import open_exclusive
 from .columns import Columns, usual_columns
 from .entries import group_order
 from .load import decode_dump, read_dump_bytes
-from .parallel import pool_size, run_all
+from .parallel import keep, pool_size, run_all
 from .rank_log import LOG_NAME, RankPlan, RankWriter, RunFacts, rank_header
 
 _PACK = msgpack.Packer(use_bin_type=True).pack
@@ -170,6 +170,7 @@ def _summary_of(job: tuple, fast: bool = True) -> RankSummary:
     """A dump's summary (in a worker process: `fast`, the C unpickler under its limits)."""
     rank, path, crc = job
     decoded = decode_dump(path, fast)
+    keep(decoded.raw)  # (in a worker: freed by its exit, not object by object)
     _same_file(path, crc, decoded.crc)
     head, entries, budget = dump_head(path, decoded.raw, decoded.size)
     cols = usual_columns(entries, budget)

@@ -114,12 +114,20 @@ class _Refused(pickle.UnpicklingError):
 
 
 _SCALARS = frozenset((str, int, float, bytes, bool, type(None)))
+_KEY_INT = 1 << 63  # an int key beyond int64 is no name or number of a dump
 
 
 def _scalars(items) -> None:
+    """Map keys and set members: scalars, never containers (hashing a tuple of shared tuples takes
+    2^depth steps; one nested a million deep overflows the C stack), and ints within int64 (ints
+    that differ by multiples of 2^61-1 hash alike: a map of n of them takes n^2 steps to build;
+    within 2^64 no more than 8 share a hash)."""
     for k in items:
         if k.__class__ not in _SCALARS:
             raise _Refused(f"refused a map key or set member that is {type(k).__name__}: a Flight Recorder "
+                           "dump's keys are names and numbers")
+        if k.__class__ is int and not -_KEY_INT <= k < _KEY_INT:
+            raise _Refused("refused a map key or set member that is a number beyond 64 bits: a Flight Recorder "
                            "dump's keys are names and numbers")
 
 
@@ -185,7 +193,28 @@ del _code, _op
 
 class _DataOnlyFast(pickle.Unpickler):
     """The C unpickler, refusing every global and persistent id (extension codes: `fast_decoding`).
-    Only in a worker process that may die: see the module's docstring."""
+    Only in a worker process that may die (the module's docstring), for these reasons, opcode by
+    opcode:
+
+    - GLOBAL, STACK_GLOBAL, INST and OBJ name a class or function: find_class refuses it; PERSID
+      and BINPERSID: persistent_load refuses; EXT1/2/4: no extension code is registered.
+    - REDUCE, NEWOBJ, NEWOBJ_EX and BUILD apply a callable, a class or __setstate__: only those
+      refused opcodes put one on the stack, so they meet data (not callable; no __setstate__ or
+      __dict__ to fill) and fail. NEXT_BUFFER and READONLY_BUFFER: no buffers are given.
+    - What is left builds containers and scalars, each object, item and memo reference costing at
+      least a byte of the file: memory in proportion to it, except the memo, sized by the largest
+      index a BINPUT/LONG_BINPUT names (9 bytes can ask for 32 GiB): the address-space limit makes
+      that a MemoryError. Nesting has no depth limit, but the C unpickler keeps its stack on the
+      heap, CPython frees nested containers without recursion, and schema.py never walks a value
+      recursively.
+    - What is left can take time beyond proportion only in hashing a map key or set member: a tuple
+      of shared tuples (2^depth steps), a tuple nested a million deep (its hash recurses in C until
+      the stack overflows: SIGSEGV), ints that hash alike (n^2 steps). The CPU-time limit or the
+      crash ends the worker; parallel.py reads that file again with the Python unpickler, which
+      refuses such keys before hashing them (`_scalars`).
+
+    What it built is then checked as the Python unpickler's result is (schema.py: the values walked
+    bounded by the file's size, entries by MAX_ENTRIES)."""
 
     def find_class(self, module, name):
         raise _Refused(f"refused to load {visible(module, 80)}.{visible(name, 80)}: a Flight Recorder dump holds "

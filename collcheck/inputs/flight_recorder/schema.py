@@ -212,7 +212,7 @@ def _ranks(value, budget: Budget) -> tuple:
         except (ValueError, RecursionError):
             raise Damaged("ranks: not a list of ranks") from None
     ranks = _sequence(value, MAX_RANKS, "ranks", budget)
-    if not all(r.__class__ is int and 0 <= r < MAX_RANKS for r in ranks):
+    if ranks and (set(map(type, ranks)) != {int} or min(ranks) < 0 or max(ranks) >= MAX_RANKS):
         raise Damaged(f"ranks: not a list of ranks below {MAX_RANKS}")
     return tuple(ranks)
 

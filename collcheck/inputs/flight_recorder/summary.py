@@ -14,9 +14,10 @@ writes them.
 
 from __future__ import annotations
 
+import marshal
 from dataclasses import dataclass, field
 from itertools import compress, repeat
-from operator import eq, not_, or_
+from operator import and_, eq, ge, ne, not_, or_, sub
 
 from ...logfile import format as lf
 from ...logfile.checkpoint import MASK, MULT, signature
@@ -83,7 +84,9 @@ def summarize(rank: int, path: str, head: dict, cols: Columns) -> RankSummary:
     for pg_id, g in set(zip(cols.pg_id, groups)):
         s.pg_ids.setdefault(pg_id, set()).add(g)
     last = {pg: st["last_completed_collective"] for pg, st in head["pg_status"].items()}
-    counted = [n is not None and seq <= n for n, seq in zip(map(last.get, cols.pg_id), cols.seq)]
+    lasts = list(map(last.get, cols.pg_id))
+    counted = (list(map(ge, lasts, cols.seq)) if None not in lasts  # (the usual dump: every group counted)
+               else [n is not None and seq <= n for n, seq in zip(lasts, cols.seq)])
     _sequences(s, cols, groups, counted, ops)
     order = sorted(range(len(cols)), key=cols.record_id.__getitem__)
     s.wrapped = bool(order) and cols.record_id[order[0]] > 0
@@ -108,7 +111,8 @@ def _sequences(s: RankSummary, cols: Columns, groups: list, counted: list, ops: 
     if joins:  # (gloo only)
         joined: dict[str, set] = {}
         names = cols.name
-        counted_joins = [i for i in collectives if counted[i] and names[i] in joins]
+        joining = map(and_, counted, map(joins.__contains__, names))
+        counted_joins = [i for i in compress(range(len(names)), joining) if not p2p[i]]
         if one:
             joined[groups[0]] = set(map(seqs.__getitem__, counted_joins))
         else:
@@ -118,16 +122,15 @@ def _sequences(s: RankSummary, cols: Columns, groups: list, counted: list, ops: 
 
 
 def _runs(numbers: set) -> list[tuple[int, int]]:
-    """Sorted numbers as runs (first, last) of consecutive ones: a few per group, not thousands."""
-    if numbers and max(numbers) - min(numbers) + 1 == len(numbers):
-        return [(min(numbers), max(numbers))]
-    runs: list[list[int]] = []
-    for n in sorted(numbers):
-        if runs and runs[-1][1] == n - 1:
-            runs[-1][1] = n
-        else:
-            runs.append([n, n])
-    return [(a, b) for a, b in runs]
+    """Sorted numbers as runs (first, last) of consecutive ones: a few per group, not thousands
+    (found with passes in C: where the step from one number to the next is not 1)."""
+    if not numbers:
+        return []
+    v = sorted(numbers)
+    breaks = list(compress(range(1, len(v)), map(ne, map(sub, v[1:], v), repeat(1))))
+    firsts = [0, *breaks]
+    lasts = [b - 1 for b in breaks] + [len(v) - 1]
+    return list(zip(map(v.__getitem__, firsts), map(v.__getitem__, lasts)))
 
 
 def _blocks(s: RankSummary, cols: Columns, order: list, ops: dict, groups: list, counted: list) -> None:
@@ -151,7 +154,7 @@ def _blocks(s: RankSummary, cols: Columns, order: list, ops: dict, groups: list,
         key = (wire, *(parts[order[b]] for b in bounds))
         sig = sigs.get(key)
         if sig is None:
-            sig = sigs[key] = block_signature(wire, key[1:])
+            sig = sigs[key] = block_signature(wire, tuple(map(_part, key[1:])))
         group = groups[first]
         if p2p[first]:
             _, op, meta = ops[name]
@@ -169,29 +172,39 @@ def _one_entry_each(s: RankSummary, cols: Columns, order: list, per_entry: tuple
     """_blocks where every collective is one entry and none is P2P (the usual dump): the
     signatures of all at once, then each group's rolled."""
     ops, groups, counted, parts, wires = per_entry
-    names = list(map(cols.name.__getitem__, order))
-    keys = list(zip(map(wires.__getitem__, names), map(parts.__getitem__, order)))
-    sig_of = {key: block_signature(key[0], key[1:]) for key in set(keys)}
+    in_order = _identity(order)  # (the usual dump: its entries are in record order)
+
+    def ordered(values: list) -> list:
+        return values if in_order else list(map(values.__getitem__, order))
+
+    keys = list(zip(map(wires.__getitem__, ordered(cols.name)), ordered(parts)))
+    sig_of = dict.fromkeys(keys)
+    for key in sig_of:
+        sig_of[key] = block_signature(key[0], (_part(key[1]),))
     sigs = list(map(sig_of.__getitem__, keys))
-    in_order = list(map(groups.__getitem__, order))
+    group_of = ordered(groups)
     s.blocks = len(order)
     by_group: dict[str, list] = {}
-    if len(set(in_order)) == 1:
-        by_group[in_order[0]] = sigs
+    if len(set(group_of)) == 1:
+        by_group[group_of[0]] = sigs
     else:
-        for g, sig in zip(in_order, sigs):
+        for g, sig in zip(group_of, sigs):
             by_group.setdefault(g, []).append(sig)
-    last = dict(zip(in_order, map(cols.seq.__getitem__, order)))  # each group's last collective's number
+    last = dict(zip(group_of, ordered(cols.seq)))  # each group's last collective's number
     for g, group_sigs in by_group.items():
         h = 0
         for sig in group_sigs:
             h = (h * MULT + sig) & MASK  # (checkpoint.roll)
         s.channels[(g, 0)] = [last[g], h, False]
     states, seqs = cols.state, cols.seq
-    done = map(or_, map(eq, map(states.__getitem__, order), repeat("completed")), map(counted.__getitem__, order))
+    done = map(or_, map(eq, ordered(states), repeat("completed")), ordered(counted))
     for eid in compress(range(len(order)), map(not_, done)):
         i = order[eid]
         s.not_done.append((eid, UNDECIDED, groups[i], seqs[i], ops[cols.name[i]][0] == "gloo"))
+
+
+def _identity(order: list) -> bool:
+    return order == list(range(len(order)))
 
 
 def _block_bounds(cols: Columns, order: list, ops: dict) -> list | None:
@@ -206,18 +219,27 @@ def _block_bounds(cols: Columns, order: list, ops: dict) -> list | None:
 
 
 def _tensor_keys(cols: Columns, ops: dict) -> list:
-    """Per entry: (sizes, dtypes) as tuples of the tensors its op has ranks agree on (FR_OPS:
-    inputs or outputs), or () for an op without."""
+    """Per entry: a key of the tensors its op has ranks agree on (FR_OPS: inputs or outputs), or
+    None for an op without: (its sizes as marshal bytes, its dtype names as a tuple). Bytes hash
+    once and compare in C, where nested tuples of every entry would be built and hashed again at
+    each lookup; the format (version 2: no references) is a function of the value and its types,
+    so that equal sizes give one key (lists and tuples two, of one signature). `_part` undoes it."""
     side = {name: FR_OPS.get(op, (None, None, "in"))[2] for name, (_, op, _) in ops.items()}
-    out = list(zip(map(tuple, map(map, repeat(tuple), cols.in_sizes)), map(tuple, cols.in_dtypes)))
+    out = list(zip(map(marshal.dumps, cols.in_sizes, repeat(2)), map(tuple, cols.in_dtypes)))
     if set(side.values()) != {"in"}:
         for i, name in enumerate(cols.name):
             which = side[name]
             if which is None:
-                out[i] = ()
+                out[i] = None
             elif which == "out":
-                out[i] = (tuple(map(tuple, cols.out_sizes[i])), tuple(cols.out_dtypes[i]))
+                out[i] = (marshal.dumps(cols.out_sizes[i], 2), tuple(cols.out_dtypes[i]))
     return out
+
+
+def _part(key) -> tuple:
+    """(sizes, dtypes) as tuples of a `_tensor_keys` key, () for None (marshal bytes this process
+    made of checked sizes: nothing else is ever loaded)."""
+    return () if key is None else (tuple(map(tuple, marshal.loads(key[0]))), key[1])
 
 
 def block_signature(wire: str, parts: tuple) -> int:

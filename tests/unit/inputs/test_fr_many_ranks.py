@@ -2,7 +2,8 @@
 parallel.py, convert.py): the columns of a usual dump are those entry_of checks, a converted log
 ends with the checkpoint of the collectives it holds, ranks of one kind share a log and fold when
 loaded, dumps are read in worker processes with the C unpickler (a worker that dies takes only
-itself down), and the conversion says what it is doing."""
+itself down: a dump that crashes it or exhausts its memory is one line and exit 2; workers keep
+what they decode and a new pool takes over), and the conversion says what it is doing."""
 
 from __future__ import annotations
 
@@ -199,6 +200,23 @@ def test_a_worker_that_dies_takes_only_itself_down():
     assert not any(v[2] == os.getpid() for i, v in got.items() if i not in here)
 
 
+def _kept(item):
+    parallel.keep([item] * 1000)
+    return os.getpid(), len(parallel._kept)
+
+
+def test_workers_keep_what_they_decode_and_a_new_pool_takes_over(monkeypatch):
+    """A worker keeps what it decoded (its exit frees nothing) and reads no more than its pool's
+    share: then a new pool's workers go on. Here nothing is kept."""
+    monkeypatch.setattr(parallel, "PER_POOL", 2)
+    got = dict(parallel.run_all(_kept, list(range(10)), 2, _here))
+    assert sorted(got) == list(range(10)) and os.getpid() not in {pid for pid, _ in got.values()}
+    assert {kept for _, kept in got.values()} <= set(range(1, 2 * 2 + 1))  # at most a pool's share each
+    assert len({pid for pid, _ in got.values()}) >= 3  # 10 dumps, 4 a pool: 3 pools
+    parallel.keep([1])
+    assert parallel._kept is None
+
+
 def _dumps_of_every_shape() -> list:
     long = "x" * 200
     escaped = dump([entry(0, "0", 1, "all_reduce", [4]), entry(1, "0", 2, "broadcast", [2, 2], state="started")],
@@ -316,3 +334,108 @@ def test_a_dump_changed_while_it_is_converted_is_one_line(tmp_path, monkeypatch)
     monkeypatch.setattr(fr_load, "read_dump_bytes", changing)  # (not the hash's: convert.py's own name)
     res = run_cli("diff", str(d), env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
     assert res.code == 2 and "changed while the Flight Recorder dumps were converted" in res.err, res.err
+
+
+# -- what the C unpickler cannot be told to refuse: it ends its worker, the Python one refuses it ---
+
+
+def _deep_key_pickle(depth: int = 400_000) -> bytes:
+    """{"version": "2.10", "pg_status": {((((),),),...): None}}: a key nested `depth` deep (one
+    byte a level, TUPLE1). Hashing it, as the C unpickler does to set it, recurses in C until the
+    stack overflows (SIGSEGV): an 8 MiB stack (`_stack_8_mib`) holds 200,000 levels at most."""
+    def item(value) -> bytes:
+        return pickle.dumps(value, protocol=2)[2:-1]
+
+    return (b"\x80\x02}(" + item("version") + item("2.10") + item("pg_status") + b"}" + b")" + b"\x85" * depth
+            + b"Nsu.")
+
+
+def _colliding_keys_pickle(n: int) -> bytes:
+    """{"version": "2.10", "pg_status": {P: None, 2P: None, ...}}: n ints that differ by multiples
+    of P = 2^61-1 hash alike, so that building the map takes n^2 steps (20,000: 6 s)."""
+    p = (1 << 61) - 1
+    keys = b"".join(pickle.dumps(i * p, protocol=2)[2:-1] + b"N" for i in range(1, n + 1))
+    def item(value) -> bytes:
+        return pickle.dumps(value, protocol=2)[2:-1]
+
+    return b"\x80\x02}(" + item("version") + item("2.10") + item("pg_status") + b"}(" + keys + b"uu."
+
+
+def _stack_8_mib() -> None:
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_STACK)[1]
+    resource.setrlimit(resource.RLIMIT_STACK, (8 << 20 if hard == resource.RLIM_INFINITY else min(8 << 20, hard), hard))
+
+
+def _cli_process(d, tmp_path, timeout: float = 60):
+    """`python -m collcheck diff D` in a process of its own: what it writes to its stderr file,
+    worker processes included (PYTHONFAULTHANDLER: a crashing worker would print its stack), with
+    the usual 8 MiB stack."""
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    env = dict(os.environ, PYTHONPATH=root, XDG_CACHE_HOME=str(tmp_path / "cache"), COLLCHECK_FASTPATH="0",
+               PYTHONFAULTHANDLER="1")
+    return subprocess.run([sys.executable, "-m", "collcheck", "diff", str(d)], capture_output=True, text=True,
+                          env=env, timeout=timeout, check=False, preexec_fn=_stack_8_mib)
+
+
+def _memo_bomb() -> bytes:
+    """9 bytes: None put in the memo at index 2^31, for which the C unpickler reserves 16 GiB."""
+    return b"\x80\x02Nr" + (1 << 31).to_bytes(4, "little") + b"."
+
+
+@pytest.mark.parametrize("bomb, message", [
+    (_deep_key_pickle, "refused a map key or set member that is tuple"),  # the worker dies: SIGSEGV
+    (_memo_bomb, "too large to read"),  # a MemoryError under the worker's address-space limit
+], ids=["stack", "memory"])
+def test_a_dump_that_ends_its_worker_is_one_line_and_exit_2(tmp_path, bomb, message):
+    """A worker dies (its stack overflows hashing a key nested a million deep, a real SIGSEGV):
+    only that dump is read again, by the Python unpickler, which refuses the key; or a worker's
+    memory runs out (a memo of 16 GiB), under its limit. The command says one line and exits 2:
+    no traceback, no fault report of the worker, whatever the worker wrote to its stderr."""
+    d = write_dumps(tmp_path / "dumps", {r: dump(_entries(r), WORLD) for r in range(SHARE_FROM)})
+    (d / f"comm_lib_trace_rank_{SHARE_FROM}").write_bytes(bomb())
+    proc = _cli_process(d, tmp_path)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and "converting" not in ln]
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert len(lines) == 1 and message in lines[0], proc.stderr[-3000:]
+    assert f"comm_lib_trace_rank_{SHARE_FROM}" in lines[0]
+    assert "Traceback" not in proc.stderr and "Fatal Python error" not in proc.stderr, proc.stderr[-3000:]
+
+
+def test_the_deep_key_kills_the_c_unpickler_for_real():
+    """The premise of the test above: the C unpickler, in a process of its own, dies of it."""
+    import subprocess
+    import sys
+
+    code = "import io, pickle, sys; pickle.Unpickler(io.BytesIO(sys.stdin.buffer.read())).load()"
+    proc = subprocess.run([sys.executable, "-c", code], input=_deep_key_pickle(), capture_output=True, timeout=60,
+                          check=False, preexec_fn=_stack_8_mib)
+    assert proc.returncode == -signal.SIGSEGV, proc
+
+
+def test_keys_that_hash_alike_are_refused_before_the_map_is_built(tmp_path):
+    """Read here (few dumps: the Python unpickler): the first key beyond 64 bits is refused, before
+    20,000 of them would take seconds to set."""
+    d = write_dumps(tmp_path / "dumps", {1: dump(_entries(1), WORLD)})
+    (d / "comm_lib_trace_rank_0").write_bytes(_colliding_keys_pickle(20_000))
+    t0 = time.monotonic()
+    res = run_cli("diff", str(d), env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert res.code == 2 and "refused a map key or set member that is a number beyond 64 bits" in res.err, res.err
+    assert len(res.err.strip().splitlines()) == 1 and "Traceback" not in res.err
+    assert time.monotonic() - t0 < 5
+
+
+@pytest.mark.slow  # the worker runs until its CPU-time limit (a few seconds)
+def test_keys_that_hash_alike_end_their_worker_only(tmp_path):
+    """Read by the C unpickler in a worker: building the map runs until the worker's CPU-time limit
+    ends it; the Python unpickler then refuses the file's first such key."""
+    d = write_dumps(tmp_path / "dumps", {r: dump(_entries(r), WORLD) for r in range(SHARE_FROM)})
+    (d / f"comm_lib_trace_rank_{SHARE_FROM}").write_bytes(_colliding_keys_pickle(40_000))
+    proc = _cli_process(d, tmp_path, timeout=120)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and "converting" not in ln]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-3000:]
+    assert "number beyond 64 bits" in lines[0], lines
