@@ -118,9 +118,10 @@ class _Run:
         self._control("-d")
         self.dumps = sorted(p for p in set(glob.glob(self.out + ".*")) - before if not p.endswith(".stderr"))
         per_call = periodic = 0
-        for i, dump in enumerate(self.dumps):
-            ir, python_thread = _thread_ir(dump)
-            if python_thread and not dump.endswith("-01"):  # (thread 1: the main thread)
+        python_code = _ids_named(self.dumps, "_PyEval_EvalFrameDefault")
+        for dump in self.dumps:
+            ir, fns = _thread_ir(dump)
+            if fns & python_code and not dump.endswith("-01"):  # (thread 1: the main thread)
                 periodic += ir
             else:
                 per_call += ir
@@ -140,18 +141,35 @@ class _Run:
             self.proc.kill()
 
 
-def _thread_ir(dump: str) -> tuple[int, bool]:
-    """(instructions, whether the thread was started by Python's threading) of one thread's dump."""
-    total, python_thread = None, False
+_FN = re.compile(r"^c?fn=\((\d+)\)(?: (.*))?$")
+
+
+def _ids_named(dumps: list[str], name: str) -> set[str]:
+    """The compressed function ids that stand for `name` (defined once, in any thread's file)."""
+    ids = set()
+    for dump in dumps:
+        with open(dump, errors="replace") as f:
+            for line in f:
+                m = _FN.match(line.rstrip("\n"))
+                if m and m.group(2) and m.group(2).split("'")[0] == name:
+                    ids.add(m.group(1))
+    return ids
+
+
+def _thread_ir(dump: str) -> tuple[int, set[str]]:
+    """(instructions, the function ids it ran) of one thread's dump."""
+    total, fns = None, set()
     with open(dump, errors="replace") as f:
         for line in f:
-            if line.startswith(("summary:", "totals:")):
+            if line.startswith("summary:"):  # (the period's events; `totals:` also counts open calls)
                 total = int(line.split()[1])
-            elif line.startswith("fn=") and "_PyEval_EvalFrameDefault" in line:  # (runs Python code)
-                python_thread = True
+            elif line.startswith("fn="):
+                m = _FN.match(line.rstrip("\n"))
+                if m:
+                    fns.add(m.group(1))
     if total is None:
         raise RuntimeError(f"no totals in {dump}")
-    return total, python_thread
+    return total, fns
 
 
 def _top(dump: str, k: int, calls: int) -> list[tuple[float, str]]:

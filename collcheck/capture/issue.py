@@ -125,7 +125,7 @@ class Issuer:
         w = rec.writer
         api: ApiCall | None = rec.tls.api
         if ts is not None:
-            dt = self.dtype_name
+            dt = rec.dtype_name  # (the recorder's: one table for both paths)
             key = ((dt(ts.dtype), tuple(ts.shape)),) if isinstance(ts, torch.Tensor) else tuple(
                 (dt(t.dtype), tuple(t.shape)) for t in ts
             )
