@@ -101,6 +101,16 @@ py::object spec_of(const at::Tensor& t) {
   return py::make_tuple(dtype, shape);
 }
 
+// The object of a custom-class argument or result, borrowed from the stack (the op's schema fixes
+// its class): toCustomClass checks the class and counts a reference, ~200 instructions a call.
+template <class T>
+T* borrow(const IValue& v) {
+  const c10::ivalue::Object& obj = v.toObjectRef();
+  TORCH_CHECK(obj.slots().size() == 1 && obj.getSlot(0).isCapsule(), "collcheck: not a custom class object");
+  auto* target = static_cast<c10::intrusive_ptr_target*>(const_cast<void*>(obj.getSlot(0).internalToPointer()));
+  return static_cast<T*>(static_cast<torch::CustomClassHolder*>(target));
+}
+
 struct Gil {
   PyGILState_STATE state = PyGILState_Ensure();
   ~Gil() { PyGILState_Release(state); }
@@ -230,7 +240,7 @@ void watch(int64_t eid, int64_t t_ret, const c10::OperatorHandle& op, const torc
     push(Done{gen, eid, t_ret, now_ns(), nullptr});
     return;
   }
-  const auto work = stack.back().toCustomClass<c10d::Work>();
+  c10d::Work* work = borrow<c10d::Work>(stack.back());  // (the stack holds it)
   const std::type_info& type = typeid(*work);
   c10::intrusive_ptr<c10::ivalue::Future> fut;
   if (!has_no_future(type)) {
@@ -593,12 +603,13 @@ struct Buf {
   void clear() { n = 0; }
   size_t size() const { return n; }
   const char* data() const { return v.data(); }
-  char* room(size_t k) {  // k more bytes at the end
-    if (n + k > v.size()) v.resize(2 * (n + k));
+  __attribute__((always_inline)) char* room(size_t k) {  // k more bytes at the end
+    if (__builtin_expect(n + k > v.size(), 0)) grow(k);
     char* p = v.data() + n;
     n += k;
     return p;
   }
+  __attribute__((noinline)) void grow(size_t k) { v.resize(2 * (n + k)); }
   void push_back(char c) { *room(1) = c; }
   void append(const char* p, size_t k) { std::memcpy(room(k), p, k); }
   Buf& operator+=(const std::string& b) {
@@ -1076,7 +1087,7 @@ Args put_args(Key& key, int idx, const Op& o, const IValue* args, size_t n, cons
     }
   }
   Args a;
-  if (o.reduce_op >= 0) a.rop = static_cast<int64_t>(args[o.reduce_op].toCustomClass<c10d::ReduceOp>()->op_);
+  if (o.reduce_op >= 0) a.rop = static_cast<int64_t>(borrow<c10d::ReduceOp>(args[o.reduce_op])->op_);
   if (o.peer >= 0) a.peer = args[o.peer].toInt();
   if (o.tag >= 0) a.tag = args[o.tag].toInt();
   if (o.async_op >= 0 && static_cast<size_t>(o.async_op) < n) a.is_async = args[o.async_op].toBool();
@@ -1311,8 +1322,7 @@ int64_t issue(int idx, const c10::OperatorHandle& op, const torch::jit::Stack& s
   const Op& o = ops[idx];
   const size_t n = op.schema().arguments().size();
   const IValue* args = stack.data() + (stack.size() - n);
-  const auto pg = args[o.pg].toCustomClass<c10d::ProcessGroup>();
-  const std::string& gname = pg->getGroupName();
+  const std::string& gname = borrow<c10d::ProcessGroup>(args[o.pg])->getGroupName();
   IssueTls& tls = issue_tls;  // (one look-up of this thread's storage: a call in a shared library)
   struct Depth {
     int& d;
@@ -1340,7 +1350,8 @@ int64_t issue(int idx, const c10::OperatorHandle& op, const torch::jit::Stack& s
     light_key = key.str();
   }
 #endif
-  return issue_walked(o, args, gname, a, pg, key, prefix, light_key, tried);
+  return issue_walked(o, args, gname, a, args[o.pg].toCustomClass<c10d::ProcessGroup>(), key, prefix, light_key,
+                      tried);
 }
 
 // The index in ops of a c10d op the kernel runs for (-1: none), found by name once per thread and
