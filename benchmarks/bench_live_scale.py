@@ -44,6 +44,7 @@ from collcheck.base.settings import Settings  # noqa: E402
 from collcheck.capture.live import publisher as live  # noqa: E402
 from collcheck.capture.live.checker import KEYS_PER_REQUEST, Checker  # noqa: E402
 from collcheck.capture.live.tables import RING, LiveTables, signature  # noqa: E402
+from collcheck.capture.engine_python import PythonEngine  # noqa: E402
 from collcheck.logfile.format import seq_key  # noqa: E402
 from collcheck.synth import Fault, Op, Program, rank_events, write_run  # noqa: E402
 from collcheck.synth.program import SUM  # noqa: E402
@@ -100,7 +101,7 @@ class SimRank:
         self.rank, self.sigs, self.slot = rank, sigs, slot
         self.writer = SimLog(log, world)
         self.active, self.failed, self.in_call = True, False, None
-        self.live = LiveTables()
+        self.live = LiveTables(PythonEngine())
         self.live.set_members(0, list(range(world)))
         self.issued = 0
         self.seqs: dict[int, int] = {}

@@ -29,19 +29,19 @@ import torch
 from ..logfile import format as lf
 from ..logfile.checkpoint import MAX_LISTED
 from ..logfile.writer import LogWriter
+from .engine_python import PythonEngine
 
 POLL_BATCH = 4096  # Works asked per polling round (the oldest first): bounds one round's time
 _unbox_work = torch._C._distributed_c10d.Work.unbox
 
 
 class Completions:
-    """One recorder's completions not written yet and its in-flight table (the watchdog's); on the
-    compiled path the kernels keep both in C++ (use_native) and this reads them from there."""
+    """One recorder's completions not written yet; the in-flight table (the watchdog's) is its
+    engine's, and on the compiled path the kernels' own completions and polled Works are too."""
 
-    def __init__(self, clock: Callable[[], int]):
+    def __init__(self, clock: Callable[[], int], engine=None):
         self._clock = clock  # µs since the recorder's origin (Recorder.now_us)
-        self._native = None  # the compiled kernels' module while they report to this recorder
-        self._inflight: dict[int, tuple[int, int, str]] = {}  # eid -> (t_ns, thread ident, op)
+        self._engine = engine if engine is not None else PythonEngine()  # the recorder's (use_engine)
         # (eid, returned, completed or None, Future | exception | None), not written yet
         self._queue: deque = deque()
         self.no_future: set[tuple] = set()  # (op, group name) whose Work has no future
@@ -52,37 +52,27 @@ class Completions:
         self._kept: deque = deque()  # (eid, returned, Work) polled, not seen complete yet
         self._kept_eids: set[int] = set()  # of those, the ones no other path finished
 
-    def use_native(self, module) -> None:
-        """Keep the in-flight table and the completions queue in the compiled kernels' module (None:
-        in Python again)."""
-        self._native = module
+    def use_engine(self, engine) -> None:
+        """Keep the in-flight table in `engine` (the recorder's), and take its completions from there."""
+        self._engine = engine
 
     def after_fork_in_child(self) -> None:
-        """A forked child: the parent's collectives are not in flight in it."""
-        self._inflight = {}
+        """A forked child: the parent's collectives are not in flight in it (nor in its engine)."""
         self.failed = []
         self._kept = deque()
         self._kept_eids = set()
 
     # -- in-flight table ------------------------------------------------------------------
     def track(self, eid: int, op: str) -> None:
-        if self._native is not None:
-            self._native.track(eid, time.monotonic_ns(), threading.get_ident(), op)
-        else:
-            self._inflight[eid] = (time.monotonic_ns(), threading.get_ident(), op)
+        self._engine.track(eid, time.monotonic_ns(), threading.get_ident(), op)
 
     def forget(self, eid: int) -> None:
-        self._inflight.pop(eid, None)
         self._kept_eids.discard(eid)
-        if self._native is not None:
-            self._native.forget(eid)
+        self._engine.forget(eid)
 
     def items(self) -> list:
         """[(eid, (t_issue_ns, thread ident, op))] of the collectives not completed yet."""
-        items = list(self._inflight.items())
-        if self._native is not None:
-            items += self._native.inflight()
-        return items
+        return self._engine.inflight()
 
     # -- completions --------------------------------------------------------------------
     def watch(self, w: LogWriter, eid: int, t_ret: int, out, issued: tuple | None) -> None:
@@ -147,10 +137,7 @@ class Completions:
                 self._queue.append((eid, item[1], now, error))
             else:
                 kept.append(item)
-        left = len(kept)
-        if self._native is not None:
-            left += self._native.poll(batch)
-        return left
+        return len(kept) + self._engine.poll(batch)
 
     def add(self, done: list) -> None:
         """Completions the compiled kernel took from its queue, in the queue's form (writer lock held)."""
@@ -158,7 +145,7 @@ class Completions:
 
     def has_queued(self) -> bool:
         """Whether completions wait to be written (the compiled path's too)."""
-        return bool(self._queue) or (self._native is not None and self._native.has_done())
+        return bool(self._queue) or self._engine.has_done()
 
     def drain_queued(self, w: LogWriter) -> None:
         """drain(), when completions wait in this queue (writer lock held)."""
@@ -168,10 +155,9 @@ class Completions:
     def drain(self, w: LogWriter) -> None:
         """Turn futures completed since the last call into D records (writer lock held)."""
         q = self._queue
-        if self._native is not None:
-            done = self._native.take_done()
-            if done:
-                q.extend(done)
+        done = self._engine.take_done()
+        if done:
+            q.extend(done)
         while q:
             eid, t_ret, t_done, x = q.popleft()
             self.forget(eid)

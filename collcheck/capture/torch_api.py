@@ -25,7 +25,8 @@ import time
 from ..knowledge import frames
 from ..logfile import format as lf
 from ..logfile.ops import ALWAYS_ASYNC, PUBLIC_APIS
-from .recorder import ApiCall, Recorder
+from .issue import ApiCall
+from .recorder import Recorder
 
 # Calls that put several ops on the wire: their wire records carry the call id.
 MULTI_OP = frozenset(

@@ -50,21 +50,20 @@ def a2a_balance(splits, rank: int, size: int) -> int | None:
 class LiveTables:
     """One recorder's live-mode tables and what live/publisher.py publishes of them: per group (or P2P
     channel) a rolling hash and ring of signatures (kept by the compiled kernels on their path:
-    use_native), all-to-all balances, the groups' members."""
+    the recorder's engine: engine_python.py, engine_native.py), all-to-all balances, the groups' members."""
 
-    def __init__(self):
-        self._native = None  # the compiled kernels' module while they report to the recorder
-        self._hashes: dict[int, list] = {}  # seq_key -> [rolling hash, ring of signatures] (Python path)
+    def __init__(self, engine):
+        self._engine = engine  # the recorder's (use_engine): keeps the rolling hashes and rings
         self._balances: dict[int, dict] = {}  # gid -> {position: all-to-all balance}
         self._members: dict[int, list] = {}  # gid -> its members' global ranks, by group rank
 
-    def use_native(self, module) -> None:
-        """Mix signatures into the compiled kernels' tables (None: into Python's again)."""
-        self._native = module
+    def use_engine(self, engine) -> None:
+        """Mix signatures into `engine`'s tables (the recorder's engine)."""
+        self._engine = engine
 
     def reset(self) -> None:
-        """Empty tables (a forked child)."""
-        self._hashes, self._balances, self._members = {}, {}, {}
+        """Empty tables (a forked child; the engine empties its own)."""
+        self._balances, self._members = {}, {}
 
     def set_members(self, gid: int, ranks: list) -> None:
         self._members[gid] = ranks
@@ -72,10 +71,7 @@ class LiveTables:
     def mix(self, seq: int, j: int, sig: int, gid: int, balance: int | None) -> None:
         """Collective `j` of group (or channel) `seq` was issued, with signature `sig` and, for an
         all_to_all_single, its `balance` (writer lock held)."""
-        if self._native is not None:
-            self._native.mix(seq, j, sig)
-        else:
-            mix(self._hashes, seq, j, sig)
+        self._engine.mix(seq, j, sig)
         if balance is not None:  # (never a compiled template: all_to_all_single's splits vary)
             b = self._balances.setdefault(gid, {})
             b[j] = balance
@@ -83,9 +79,7 @@ class LiveTables:
 
     def hashes(self) -> dict[int, int]:
         """seq_key -> rolling hash of every group and channel (writer lock held): checkpoints."""
-        if self._native is not None:
-            return {k: h for k, h, _ in self._native.live()}
-        return {k: st[0] for k, st in self._hashes.items()}
+        return {k: h for k, h, _ in self._engine.live()}
 
     def state(self, group_ids: dict[str, int], seqs: dict[int, int]) -> dict:
         """What live/publisher.py publishes (writer lock held), from the recorder's group ids (name ->
@@ -93,7 +87,7 @@ class LiveTables:
         signatures, members, {position: all-to-all balance}]; "c": P2P channel ("<group>><peer>"
         sends, "<group><<peer>" recvs, peers as global ranks) -> [ops, hash, signatures]."""
         names = {gid: name for name, gid in group_ids.items()}
-        table = {k: (h, ring) for k, h, ring in self._native.live()} if self._native is not None else self._hashes
+        table = {k: (h, ring) for k, h, ring in self._engine.live()}
         groups, channels = {}, {}
         for key, (h, ring) in table.items():
             n = seqs.get(key, -1) + 1

@@ -94,23 +94,21 @@ int64_t now_ns() {
   return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
-template <class T>
-void put(std::string& key, T v) {
-  key.append(reinterpret_cast<const char*>(&v), sizeof v);
-}
-
-void put_tensor(std::string& key, const at::Tensor& t) {
-  put<int8_t>(key, static_cast<int8_t>(t.scalar_type()));
-  const auto sizes = t.sizes();
-  put<uint32_t>(key, static_cast<uint32_t>(sizes.size()));
-  for (auto d : sizes) put<int64_t>(key, d);
-}
-
 py::object spec_of(const at::Tensor& t) {
   py::tuple shape(t.dim());
   for (int64_t i = 0; i < t.dim(); ++i) shape[i] = py::int_(t.size(i));
   auto dtype = py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(torch::getTHPDtype(t.scalar_type())));
   return py::make_tuple(dtype, shape);
+}
+
+// The object of a custom-class argument or result, borrowed from the stack (the op's schema fixes
+// its class): toCustomClass checks the class and counts a reference, ~200 instructions a call.
+template <class T>
+T* borrow(const IValue& v) {
+  const c10::ivalue::Object& obj = v.toObjectRef();
+  TORCH_CHECK(obj.slots().size() == 1 && obj.getSlot(0).isCapsule(), "collcheck: not a custom class object");
+  auto* target = static_cast<c10::intrusive_ptr_target*>(const_cast<void*>(obj.getSlot(0).internalToPointer()));
+  return static_cast<T*>(static_cast<torch::CustomClassHolder*>(target));
 }
 
 struct Gil {
@@ -161,8 +159,12 @@ void push(Done&& d) noexcept {
   }
 }
 
-std::vector<Done> take_items() {
-  std::vector<Done> items;
+// GIL held. The completions pushed since the last call, in a buffer the next call reuses (it and
+// the queue swap their storage: no allocation per record once both have grown).
+std::vector<Done>& take_items() {
+  static std::vector<Done>* taken = new std::vector<Done>();  // (a heap object, as the queue)
+  taken->clear();
+  std::vector<Done>& items = *taken;
   if (pending.load(std::memory_order_acquire) == 0) return items;
   std::lock_guard<std::mutex> guard(*done_mu);
   items.swap(*done_q);
@@ -190,7 +192,7 @@ PyObject* python_error(const std::exception_ptr& err) {
 // GIL held. Finished operations of the current recorder as [(eid, r_us, c_us|None, exc|None)], or None.
 PyObject* take_done() {
   if (pending.load(std::memory_order_acquire) == 0) Py_RETURN_NONE;
-  const std::vector<Done> items = take_items();
+  const std::vector<Done>& items = take_items();
   const uint64_t gen = generation.load();
   PyObject* list = PyList_New(0);
   for (const Done& d : items) {
@@ -222,8 +224,10 @@ void report(int64_t eid, int64_t t_ret, const std::exception_ptr& err) {
 // since each c10::Error captures a backtrace (about 100 us of CPU per collective otherwise).
 std::mutex no_future_mu;
 std::vector<const std::type_info*> no_future_types;
+std::atomic<bool> any_no_future{false};  // set once the first such type is known: no lock per call before
 
 bool has_no_future(const std::type_info& type) {
+  if (!any_no_future.load(std::memory_order_acquire)) return false;
   std::lock_guard<std::mutex> guard(no_future_mu);
   return std::find(no_future_types.begin(), no_future_types.end(), &type) != no_future_types.end();
 }
@@ -236,7 +240,7 @@ void watch(int64_t eid, int64_t t_ret, const c10::OperatorHandle& op, const torc
     push(Done{gen, eid, t_ret, now_ns(), nullptr});
     return;
   }
-  const auto work = stack.back().toCustomClass<c10d::Work>();
+  c10d::Work* work = borrow<c10d::Work>(stack.back());  // (the stack holds it)
   const std::type_info& type = typeid(*work);
   c10::intrusive_ptr<c10::ivalue::Future> fut;
   if (!has_no_future(type)) {
@@ -245,6 +249,7 @@ void watch(int64_t eid, int64_t t_ret, const c10::OperatorHandle& op, const torc
     } catch (...) {
       std::lock_guard<std::mutex> guard(no_future_mu);
       no_future_types.push_back(&type);
+      any_no_future.store(true, std::memory_order_release);
     }
   }
   if (!fut && waited) {
@@ -326,6 +331,7 @@ bool keep_polled(int64_t eid, int64_t t_ret, const c10::OperatorHandle& op, cons
     } catch (...) {
       std::lock_guard<std::mutex> guard(no_future_mu);
       no_future_types.push_back(&type);
+      any_no_future.store(true, std::memory_order_release);
       return false;
     }
   }
@@ -589,7 +595,31 @@ Shared shared;
 void forget_inflight(int64_t eid) { shared.inflight.erase(eid); }
 thread_local bool in_api = false;  // an API call runs on this thread (Recorder.set_api_call)
 
-void pack_uint(std::string& out, uint64_t v) {  // msgpack's smallest form, as msgpack-python packs it
+// A record being packed (emit_cached): the bytes go in with inline stores, where std::string's
+// push_back and append are calls into libstdc++ for every byte or field.
+struct Buf {
+  std::vector<char> v = std::vector<char>(512);
+  size_t n = 0;
+  void clear() { n = 0; }
+  size_t size() const { return n; }
+  const char* data() const { return v.data(); }
+  __attribute__((always_inline)) char* room(size_t k) {  // k more bytes at the end
+    if (__builtin_expect(n + k > v.size(), 0)) grow(k);
+    char* p = v.data() + n;
+    n += k;
+    return p;
+  }
+  __attribute__((noinline)) void grow(size_t k) { v.resize(2 * (n + k)); }
+  void push_back(char c) { *room(1) = c; }
+  void append(const char* p, size_t k) { std::memcpy(room(k), p, k); }
+  Buf& operator+=(const std::string& b) {
+    append(b.data(), b.size());
+    return *this;
+  }
+};
+
+template <class Out>
+void pack_uint(Out& out, uint64_t v) {  // msgpack's smallest form, as msgpack-python packs it
   auto be = [&out](uint64_t x, int n) {
     for (int i = n - 1; i >= 0; --i) out.push_back(static_cast<char>((x >> (8 * i)) & 0xff));
   };
@@ -625,7 +655,8 @@ void mix(int64_t key, int64_t j, uint64_t sig) {  // live/tables.py mix
   l.ring[static_cast<uint64_t>(j) % kRing] = sig;
 }
 
-void pack_uvarint(std::string& out, uint64_t v) {  // logfile.format.uvarint
+template <class Out>
+void pack_uvarint(Out& out, uint64_t v) {  // logfile.format.uvarint
   while (v >= 0x80) {
     out.push_back(static_cast<char>((v & 0x7f) | 0x80));
     v >>= 7;
@@ -633,39 +664,52 @@ void pack_uvarint(std::string& out, uint64_t v) {  // logfile.format.uvarint
   out.push_back(static_cast<char>(v));
 }
 
-uint32_t crc32(const char* data, size_t n) {  // zlib's crc32 (logfile.format.frame)
-  static const auto table = [] {
-    std::array<uint32_t, 256> t{};
+struct CrcTables {  // zlib's CRC-32, eight bytes at a time ("slicing-by-8")
+  uint32_t t[8][256];
+  CrcTables() {
     for (uint32_t i = 0; i < 256; ++i) {
       uint32_t c = i;
       for (int k = 0; k < 8; ++k) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      t[i] = c;
+      t[0][i] = c;
     }
-    return t;
-  }();
+    for (int k = 1; k < 8; ++k)
+      for (uint32_t i = 0; i < 256; ++i) t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xff];
+  }
+};
+const CrcTables crc_tables;
+
+uint32_t crc32(const char* data, size_t n) {  // zlib's crc32 (logfile.format.frame)
+  const auto& t = crc_tables.t;
+  const auto* p = reinterpret_cast<const uint8_t*>(data);
   uint32_t c = 0xFFFFFFFFu;
-  for (size_t i = 0; i < n; ++i) c = table[(c ^ static_cast<uint8_t>(data[i])) & 0xff] ^ (c >> 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  for (; n >= 8; n -= 8, p += 8) {
+    uint32_t one, two;
+    std::memcpy(&one, p, 4);
+    std::memcpy(&two, p + 4, 4);
+    one ^= c;
+    c = t[7][one & 0xff] ^ t[6][(one >> 8) & 0xff] ^ t[5][(one >> 16) & 0xff] ^ t[4][one >> 24] ^
+        t[3][two & 0xff] ^ t[2][(two >> 8) & 0xff] ^ t[1][(two >> 16) & 0xff] ^ t[0][two >> 24];
+  }
+#endif
+  for (; n > 0; --n) c = t[0][(c ^ *p++) & 0xff] ^ (c >> 8);
   return c ^ 0xFFFFFFFFu;
 }
 
-// logfile.format.frame: the records of one write(2) behind their length, the count of C records
-// written before them and a CRC-32 of both.
-std::string frame(const std::string& payload, int64_t colls_before) {
-  std::string body;
-  body.reserve(payload.size() + 8);
-  pack_uvarint(body, payload.size());
-  pack_uvarint(body, static_cast<uint64_t>(colls_before));
-  body += payload;
-  const uint32_t c = crc32(body.data(), body.size());
-  std::string out;
-  out.reserve(body.size() + 5);
-  out.push_back('\xc1');
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((c >> (8 * i)) & 0xff));
-  out += body;
-  return out;
+// logfile.format.frame into `out`: the records of one write(2) behind their length, the count of C
+// records written before them and a CRC-32 of both.
+void frame_into(Buf& out, const Buf& payload, int64_t colls_before) {
+  out.clear();
+  std::memset(out.room(5), '\xc1', 5);  // the marker, then room for the CRC
+  pack_uvarint(out, payload.size());
+  pack_uvarint(out, static_cast<uint64_t>(colls_before));
+  out.append(payload.data(), payload.size());
+  const uint32_t c = crc32(out.data() + 5, out.size() - 5);
+  for (int i = 0; i < 4; ++i) out.v[1 + i] = static_cast<char>((c >> (8 * i)) & 0xff);
 }
 
-void pack_map(std::string& out, int n) {
+template <class Out>
+void pack_map(Out& out, int n) {
   if (n < 16) {
     out.push_back(static_cast<char>(0x80 | n));
   } else {
@@ -675,7 +719,8 @@ void pack_map(std::string& out, int n) {
   }
 }
 
-void pack_key(std::string& out, char k1, char k2 = 0) {  // one- or two-letter str key
+template <class Out>
+void pack_key(Out& out, char k1, char k2 = 0) {  // one- or two-letter str key
   out.push_back(k2 ? '\xa2' : '\xa1');
   out.push_back(k1);
   if (k2) out.push_back(k2);
@@ -697,7 +742,8 @@ int64_t label_state(int64_t gid, int64_t eid, bool bucket, int64_t epoch) {
   return index;
 }
 
-void pack_int(std::string& out, int64_t v) {  // msgpack's smallest form of a signed integer
+template <class Out>
+void pack_int(Out& out, int64_t v) {  // msgpack's smallest form of a signed integer
   if (v >= 0) {
     pack_uint(out, static_cast<uint64_t>(v));
     return;
@@ -723,7 +769,8 @@ void pack_int(std::string& out, int64_t v) {  // msgpack's smallest form of a si
   }
 }
 
-void pack_array(std::string& out, size_t n) {
+template <class Out>
+void pack_array(Out& out, size_t n) {
   if (n < 16) {
     out.push_back(static_cast<char>(0x90 | n));
   } else if (n < 65536) {
@@ -738,7 +785,8 @@ void pack_array(std::string& out, size_t n) {
 
 // LogWriter.write's `d`: completions ride in the next C record, relative to it (event id back,
 // µs before it returned, µs before it completed when that was observed).
-void pack_completions(std::string& out, const std::vector<Done>& dones, int64_t eid, int64_t ts_us) {
+template <class Out>
+void pack_completions(Out& out, const std::vector<Done>& dones, int64_t eid, int64_t ts_us) {
   pack_key(out, 'd');
   pack_array(out, dones.size());
   for (const Done& d : dones) {
@@ -761,7 +809,8 @@ Emit emit_cached(long tid, int64_t* eid_out) {
   std::lock_guard<std::mutex> unlock(shared.lock->mu, std::adopt_lock);
   if (shared.lock->closed) return Emit::python;
   const int64_t eid = shared.next_eid;
-  std::string buf;
+  static Buf buf, framed;  // GIL and writer lock held: reused, no allocation per record
+  buf.clear();
   const int64_t index = label_state(t.gid, eid, t.bucket != nullptr, t.backward ? shared.epoch : -1);
   if (index >= 0 && (static_cast<size_t>(index) >= t.numbered.size() || t.numbered[index].empty())) {
     // a new bucket index: intern "<label> <index>" (queues its S record in the writer)
@@ -778,11 +827,11 @@ Emit emit_cached(long tid, int64_t* eid_out) {
   const Py_ssize_t queued = PyList_GET_SIZE(shared.pending);  // interned records queued by Python
   for (Py_ssize_t i = 0; i < queued; ++i) {
     PyObject* b = PyList_GET_ITEM(shared.pending, i);
-    buf.append(PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b));
+    buf.append(PyBytes_AS_STRING(b), static_cast<size_t>(PyBytes_GET_SIZE(b)));
   }
   if (queued) PyList_SetSlice(shared.pending, 0, queued, nullptr);
   const uint64_t gen = generation.load();
-  std::vector<Done> dones = take_items();
+  std::vector<Done>& dones = take_items();
   dones.erase(std::remove_if(dones.begin(), dones.end(), [gen](const Done& d) { return d.gen != gen; }), dones.end());
   const int64_t issued = now_ns();
   const int64_t ts_us = (issued - t0_ns) / 1000;
@@ -798,8 +847,8 @@ Emit emit_cached(long tid, int64_t* eid_out) {
   buf += t.mid;
   buf += t.labels;
   if (index >= 0) buf += t.numbered[index];
-  buf = frame(buf, eid);
-  if (!shared.lock->append(buf.data(), buf.size())) return Emit::failed;
+  frame_into(framed, buf, eid);
+  if (!shared.lock->append(framed.data(), framed.size())) return Emit::failed;
   if (shared.lock->segment_bytes && shared.lock->written >= shared.lock->segment_bytes) {
     PyObject* r = PyObject_CallMethod(shared.writer, "next_segment", nullptr);  // GIL and lock held
     if (!r) {
@@ -987,49 +1036,227 @@ bool walk(Chain& chain, std::vector<PyObject*>& names) {
   return true;
 }
 
-// Writes the record (through Python) before the op is issued. Returns the event id, -2 - eid when
-// Python wants to hear when the op returns (blocking API call), -1 when nothing was recorded.
-int64_t issue(int idx, const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
-  const Op& o = ops[idx];
-  const size_t n = op.schema().arguments().size();
-  const IValue* args = stack.data() + (stack.size() - n);
-  const auto pg = args[o.pg].toCustomClass<c10d::ProcessGroup>();
-  const std::string& gname = pg->getGroupName();
-  thread_local std::string buffer;  // keeps its capacity: no allocation per record
-  thread_local int depth = 0;       // re-entered from a __del__ during a Python call: a fresh key
-  struct Depth {
-    Depth() { ++depth; }
-    ~Depth() { --depth; }
-  } in_issue;
-  std::string fresh_key;
-  std::string& key = depth == 1 ? buffer : fresh_key;
-  key.clear();
-  put<int32_t>(key, idx);
-  put<uint32_t>(key, static_cast<uint32_t>(gname.size()));
-  key += gname;
+// A record's key, written into a buffer that keeps its length between calls: a field costs a
+// bounds check and a copy, not a call of std::string::append.
+struct Key {
+  std::string& s;
+  size_t n = 0;
+  explicit Key(std::string& buf) : s(buf) { s.resize(std::max<size_t>(s.capacity(), 256)); }
+  void bytes(const void* p, size_t k) {
+    if (n + k > s.size()) s.resize(2 * s.size() + k);
+    std::memcpy(&s[n], p, k);
+    n += k;
+  }
+  template <class T>
+  void put(T v) {
+    if (n + sizeof v > s.size()) return bytes(&v, sizeof v);
+    std::memcpy(s.data() + n, &v, sizeof v);  // (a store: sizeof v is known here)
+    n += sizeof v;
+  }
+  const std::string& str() {  // the key so far (its length set: a lookup, an insertion)
+    s.resize(n);
+    return s;
+  }
+};
+
+void put_tensor(Key& key, const at::Tensor& t) {
+  key.put<int8_t>(static_cast<int8_t>(t.scalar_type()));
+  const auto sizes = t.sizes();
+  key.put<uint32_t>(static_cast<uint32_t>(sizes.size()));
+  for (auto d : sizes) key.put<int64_t>(d);
+}
+
+struct Args {  // what the key holds of an op's arguments, and the template's details need
+  int64_t rop = -1, peer = 0, tag = 0;
+  int8_t is_async = -1;  // the API's async_op (True from C++ callers); -1: the op has none (P2P)
+};
+
+// The key's first part: op, group, tensors' dtypes and shapes, reduce op, root/peer, tag, async.
+Args put_args(Key& key, int idx, const Op& o, const IValue* args, size_t n, const std::string& gname) {
+  key.put<int32_t>(idx);
+  key.put<uint32_t>(static_cast<uint32_t>(gname.size()));
+  key.bytes(gname.data(), gname.size());
   if (o.tensors >= 0) {
     const IValue& v = args[o.tensors];
     if (v.isTensor()) {
       put_tensor(key, v.toTensor());
     } else {
       const auto list = v.toListRef();
-      put<uint32_t>(key, static_cast<uint32_t>(list.size()) | 0x80000000u);
+      key.put<uint32_t>(static_cast<uint32_t>(list.size()) | 0x80000000u);
       for (const auto& x : list) put_tensor(key, x.toTensor());
     }
   }
-  int64_t rop = -1;
-  if (o.reduce_op >= 0) rop = static_cast<int64_t>(args[o.reduce_op].toCustomClass<c10d::ReduceOp>()->op_);
-  const int64_t peer = o.peer >= 0 ? args[o.peer].toInt() : 0;
-  const int64_t tag = o.tag >= 0 ? args[o.tag].toInt() : 0;
-  // the API's async_op (True from C++ callers); -1: the op has none (P2P: the API name says)
-  const int8_t is_async = o.async_op >= 0 && static_cast<size_t>(o.async_op) < n ? args[o.async_op].toBool() : -1;
-  put(key, rop);
-  put(key, peer);
-  put(key, tag);
-  put(key, is_async);
+  Args a;
+  if (o.reduce_op >= 0) a.rop = static_cast<int64_t>(borrow<c10d::ReduceOp>(args[o.reduce_op])->op_);
+  if (o.peer >= 0) a.peer = args[o.peer].toInt();
+  if (o.tag >= 0) a.tag = args[o.tag].toInt();
+  if (o.async_op >= 0 && static_cast<size_t>(o.async_op) < n) a.is_async = args[o.async_op].toBool();
+  key.put(a.rop);
+  key.put(a.peer);
+  key.put(a.tag);
+  key.put(a.is_async);
+  return a;
+}
 
-  Gil gil;
-  if (!enabled.load(std::memory_order_relaxed) || !issue_fn) return -1;
+struct Site {  // a user frame of the chain: its code object (pinned by the verdict table) and position
+  PyCodeObject* code;
+  int position;
+};
+
+// The key's second part: the call site and the chain above it, the torch functions below it
+// (labels, frameworks.Detail objects) and the thread.
+void put_walk(Key& key, const Site* chain, size_t n, const std::vector<PyObject*>& names) {
+  key.put(reinterpret_cast<uintptr_t>(n ? chain[0].code : nullptr));
+  key.put(n ? chain[0].position : 0);
+  for (auto* s : names) key.put(reinterpret_cast<uintptr_t>(s));
+  key.put<uint32_t>(static_cast<uint32_t>(n));
+  for (size_t i = 1; i < n; ++i) {  // the chain: each caller's code and position
+    key.put(reinterpret_cast<uintptr_t>(chain[i].code));
+    key.put(chain[i].position);
+  }
+  key.put(static_cast<uint64_t>(PyThread_get_thread_ident()));
+}
+
+void sites_of(const Chain& chain, std::vector<Site>& out) {
+  out.clear();
+  for (auto* f : chain.frames) {
+    PyCodeObject* c = PyFrame_GetCode(f);
+    Py_DECREF(c);  // pinned by the verdict table
+    out.push_back(Site{c, position(f)});
+  }
+}
+
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+// CPython 3.11's _PyInterpreterFrame (Include/internal/pycore_frame.h), up to the fields read here.
+// PyFrame_GetBack makes a frame object for each frame it passes (the torch functions between the
+// user's code and the op are new frames every call, so every call), and the interpreter frees them
+// when the frames return: the walk of a cached template reads these structs instead.
+struct Frame311 {
+  PyObject* f_func;
+  PyObject* f_globals;
+  PyObject* f_builtins;
+  PyObject* f_locals;
+  PyCodeObject* f_code;
+  PyFrameObject* frame_obj;
+  Frame311* previous;
+  _Py_CODEUNIT* prev_instr;
+  int stacktop;
+  bool is_entry;
+  char owner;  // 1: FRAME_OWNED_BY_GENERATOR
+};
+#define COLLCHECK_LIGHT_WALK 1
+bool light_walk_ok = true;  // cleared for good if it ever disagrees with the public API's walk (issue)
+
+// GIL held. walk()'s result as (code, position) pairs, without frame objects; false when the
+// stack needs the public walk: a code object not classified yet, a frame whose Detail reader
+// needs its frame object, more frames than a chain keeps.
+bool walk_light(std::vector<Site>& chain, std::vector<PyObject*>& names) {
+  chain.clear();
+  names.clear();
+  auto* f = reinterpret_cast<Frame311*>(PyThreadState_Get()->cframe->current_frame);
+  for (; f; f = f->previous) {
+    PyCodeObject* code = f->f_code;
+    if (f->owner != 1 && f->prev_instr < _PyCode_CODE(code) + code->_co_firsttraceable) continue;  // incomplete
+    auto it = verdicts.find(reinterpret_cast<PyObject*>(code));
+    if (it == verdicts.end()) return false;
+    if (it->second.user) {
+      if (chain.size() == kMaxChain) return false;
+      chain.push_back(Site{code, static_cast<int>((f->prev_instr - _PyCode_CODE(code)) * sizeof(_Py_CODEUNIT))});
+    } else if (chain.empty()) {
+      if (it->second.reader) return false;
+      if (it->second.name) names.push_back(it->second.name);
+    }
+  }
+  return true;
+}
+#endif
+
+// GIL held. The details of a new template for Python: (opname, group name, tensor specs, reduce
+// op, root/peer, tag, splits, code, line, names, async, outer). Raises py::error_already_set.
+py::object details_of(const Op& o, const IValue* args, const std::string& gname, const Args& a, const Chain& chain,
+                      const std::vector<PyObject*>& names) {
+  py::object specs = py::none(), splits = py::none(), code = py::none();
+  if (o.tensors >= 0) {
+    const IValue& v = args[o.tensors];
+    if (v.isTensor()) {
+      specs = py::make_tuple(spec_of(v.toTensor()));
+    } else {
+      const auto list = v.toListRef();
+      py::tuple t(list.size());
+      for (size_t i = 0; i < list.size(); ++i) t[i] = spec_of(list[i].toTensor());
+      specs = t;
+    }
+  }
+  if (o.name == "alltoall_base_") {  // [input split sizes, output split sizes]
+    py::list both;
+    both.append(py::cast(args[4].toIntVector()));
+    both.append(py::cast(args[3].toIntVector()));
+    splits = both;
+  }
+  int line = 0;
+  if (!chain.frames.empty()) {
+    PyCodeObject* user = PyFrame_GetCode(chain.frames[0]);
+    code = py::reinterpret_steal<py::object>(reinterpret_cast<PyObject*>(user));
+    line = PyFrame_GetLineNumber(chain.frames[0]);
+  }
+  py::tuple labels(names.size());
+  for (size_t i = 0; i < names.size(); ++i) labels[i] = py::reinterpret_borrow<py::object>(names[i]);
+  py::object outer = py::none();  // ((code, line), ...) of the callers, innermost first
+  if (chain.frames.size() > 1) {
+    py::tuple t(chain.frames.size() - 1);
+    for (size_t i = 1; i < chain.frames.size(); ++i) {
+      PyCodeObject* c = PyFrame_GetCode(chain.frames[i]);
+      t[i - 1] = py::make_tuple(py::reinterpret_steal<py::object>(reinterpret_cast<PyObject*>(c)),
+                                PyFrame_GetLineNumber(chain.frames[i]));
+    }
+    outer = t;
+  }
+  return py::make_tuple(o.name, gname, specs, a.rop >= 0 ? py::object(py::int_(a.rop)) : py::none(),
+                        o.peer >= 0 ? py::object(py::int_(a.peer)) : py::none(), a.tag, splits, code, line,
+                        names.empty() ? py::object(py::none()) : py::object(labels), static_cast<int>(a.is_async),
+                        outer);
+}
+
+constexpr int64_t kPython = -3;  // (try_cached) the record goes through Python
+
+// GIL held. Writes a cached template's record: its event id, -1 when recording failed, kPython.
+int64_t try_cached(long tid) {
+  int64_t eid = -1;
+  switch (emit_cached(tid, &eid)) {
+    case Emit::written:
+      return eid;
+    case Emit::failed:
+      PyErr_Clear();
+      call_fail("collcheck fast path: writing a record failed");
+      return -1;
+    case Emit::python:
+      break;
+  }
+  return kPython;
+}
+
+// GIL held. The record through Python (hooks.NativeHooks.issue): its event id, -2 - eid, or -1.
+int64_t issue_in_python(long tid, PyObject* details, PyObject* pg) {
+  PyObject* done = take_done();
+  PyObject* py_tid = PyLong_FromLong(tid);
+  PyObject* frame = reinterpret_cast<PyObject*>(PyEval_GetFrame());
+  PyObject* r = PyObject_CallFunctionObjArgs(issue_fn, py_tid, details, pg, done, frame ? frame : Py_None, nullptr);
+  Py_XDECREF(py_tid);
+  Py_XDECREF(done);
+  int64_t eid = -1;
+  if (r && r != Py_None) eid = PyLong_AsLongLong(r);
+  Py_XDECREF(r);
+  PyErr_Clear();  // issue_fast catches everything itself; never leave an error set
+  return eid;
+}
+
+// GIL held. issue() for a template Python writes (its first record, an API call, a busy lock):
+// the public walk (frame objects), its key (checked against the light walk's, `light_key`), the
+// details of a new template, then Python (hooks.NativeHooks.issue). `tried`: emit_cached said
+// Python must write this cached template's record.
+int64_t issue_walked(const Op& o, const IValue* args, const std::string& gname, const Args& a,
+                     const c10::intrusive_ptr<c10d::ProcessGroup>& pg, Key& key, size_t prefix,
+                     const std::string& light_key, bool tried) {
   Chain chain;
   std::vector<PyObject*> names;
   if (!walk(chain, names)) {
@@ -1037,83 +1264,29 @@ int64_t issue(int idx, const c10::OperatorHandle& op, const torch::jit::Stack& s
     call_fail("collcheck fast path: classifying a frame failed");
     return -1;
   }
-  PyFrameObject* user_frame = chain.frames.empty() ? nullptr : chain.frames[0];
-  PyCodeObject* user = nullptr;
-  if (user_frame) {
-    user = PyFrame_GetCode(user_frame);
-    Py_DECREF(user);  // pinned by the verdict table
-  }
-  put(key, reinterpret_cast<uintptr_t>(user));
-  put(key, user_frame ? position(user_frame) : 0);
-  for (auto* s : names) put(key, reinterpret_cast<uintptr_t>(s));
-  put<uint32_t>(key, static_cast<uint32_t>(chain.frames.size()));
-  for (size_t i = 1; i < chain.frames.size(); ++i) {  // the chain: each caller's code and position
-    PyCodeObject* c = PyFrame_GetCode(chain.frames[i]);
-    Py_DECREF(c);  // pinned by the verdict table
-    put(key, reinterpret_cast<uintptr_t>(c));
-    put(key, position(chain.frames[i]));
-  }
-  put(key, static_cast<uint64_t>(PyThread_get_thread_ident()));
-
+  std::vector<Site> sites;
+  sites_of(chain, sites);
+  key.n = prefix;
+  put_walk(key, sites.data(), sites.size(), names);
+#ifdef COLLCHECK_LIGHT_WALK
+  if (!light_key.empty() && light_key != key.str()) light_walk_ok = false;  // (never seen: a safety net)
+#else
+  (void)light_key;
+#endif
   long tid = -1;
   PyObject* details = nullptr;
   py::object fresh, pg_obj = py::none();
-  auto it = o.cache ? entries.find(key) : entries.end();
+  auto it = o.cache ? entries.find(key.str()) : entries.end();
   if (it != entries.end()) {
     tid = it->second.tid;
     details = it->second.details;
-    int64_t eid = -1;
-    switch (emit_cached(tid, &eid)) {
-      case Emit::written:
-        return eid;
-      case Emit::failed:
-        PyErr_Clear();
-        call_fail("collcheck fast path: writing a record failed");
-        return -1;
-      case Emit::python:
-        break;
+    if (!tried) {
+      const int64_t r = try_cached(tid);
+      if (r != kPython) return r;
     }
   } else {
-    try {  // (opname, group name, tensor specs, reduce op, root/peer, tag, splits, code, line, names, async)
-      py::object specs = py::none(), splits = py::none(), code = py::none();
-      if (o.tensors >= 0) {
-        const IValue& v = args[o.tensors];
-        if (v.isTensor()) {
-          specs = py::make_tuple(spec_of(v.toTensor()));
-        } else {
-          const auto list = v.toListRef();
-          py::tuple t(list.size());
-          for (size_t i = 0; i < list.size(); ++i) t[i] = spec_of(list[i].toTensor());
-          specs = t;
-        }
-      }
-      if (o.name == "alltoall_base_") {  // [input split sizes, output split sizes]
-        py::list both;
-        both.append(py::cast(args[4].toIntVector()));
-        both.append(py::cast(args[3].toIntVector()));
-        splits = both;
-      }
-      int line = 0;
-      if (user) {
-        code = py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(user));
-        line = PyFrame_GetLineNumber(user_frame);
-      }
-      py::tuple labels(names.size());
-      for (size_t i = 0; i < names.size(); ++i) labels[i] = py::reinterpret_borrow<py::object>(names[i]);
-      py::object outer = py::none();  // ((code, line), ...) of the callers, innermost first
-      if (chain.frames.size() > 1) {
-        py::tuple t(chain.frames.size() - 1);
-        for (size_t i = 1; i < chain.frames.size(); ++i) {
-          PyCodeObject* c = PyFrame_GetCode(chain.frames[i]);
-          t[i - 1] = py::make_tuple(py::reinterpret_steal<py::object>(reinterpret_cast<PyObject*>(c)),
-                                    PyFrame_GetLineNumber(chain.frames[i]));
-        }
-        outer = t;
-      }
-      fresh = py::make_tuple(o.name, gname, specs, rop >= 0 ? py::object(py::int_(rop)) : py::none(),
-                             o.peer >= 0 ? py::object(py::int_(peer)) : py::none(), tag, splits, code, line,
-                             names.empty() ? py::object(py::none()) : py::object(labels), static_cast<int>(is_async),
-                             outer);
+    try {
+      fresh = details_of(o, args, gname, a, chain, names);
       try {
         pg_obj = py::cast(pg);  // Python's view of the group, for the first record naming it
       } catch (...) {
@@ -1127,21 +1300,76 @@ int64_t issue(int idx, const c10::OperatorHandle& op, const torch::jit::Stack& s
     if (o.cache && entries.size() < kMaxEntries) {
       tid = static_cast<long>(entries.size());
       Py_INCREF(details);
-      entries.emplace(key, Entry{tid, details});
+      entries.emplace(key.str(), Entry{tid, details});
     }
   }
-  PyObject* done = take_done();
-  PyObject* py_tid = PyLong_FromLong(tid);
-  PyObject* frame = reinterpret_cast<PyObject*>(PyEval_GetFrame());
-  PyObject* r = PyObject_CallFunctionObjArgs(issue_fn, py_tid, details, pg_obj.ptr(), done, frame ? frame : Py_None,
-                                             nullptr);
-  Py_XDECREF(py_tid);
-  Py_XDECREF(done);
-  int64_t eid = -1;
-  if (r && r != Py_None) eid = PyLong_AsLongLong(r);
-  Py_XDECREF(r);
-  PyErr_Clear();  // issue_fast catches everything itself; never leave an error set
-  return eid;
+  return issue_in_python(tid, details, pg_obj.ptr());
+}
+
+struct IssueTls {  // issue()'s per-thread storage
+  std::string buffer;  // the key: keeps its capacity, no allocation per record
+  int depth = 0;       // re-entered from a __del__ during a Python call: a fresh key
+  // the light walk's result, used before any Python call: a re-entered issue() cannot clash
+  std::vector<Site> light;
+  std::vector<PyObject*> light_names;
+};
+thread_local IssueTls issue_tls;
+
+// Writes the record before the op is issued: itself for a cached template (the light walk, no
+// Python object made), else through Python. Returns the event id, -2 - eid when Python wants to
+// hear when the op returns (blocking API call), -1 when nothing was recorded.
+int64_t issue(int idx, const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  const Op& o = ops[idx];
+  const size_t n = op.schema().arguments().size();
+  const IValue* args = stack.data() + (stack.size() - n);
+  const std::string& gname = borrow<c10d::ProcessGroup>(args[o.pg])->getGroupName();
+  IssueTls& tls = issue_tls;  // (one look-up of this thread's storage: a call in a shared library)
+  struct Depth {
+    int& d;
+    explicit Depth(int& depth) : d(depth) { ++d; }
+    ~Depth() { --d; }
+  } in_issue(tls.depth);
+  std::string fresh_key;
+  Key key(tls.depth == 1 ? tls.buffer : fresh_key);
+  const Args a = put_args(key, idx, o, args, n, gname);
+  const size_t prefix = key.n;
+
+  Gil gil;
+  if (!enabled.load(std::memory_order_relaxed) || !issue_fn) return -1;
+  bool tried = false;  // emit_cached said Python must write it
+  std::string light_key;
+#ifdef COLLCHECK_LIGHT_WALK
+  if (o.cache && light_walk_ok && walk_light(tls.light, tls.light_names)) {
+    put_walk(key, tls.light.data(), tls.light.size(), tls.light_names);
+    auto it = entries.find(key.str());
+    if (it != entries.end()) {
+      const int64_t r = try_cached(it->second.tid);
+      if (r != kPython) return r;
+      tried = true;
+    }
+    light_key = key.str();
+  }
+#endif
+  return issue_walked(o, args, gname, a, args[o.pg].toCustomClass<c10d::ProcessGroup>(), key, prefix, light_key,
+                      tried);
+}
+
+// The index in ops of a c10d op the kernel runs for (-1: none), found by name once per thread and
+// op in a row (c10d's schemas live as long as the process: the address names the op).
+int op_of(const c10::OperatorHandle& op) {
+  struct Last {
+    const c10::FunctionSchema* schema = nullptr;
+    int index = -1;
+  };
+  thread_local Last last;
+  Last& l = last;
+  const c10::FunctionSchema* schema = &op.schema();
+  if (schema != l.schema) {
+    const auto found = op_index.find(schema->name());
+    l.index = found == op_index.end() ? -1 : found->second;
+    l.schema = schema;
+  }
+  return l.index;
 }
 
 // One stateless boxed function for every op (its index found by name): with no functor object,
@@ -1149,15 +1377,15 @@ int64_t issue(int idx, const c10::OperatorHandle& op, const torch::jit::Stack& s
 void kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   const auto next = ks.remove(c10::DispatchKey::BackendSelect);
   // meta/fake tensors while torch.compile traces are not collectives
-  const auto found = op_index.find(op.schema().name());
-  if (found == op_index.end() || !enabled.load(std::memory_order_relaxed) || ks.has(c10::DispatchKey::Meta) ||
+  const int index = op_of(op);
+  if (index < 0 || !enabled.load(std::memory_order_relaxed) || ks.has(c10::DispatchKey::Meta) ||
       ks.has(c10::DispatchKey::Python) || !Py_IsInitialized() || COLLCHECK_FINALIZING()) {
     op.redispatchBoxed(next, stack);
     return;
   }
   int64_t r = -1;
   try {
-    r = issue(found->second, op, *stack);
+    r = issue(index, op, *stack);
   } catch (const std::exception& e) {  // never break the job: stop recording, say why once
     Gil gil;
     call_fail(e.what());
@@ -1169,7 +1397,7 @@ void kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::S
   }
   const bool blocking_api = r < 0;
   const int64_t eid = blocking_api ? -2 - r : r;
-  const Op& o = ops[found->second];  // async_op=False: the API waits for the Work as soon as it returns
+  const Op& o = ops[index];  // async_op=False: the API waits for the Work as soon as it returns
   const size_t n = op.schema().arguments().size();
   const bool waited = o.async_op >= 0 && static_cast<size_t>(o.async_op) < n &&
                       !(*stack)[stack->size() - n + o.async_op].toBool();

@@ -167,13 +167,16 @@ def writer_lock():
 
 
 def attach(rec) -> None:
-    """Make `rec` the recorder the C++ kernels report to (each new log); the one before goes back
-    to its Python state."""
+    """Make `rec` the recorder the C++ kernels report to (each new log): its engine is theirs from
+    now on; the one before gets an engine in Python."""
     global _attached
     module = _loaded or None
     if module is None:
         return
+    from ..engine_native import NativeEngine
+    from ..engine_python import PythonEngine
+
     if _attached is not None and _attached is not rec:
-        _attached.use_native(None)
-    rec.use_native(module)
+        _attached.use_engine(PythonEngine())
+    rec.use_engine(NativeEngine(module))
     _attached = rec

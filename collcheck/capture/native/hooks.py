@@ -3,7 +3,7 @@
 The C++ kernel writes the record of a call site it has a packed template for; for anything else
 (a template's first use, an API call, a busy writer lock, a failed completion) it calls `issue`,
 which builds the record through the recorder, byte for byte what the Python kernels write, and
-hands the new template over packed. `fastpath.attach` passes these methods to the module.
+hands the new template over packed. engine_native.NativeEngine.attach passes these methods to the module.
 """
 
 from __future__ import annotations
@@ -16,15 +16,11 @@ from .. import callsite
 class NativeHooks:
     """One recorder's callbacks for the compiled kernels and the templates they write themselves."""
 
-    def __init__(self, recorder, completions):
+    def __init__(self, recorder, completions, module):
         self._rec = recorder  # recorder.Recorder: builds and writes the records
         self._completions = completions  # the recorder's Completions: completions the kernel took
-        self._module = None  # the compiled kernels' module while they report to the recorder
+        self._module = module  # the compiled kernels' module (engine_native.NativeEngine attaches it)
         self._templates: dict = {}  # template id (fastpath.cpp) -> recorder.Template
-
-    def use_native(self, module) -> None:
-        """Hand templates over to the compiled kernels' module (None: they report elsewhere)."""
-        self._module = module
 
     def after_fork_in_child(self) -> None:
         self._templates = {}

@@ -1,7 +1,8 @@
-"""The recorder's parts (capture/recorder.py, completions.py, live/tables.py, native/): held as
-objects, not inherited; each keeps the state it shares with the compiled kernels in Python or, once
-told (use_native), in the kernels' module; no other module of capture/ sets the recorder's
-attributes; the compiled path is one C++ file whose stub lists what it defines."""
+"""The recorder's parts (capture/recorder.py, issue.py, process_records.py, completions.py,
+live/tables.py, the engines, native/): held as objects, not inherited; the state they share with the
+compiled kernels is kept by the recorder's engine, in Python or in the kernels' module, chosen once
+(use_engine); no other module of capture/ sets the recorder's attributes; the compiled path is one
+C++ file whose stub lists what it defines."""
 
 from __future__ import annotations
 
@@ -15,15 +16,20 @@ import pytest
 from collcheck.base.settings import Settings
 from collcheck.capture import recorder as recorder_module
 from collcheck.capture.completions import Completions
+from collcheck.capture.engine_native import NativeEngine
+from collcheck.capture.engine_python import PythonEngine
+from collcheck.capture.issue import Issuer
 from collcheck.capture.live import tables as live_hash
 from collcheck.capture.native import fastpath
 from collcheck.capture.native.hooks import NativeHooks
+from collcheck.capture.process_records import ProcessRecords
 from collcheck.capture.recorder import Recorder, ThreadState
 
 CAPTURE = Path(recorder_module.__file__).parent
 NATIVE = CAPTURE / "native"
 PARTS = {"recorder.py": "Recorder", "completions.py": "Completions", "live/tables.py": "LiveTables",
-         "native/hooks.py": "NativeHooks"}
+         "native/hooks.py": "NativeHooks", "issue.py": "Issuer", "process_records.py": "ProcessRecords",
+         "engine_python.py": "PythonEngine", "engine_native.py": "NativeEngine"}
 
 
 def _class(path: Path, name: str) -> ast.ClassDef:
@@ -36,7 +42,8 @@ def test_the_recorder_and_its_parts_have_no_base_classes():
     for path, name in PARTS.items():
         assert _class(CAPTURE / path, name).bases == [], f"{path}: class {name} has base classes"
     rec = Recorder(Settings())
-    assert (type(rec.completions), type(rec.live), type(rec.native)) == (Completions, live_hash.LiveTables, NativeHooks)
+    assert (type(rec.completions), type(rec.live), type(rec.issuer), type(rec.records), type(rec.engine)) == (
+        Completions, live_hash.LiveTables, Issuer, ProcessRecords, PythonEngine)
 
 
 def _recorder_assignments(label: str, source: str) -> list[str]:
@@ -170,7 +177,7 @@ def test_completions_in_python_then_in_the_module():
     assert w.calls[-1] == ("done", 4, 7, 100)
 
     native = _Native()
-    c.use_native(native)
+    c.use_engine(NativeEngine(native))
     c.track(8, "send")
     c.forget(9)
     assert [n[0] for n in native.calls] == ["track", "forget"] and native.calls[0][1] == 8
@@ -185,8 +192,7 @@ def test_live_tables_publish_the_same_state_from_python_or_the_module():
     signatures = [(0, j, 1000 + j) for j in range(70)] + [((1 << 34) | (1 << 32) | 1, 0, 5)]
     states = []
     for native in (None, _Native()):
-        t = live_hash.LiveTables()
-        t.use_native(native)
+        t = live_hash.LiveTables(PythonEngine() if native is None else native)
         t.set_members(0, [0, 1])
         t.set_members(1, [2, 3])
         for seq, j, sig in signatures:
@@ -199,23 +205,24 @@ def test_live_tables_publish_the_same_state_from_python_or_the_module():
     assert list(states[0]["c"]) == ["pair>3"]
 
 
-def test_use_native_hands_the_module_the_hooks_and_switches_every_part(monkeypatch):
-    monkeypatch.setattr(ThreadState, "fast", None)
+def test_use_engine_hands_the_module_the_hooks_and_switches_every_part(monkeypatch):
     rec = Recorder(Settings())
     writer = _Writer()
     monkeypatch.setattr(rec, "writer", writer)
     native = _Native()
-    rec.use_native(native)
-    hooks = rec.native
-    assert native.calls[0] == ("attach", hooks.issue, hooks.returned, hooks.label_sid, rec.fail, rec.t0, writer)
-    assert [n[0] for n in native.calls[1:]] == ["set_polling", "set_epoch", "set_enabled"] and rec.compiled
-    assert native.calls[1] == ("set_polling", -1)  # no group whose futures complete at enqueue yet: none kept
-    assert writer.colls_written is not None and ThreadState.fast is native
+    rec.use_engine(NativeEngine(native))
+    hooks = rec.engine.hooks
+    assert native.calls[0] == ("set_polling", -1)  # no group whose futures complete at enqueue yet: none kept
+    assert native.calls[1] == ("attach", hooks.issue, hooks.returned, hooks.label_sid, rec.fail, rec.t0, writer)
+    assert [n[0] for n in native.calls[2:]] == ["set_epoch", "set_enabled"] and rec.compiled
+    assert writer.colls_written is not None
     rec.count_backward_pass()
     assert native.calls[-1] == ("set_epoch", 1)
+    rec.set_api_call(None)  # "an API call is active" is kept per thread in C++
+    assert native.calls[-1] == ("set_api", False)
     rec.completions.track(3, "allreduce_")
     assert native.calls[-1][:2] == ("track", 3)
-    rec.use_native(None)  # a later recorder took the kernels: Python's own state again
+    rec.use_engine(PythonEngine())  # a later recorder took the kernels: Python's own state again
     rec.completions.track(4, "allreduce_")
     assert not rec.compiled and native.calls[-1][:2] == ("track", 3) and [e for e, _ in rec.inflight_items()] == [4]
 
@@ -235,7 +242,7 @@ def test_an_error_in_a_hook_goes_to_the_recorders_fail():
         def fail(self, exc):
             failures.append(exc)
 
-    hooks = NativeHooks(Rec(), Completions(lambda: 0))
+    hooks = NativeHooks(Rec(), Completions(lambda: 0), None)
     hooks.returned(1, 2, RuntimeError("peer died"))  # a recorded op raised: its D record is written at once
     assert [type(e) for e in failures] == [OSError]
     assert hooks.issue(0, (), None, None, None) is None  # (a template's details that do not unpack)
