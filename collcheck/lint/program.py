@@ -78,6 +78,7 @@ class Program:
     lines: int = 0
     _called: frozenset | None = field(default=None, repr=False)
     _rpc: bool | None = field(default=None, repr=False)
+    _resolved: dict = field(default_factory=dict, repr=False)
 
     def uses_rpc(self) -> bool:
         """Whether any module imports torch.distributed.rpc (only then is a rank dispatch's RPC sought)."""
@@ -97,10 +98,14 @@ class Program:
         top = self._top.get(module.path, {})
         if dotted in top:
             return top[dotted]
-        full = module.imports.get(dotted.split(".")[0])
+        head = dotted.partition(".")[0]
+        full = module.imports.get(head)
         if full is None:
             return None
-        return self._resolve_full(module, full + dotted[len(dotted.split(".")[0]):])
+        cache_key = (module.path, dotted)  # (asked again on every walk of every function)
+        if cache_key not in self._resolved:
+            self._resolved[cache_key] = self._resolve_full(module, full + dotted[len(head):])
+        return self._resolved[cache_key]
 
     def _resolve_full(self, module: Module, full: str, depth: int = 0) -> str | None:
         """The key of the program function or class a full dotted name means: defined in the module
