@@ -209,6 +209,7 @@ def test_workers_keep_what_they_decode_and_a_new_pool_takes_over(monkeypatch):
     """A worker keeps what it decoded (its exit frees nothing) and reads no more than its pool's
     share: then a new pool's workers go on. Here nothing is kept."""
     monkeypatch.setattr(parallel, "PER_POOL", 2)
+    monkeypatch.setattr(parallel, "KEEP_RSS", 1 << 40)  # (a worker forked from a big test process keeps too)
     got = dict(parallel.run_all(_kept, list(range(10)), 2, _here))
     assert sorted(got) == list(range(10)) and os.getpid() not in {pid for pid, _ in got.values()}
     assert {kept for _, kept in got.values()} <= set(range(1, 2 * 2 + 1))  # at most a pool's share each
