@@ -27,6 +27,7 @@ def run_json(name: str, *args: str) -> list[dict]:
     return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_bench_tui_previews_then_scrolls():
     (res,) = run_json("bench_tui", "--ranks", "16", "--events", "400", "--pages", "3",
@@ -85,6 +86,7 @@ def test_bench_diff_runs_two_trees_alternating_side_by_side(tmp_path):
     assert missing.returncode == 2 and "not a collcheck source tree" in missing.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_bench_stats_times_the_command_with_two_trees_on_one_run(tmp_path):
     """--against: the command's wall time and peak RSS with each tree on the same logs, and whether

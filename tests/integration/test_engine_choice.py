@@ -20,6 +20,7 @@ def _run(tmp_path, extra: dict) -> str:
     return proc.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(150)
 def test_the_python_engine_without_the_compiled_path(tmp_path):
     out = _run(tmp_path, {"COLLCHECK_FASTPATH": "0"})

@@ -110,6 +110,7 @@ def kill_tree(pid: int) -> None:
             pass
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(150)
 def test_diff_of_a_running_job_is_a_snapshot(tmp_path):
     """A job that hangs (live mode reports, not abort): `collcheck diff` and the TUI read its logs
