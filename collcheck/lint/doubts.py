@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 
 from .conditions import exits as kinds_of
-from .syntax import dotted
+from .syntax import dotted, imported_name
 
 RPC_CALLS = frozenset({"torch.distributed.rpc.remote", "torch.distributed.rpc.rpc_sync",
                        "torch.distributed.rpc.rpc_async", "torch.distributed.rpc.api.remote",
@@ -65,7 +65,7 @@ def _rpc_in(lint, fn, resolve, stmts: list, depth: int, seen: set) -> str:
             if key is not None and key not in seen:
                 seen.add(key)
                 callee = lint.program.functions[key]
-                found = _rpc_in(lint, callee, lambda d, m=callee.module: _resolve(m, d), callee.node.body,
+                found = _rpc_in(lint, callee, lambda d, m=callee.module: imported_name(m, d), callee.node.body,
                                 depth - 1, seen)
                 if found:
                     return found
@@ -80,11 +80,3 @@ def _callee(lint, fn, call: ast.Call) -> str | None:
     if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" and fn.cls:
         return prog.method(fn.cls, func.attr)
     return None
-
-
-def _resolve(mod, name: str | None) -> str | None:
-    if not name:
-        return None
-    head, _, rest = name.partition(".")
-    full = mod.imports.get(head)
-    return (full + ("." + rest if rest else "")) if full else name

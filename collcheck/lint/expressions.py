@@ -15,7 +15,7 @@ from dataclasses import replace
 from . import calls, doubts, truths
 from . import vocabulary as V
 from .conditions import unwrapped
-from .syntax import alike, dotted, members_key
+from .syntax import alike, dotted, imported_name, members_key
 from .values import CLEAN, LOCAL, RANK, Origin, Val, combine, join
 
 KNOWN_MODULES = frozenset({"torch", "numpy", "math", "itertools", "functools", "operator", "os", "sys", "random",
@@ -39,11 +39,7 @@ class Evaluator:
 
     # -- names ---------------------------------------------------------------------------------
     def resolve(self, name: str | None) -> str | None:
-        if not name:
-            return None
-        head, _, rest = name.partition(".")
-        full = self.mod.imports.get(head)
-        return (full + ("." + rest if rest else "")) if full else name
+        return imported_name(self.mod, name)
 
     def origin(self, kind: str, node: ast.AST, text: str | None = None) -> Origin:
         return Origin(kind, self.mod.path, node.lineno, text or self.mod.text(node))

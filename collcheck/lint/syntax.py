@@ -119,3 +119,13 @@ def comprehension_members(node: ast.AST):
             and isinstance(gen.iter, ast.Call) and dotted(gen.iter.func) == "range"):
         return None
     return predicate_key(gen.ifs[0], gen.target.id)
+
+
+def imported_name(mod, name: str | None) -> str | None:
+    """`name` as a full dotted name through the module's imports (`dist.barrier` ->
+    `torch.distributed.barrier`); unchanged when its head is not imported, None for no name."""
+    if not name:
+        return None
+    head, _, rest = name.partition(".")
+    full = mod.imports.get(head)
+    return (full + ("." + rest if rest else "")) if full else name
