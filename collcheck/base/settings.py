@@ -49,8 +49,11 @@ class Settings:
                                                                          re-raised for its traceback (base/errors.py)
     COLLCHECK_WORKERS              workers             0: one per CPU    processes that read the logs of a run
     COLLCHECK_SCENARIOS            scenarios           none              where `collcheck demo` finds its scenarios
-    COLLCHECK_CACHE                cache_dir           ~/.cache/         what lint learned of installed packages;
-                                                       collcheck         empty: nothing cached
+    COLLCHECK_CACHE                cache_dir           ~/.cache/         what lint learned of installed packages, the
+                                                       collcheck         compiled log reader; empty: nothing cached
+    COLLCHECK_READER               reader              auto              auto: logs are read by the compiled loop where
+                                                                         a C compiler built it (logfile/compiled.py);
+                                                                         python: by the Python loop only
     =============================  ==================  ================  ==========================================
 
     A value that cannot be used leaves its field at the default and is named in `invalid`, so that
@@ -68,7 +71,7 @@ class Settings:
                  live_hang_seconds: float = 1.5, completion: str = "auto", poll_ms: float = 5.0,
                  fastpath: str = "auto", simnccl: bool = False,
                  build_verbose: bool = False, debug: bool = False, workers: int = 0, scenarios: str | None = None,
-                 cache_dir: str | None = DEFAULT_CACHE,
+                 cache_dir: str | None = DEFAULT_CACHE, reader: str = "auto",
                  invalid: dict[str, str] | None = None) -> None:
         self.enabled = enabled
         self.directory = directory
@@ -90,6 +93,7 @@ class Settings:
         self.workers = workers
         self.scenarios = scenarios
         self.cache_dir = cache_dir
+        self.reader = reader
         self.invalid = dict(invalid or {})  # variable -> why its value cannot be used
 
     @classmethod
@@ -120,6 +124,7 @@ class Settings:
             workers=_number(environ, "COLLCHECK_WORKERS", 0, invalid, int),
             scenarios=environ.get("COLLCHECK_SCENARIOS") or None,
             cache_dir=_cache_dir(environ),
+            reader=_choice(environ, "COLLCHECK_READER", ("auto", "python"), invalid),
             invalid=invalid,
         )
 

@@ -126,15 +126,29 @@ def read_frames(stream, pos: int):
     batch = 1 if stream.header_only else FIRST_BATCH
     while pos < len(stream.data):
         frames, pos = _walk(stream, pos, batch)
-        while frames:  # one decoder for the batch, a new one after a frame that is odd
-            i = yield from _decode_joined(stream, frames)
-            if i is None:
-                break
-            yield from _decode_alone(stream, frames[i])
-            frames = frames[i + 1:]
+        yield from decode_frames(stream, frames)
         if stream.header_only:
             return
         batch = min(batch * 4, MAX_BATCH)
+
+
+def next_frame(stream, pos: int) -> tuple[list, int]:
+    """The records of the next frame that checks from `pos` on (damage and copies before it noted
+    on the stream, as read_frames does), and where the frame after it starts: the compiled loop's
+    way back to this reader for a frame it does not take (logfile/fastscan.py)."""
+    frames, pos = _walk(stream, pos, 1)
+    return list(decode_frames(stream, frames)), pos
+
+
+def decode_frames(stream, frames: list):
+    """The records of `frames` (from _walk): one decoder for them all, a new one after a frame
+    that is odd."""
+    while frames:
+        i = yield from _decode_joined(stream, frames)
+        if i is None:
+            break
+        yield from _decode_alone(stream, frames[i])
+        frames = frames[i + 1:]
 
 
 def _walk(stream, pos: int, budget: int) -> tuple[list, int]:

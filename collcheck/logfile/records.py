@@ -78,8 +78,10 @@ def _rank(v, world):
 
 def _root(v, world):
     """A root or peer as the user passed it: torch raises on one outside the group (`invalid root
-    rank: 5`), and the log keeps the call that raised, so only its size is bounded."""
-    return None if v.__class__ is int and -MAX_WORLD <= v < MAX_WORLD else f"a rank in -{MAX_WORLD}..{MAX_WORLD - 1}"
+    rank: 5`), and the log keeps the call that raised, so only its size is bounded. (A bool is 0 or 1,
+    as for `_int`: the scanner's inline checks, keyed by value, take it so.)"""
+    ok = (v.__class__ is int or v.__class__ is bool) and -MAX_WORLD <= v < MAX_WORLD
+    return None if ok else f"a rank in -{MAX_WORLD}..{MAX_WORLD - 1}"
 
 
 def _seq(v) -> bool:

@@ -4,7 +4,8 @@ Only what the matcher needs is kept per event: a signature id, a group slot and 
 byte offset of the record (about 14 bytes). Everything else (call site, label, times)
 is decoded again from that offset when a report asks for the event (`RankLog.event`,
 decode.LogFile); the statistics, which read the times of every event, ask the scan to keep
-those too (`Times`: 22 bytes more an event). The loop that fills the columns is scanner.py's.
+those too (`Times`: 22 bytes more an event). The loop that fills the columns is scanner.py's,
+with the compiled one taking the usual collectives where it was built (fastscan.py).
 """
 
 from __future__ import annotations

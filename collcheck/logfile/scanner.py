@@ -9,7 +9,9 @@ from array import array
 from struct import error as StructError
 
 from . import format as lf
+from .compiled import library
 from .decode import Decoder, Tables, a2a_sizes, signature
+from .fastscan import read_compiled
 from .ops import SHAPE_FREE_OPS
 from .reader import LogError, LogStream, shown
 from .records import DONE2, DONE3, TS_J, coll_problem, signature_problem
@@ -49,6 +51,10 @@ class Scanner:
         self.full: dict[tuple, int] = {}
         self.a2a_sizes: dict[int, tuple] = {}  # local signature id -> all_to_all_single sizes
         self.shape_free: set[int] = set()  # local signature ids of the ops whose signatures leave sizes out
+        # for the compiled loop (fastscan.py): the keys of `plain` and `ext` set since it last looked
+        # (None: all cleared), the groups given a slot since
+        self.changed: list = []
+        self.new_slots: list[tuple[int, int]] = []
 
     def collective(self, rec: dict, done, at: int, eid: int, run: tuple) -> tuple | None:
         """(local signature id, group slot) of a collective off the hot path, its completions
@@ -81,6 +87,7 @@ class Scanner:
                     self.full.clear()
                     self.ext.clear()
                     self.plain.clear()
+                    self.changed.append(None)
                 sid = self.full[full] = len(scan.signatures)
                 scan.signatures.append(fields)
                 if fields[0] == "alltoall_base_":
@@ -95,13 +102,42 @@ class Scanner:
         if "ts" in rec and "j" in rec and ("d" not in rec or done):  # what the fast checks take as usual
             if _PLAIN_KEYS.issuperset(rec) and len(rec) <= _PLAIN_MOST:
                 self.plain[key] = (sid, len(rec) - (1 if done else 0))
+                self.changed.append(key)
             elif _EXT_KEYS.issuperset(rec):
                 self.ext[ext] = (sid, len(rec) - (1 if done else 0))
+                self.changed.append(ext)
         return sid, g
 
+    def usual(self, rec: dict) -> tuple | None:
+        """(local signature id, keys but a non-empty `d`) that the hot loop's lookups give the
+        next collective of `rec`'s keys (`consume`, which makes them inline), None: it would go the
+        general way."""
+        get = rec.get
+        key = (get("o"), get("t"), get("r"), get("p"), get("s"), get("ch"))
+        try:
+            hit = self.plain.get(key) if len(rec) <= _PLAIN_MOST else None
+            if hit is None:
+                hit = self.ext.get(key + (get("u"), get("l"), get("a"), get("n"), get("x")))
+        except TypeError:  # (a value that is not hashable)
+            return None
+        done = get("d", ())
+        if hit is None or done.__class__ is not tuple or len(rec) != hit[1] + (done != ()):
+            return None
+        return hit
+
     def read(self, stream: LogStream, limit: int | None) -> None:
-        """The hot loop: collectives and their completions inline, the rest in `_other` (the
-        interning records in the decoder's tables)."""
+        """Every record of the stream: by the compiled loop and this one (fastscan.py) where the
+        compiled one was built, else by this one alone."""
+        lib = library() if stream.framed and stream.start == 0 else None
+        if lib is None:
+            self.consume(Decoder(stream, self.tables), stream.path, limit)
+        else:
+            read_compiled(self, stream, limit, lib)
+
+    def consume(self, records, path: str, limit: int | None) -> None:
+        """The hot loop over `records` ((offset, record, event id), the interning ones taken out by
+        decode.Decoder): collectives and their completions inline, the rest in `_other`. It goes on
+        from where the scan is (the compiled loop may have read the collectives before)."""
         scan, gslot = self.scan, self.gslot
         plain, ext = self.plain, self.ext
         a2a_sizes = self.a2a_sizes
@@ -113,12 +149,13 @@ class Scanner:
         pend_add = completed.append
         timing = scan.times is not None  # (the statistics' columns too: `_times_of`)
         runs = scan.eid_runs  # [(event index, event id)] where the ids jump (dropped or damaged records)
-        run_n = run_e = n = 0
+        n = len(scan.sig)
+        run_n, run_e = runs[-1][0], max(runs[-1][1], 0)
         coll, done_kind, header_kind, group_kind = lf.COLL, lf.DONE, lf.HEADER, lf.GROUP
         row, done3, done2 = TS_J.pack, DONE3.pack, DONE2.pack  # (logfile/records.py's ranges, checked in C)
         kind = None
         try:
-            for at, rec, eid in Decoder(stream, self.tables):
+            for at, rec, eid in records:
                 kind = rec["k"]
                 if kind == coll:
                     # The schema (logfile/records.py), cheaply: a collective of only the usual keys (or those
@@ -216,7 +253,7 @@ class Scanner:
                     if kind == group_kind:
                         gid_append = scan.gid.append  # (wider past NARROW_SLOTS groups: slot_of)
         except (KeyError, TypeError, IndexError, OverflowError, ValueError) as exc:  # (logfile/records.py should make it none)
-            raise LogError(f"{shown(stream.path)}: malformed {shown(kind)!r} record ({type(exc).__name__})") from None
+            raise LogError(f"{shown(path)}: malformed {shown(kind)!r} record ({type(exc).__name__})") from None
 
     def complete(self, done: tuple, eid: int, run_n: int, run_e: int, n: int, ts: int | None = None) -> None:
         """The completions a collective carries (`d`), checked (the hot loop's slow path); `ts`: its."""
@@ -290,6 +327,7 @@ class Scanner:
                 if s > NARROW_SLOTS and self.scan.gid.typecode == "H":
                     self.scan.gid = array("I", self.scan.gid)  # (the hot loop binds the new column's append)
             self.gslot[local] = s
+            self.new_slots.append((local, s))
         if ranks is not None and self.groups[s][1] is None:
             self.groups[s][1] = tuple(ranks)
         return s

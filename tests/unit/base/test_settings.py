@@ -109,7 +109,7 @@ def test_every_variable_read_is_in_the_table_with_its_field_and_default():
     env = Recording()
     Settings.from_env(env)
     table = {m.group(1): m.group(2) for m in re.finditer(r"^\s*(COLLCHECK\w*)\s+(\w+)", Settings.__doc__, re.M)}
-    assert set(table) == env.asked and len(table) == 19
+    assert set(table) == env.asked and len(table) == 20
     defaults = Settings()
     for variable, field in table.items():
         assert hasattr(defaults, field), variable
@@ -187,3 +187,11 @@ def test_the_run_id():
     assert s.resolved_run_id({"TORCHELASTIC_RUN_ID": "rdzv"}) == "rdzv"
     assert s.resolved_run_id({"TORCHELASTIC_RUN_ID": "none"}) == "set-in-code"
     assert Settings().resolved_run_id({}).startswith("ppid")
+
+
+def test_the_log_reader_setting():
+    """auto (the compiled loop where it builds) or python; another value: auto, named as invalid."""
+    assert Settings.from_env({}).reader == "auto"
+    assert Settings.from_env({"COLLCHECK_READER": " Python "}).reader == "python"
+    wrong = Settings.from_env({"COLLCHECK_READER": "c"})
+    assert wrong.reader == "auto" and "COLLCHECK_READER" in wrong.invalid
