@@ -121,3 +121,22 @@ def bad_input(tmp_path, case: str):
     elif case == "same-rank-twice":
         synth.write_run(str(d), small_program())
     return d
+
+
+def frames_of(data: bytes) -> list[tuple[list, int]]:
+    """A log's frames as (records, collectives before), to change and `pack` again (collcheck's
+    frame reader finds them: the log must be whole)."""
+    from collcheck.logfile import frames as fr
+
+    out, pos = [], 0
+    while pos < len(data):
+        start, end, eid, _ = fr.frame_at(data, pos)
+        out.append((unpack(data[start:end]), eid))
+        pos = end
+    return out
+
+
+def pack(frames: list) -> bytes:
+    from collcheck.logfile import format as lf
+
+    return b"".join(lf.frame(b"".join(msgpack.packb(r) for r in recs), eid) for recs, eid in frames)

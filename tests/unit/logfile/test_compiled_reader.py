@@ -7,17 +7,16 @@ inserted; and it takes most of a clean log itself (else it would be a slower cop
 from __future__ import annotations
 
 import dataclasses
-import io
 import os
 import subprocess
 import sys
 
-import msgpack
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from support import examples
+from support.logbytes import frames_of, pack
 
-from collcheck.logfile import compiled, fastscan, format as lf, frames as fr
+from collcheck.logfile import compiled, fastscan
 from collcheck.logfile.scan import scan_bytes
 from collcheck.synth import write_clean_run
 
@@ -73,19 +72,6 @@ def long(tmp_path_factory) -> bytes:
     d = tmp_path_factory.mktemp("long")
     with open(write_clean_run(str(d), 2, 3200)[0], "rb") as f:
         return f.read()
-
-
-def frames_of(data: bytes) -> list[tuple[list, int]]:
-    out, pos = [], 0
-    while pos < len(data):
-        start, end, eid, _ = fr.frame_at(data, pos)
-        out.append((list(msgpack.Unpacker(io.BytesIO(data[start:end]), raw=False, strict_map_key=False)), eid))
-        pos = end
-    return out
-
-
-def pack(frames: list) -> bytes:
-    return b"".join(lf.frame(b"".join(msgpack.packb(r) for r in recs), eid) for recs, eid in frames)
 
 
 def test_a_clean_log_reads_the_same_and_the_compiled_loop_takes_most_of_it(clean, monkeypatch):

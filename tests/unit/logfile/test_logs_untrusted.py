@@ -11,7 +11,6 @@ an address-space limit and a timeout (a read of /dev/zero or a loop inside C ans
 from __future__ import annotations
 
 import ast
-import io
 import json
 import math
 import os
@@ -25,10 +24,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import examples
+from support.logbytes import frames_of, pack
 from support.cli import run_cli
 from support.deadline import deadline
 
-from collcheck.logfile import frames as fr, format as lf, records
+from collcheck.logfile import format as lf, records
 from collcheck.logfile.writer import LogWriter
 from collcheck.model import load_run
 from collcheck.logfile.reader import MAX_LOG_BYTES, LogStream
@@ -97,20 +97,6 @@ def _write_rank(path: str, rank: int) -> None:
             w.queue(rec)
         w.write({"k": lf.TRAILER, "ts": 500, "wall_ns": 1_700_000_000_000_500_000})
     w.close()
-
-
-def frames_of(data: bytes) -> list[tuple[list, int]]:
-    """The log's frames as (records, collectives before), to change and pack again."""
-    out, pos = [], 0
-    while pos < len(data):
-        start, end, eid, _ = fr.frame_at(data, pos)
-        out.append((list(msgpack.Unpacker(io.BytesIO(data[start:end]), raw=False, strict_map_key=False)), eid))
-        pos = end
-    return out
-
-
-def pack(frames: list) -> bytes:
-    return b"".join(lf.frame(b"".join(msgpack.packb(r) for r in recs), eid) for recs, eid in frames)
 
 
 @pytest.fixture(scope="module")
