@@ -36,14 +36,20 @@ class Out(ctypes.Structure):
     _fields_ = [("off", _I64), ("ts", _I64), ("j", _I64), ("t", _I64),
                 ("sid", _I32), ("slot", _I32), ("chain", _I32), ("site", _I32), ("flags", _U8),
                 ("drec", _I32), ("dback", _I64), ("dlast", _I64), ("dlen", _U8),
-                ("cap", ctypes.c_int64), ("dcap", ctypes.c_int64),
-                ("n", ctypes.c_int64), ("nd", ctypes.c_int64), ("stop", ctypes.c_int64),
+                ("sstart", _I64), ("send", _I64), ("sframe", _I64), ("sframe_end", _I64),
+                ("cap", ctypes.c_int64), ("dcap", ctypes.c_int64), ("scap", ctypes.c_int64),
+                ("n", ctypes.c_int64), ("nd", ctypes.c_int64), ("ns", ctypes.c_int64), ("stop", ctypes.c_int64),
                 ("last_eid", ctypes.c_int64), ("eid0", ctypes.c_int64), ("last_crc", ctypes.c_uint32)]
 
 
 _COLUMNS = {"off": np.int64, "ts": np.int64, "j": np.int64, "t": np.int64, "sid": np.int32, "slot": np.int32,
             "chain": np.int32, "site": np.int32, "flags": np.uint8}
 _DONE_COLUMNS = {"drec": np.int32, "dback": np.int64, "dlast": np.int64, "dlen": np.uint8}
+_SIDE_COLUMNS = {"sstart": np.int64, "send": np.int64, "sframe": np.int64, "sframe_end": np.int64}
+# the kinds of record the compiled loop lets a frame hold before its collective, for the Python
+# loop to read after the batch: those it only appends to lists of their own, whatever the
+# collectives (steps, syncs, calls skipped, exceptions, the end, stacks, files, API calls)
+SIDE_KINDS = "OYNXQZWLA"
 
 
 class Batch:
@@ -57,7 +63,9 @@ class Batch:
             raise MemoryError("the compiled log reader's state")
         self.cols = {k: np.empty(cap, dtype=t) for k, t in _COLUMNS.items()}
         self.cols.update({k: np.empty(4 * cap, dtype=t) for k, t in _DONE_COLUMNS.items()})
-        self.out = Out(cap=cap, dcap=4 * cap,
+        self.cols.update({k: np.empty(cap, dtype=t) for k, t in _SIDE_COLUMNS.items()})
+        lib.ls_set_side_kinds(self.state, SIDE_KINDS.encode())
+        self.out = Out(cap=cap, dcap=4 * cap, scap=cap,
                        **{k: a.ctypes.data_as(ctypes.POINTER(np.ctypeslib.as_ctypes_type(a.dtype)))
                           for k, a in self.cols.items()})
 
@@ -124,6 +132,7 @@ def _load():
     lib.ls_add_template.argtypes = [ctypes.c_void_p, _I64, ctypes.c_int32]
     lib.ls_add_template.restype = ctypes.c_int32
     lib.ls_set_group.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32]
+    lib.ls_set_side_kinds.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
     lib.ls_scan.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
                             ctypes.POINTER(Out)]
     return lib

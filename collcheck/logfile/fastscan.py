@@ -1,8 +1,9 @@
 """Reading a log with the compiled loop (compiled.py) and the Python one (scanner.py) in turns.
 
 The compiled loop takes runs of usual frames: collectives whose template the Python loop took
-the usual way before, and registered there with its signature id (`_register`). Whatever it
-does not take (the header, interning and group records, a template's first collective, damage,
+the usual way before, and registered there with its signature id (`_register`), each in a
+frame of its own or after records the Python loop only appends to lists of their own (`_sides`).
+Whatever it does not take (the header, interning and group records, a template's first collective, damage,
 copies, a value of another type) the frame reader (frames.next_frame) and the Python loop take,
 one frame at a time, with everything they do for it; then the compiled loop goes on. A batch
 is added to the scan's columns at once (`_add`) as the Python loop would have added each of its
@@ -12,11 +13,12 @@ takes a collective the Python loop would have taken another way."""
 
 from __future__ import annotations
 
+import msgpack
 import numpy as np
 
 from .compiled import ABSENT, BATCH, Batch, pointer_to
 from .decode import Decoder
-from .frames import next_frame
+from .frames import checked, next_frame
 
 _INT64 = (-(1 << 63), 1 << 63)
 
@@ -33,6 +35,7 @@ def read_compiled(scanner, stream, limit: int | None, lib) -> None:
         out = batch.scan(pointer, size, pos, stream.last_eid, left if left is not None else 1 << 62)
         if out.n:
             _add(scanner, batch, out)
+            _sides(scanner, stream, batch, out.ns)
             stream.last_eid, stream.recent = out.last_eid, [out.last_crc]
             stream.expect = max(stream.expect, out.last_eid + 1)
             stream.colls = stream.expect
@@ -54,6 +57,17 @@ def read_compiled(scanner, stream, limit: int | None, lib) -> None:
                 return
             _sync(scanner, batch, records)
     del keep
+
+
+def _sides(scanner, stream, batch: Batch, ns: int) -> None:
+    """The records the batch's frames held before their collectives (compiled.SIDE_KINDS), read
+    as the frame reader and the Python loop read them: after the collectives, which they do not
+    touch, in their order."""
+    cols, data, options = batch.cols, stream.data, stream.decoder_options
+    for s, e, at, end in zip(*(cols[k][:ns].tolist() for k in ("sstart", "send", "sframe", "sframe_end"))):
+        rec = msgpack.unpackb(data[s:e], **options)
+        if checked(stream, rec, at, end):
+            scanner.consume(((at, rec, -1),), stream.path, None)
 
 
 def _sync(scanner, batch: Batch, records: list) -> None:

@@ -288,7 +288,7 @@ def _decode_joined(stream, frames: list):
                         yield from _completions(done, pos, eid, rec.get("ts"), check_colls)
                     yield pos, rec, eid
                 eid += 1
-            elif _known(rec) and (not check or _checked(stream, rec, pos, pe)):
+            elif _known(rec) and (not check or checked(stream, rec, pos, pe)):
                 yield pos, rec, -1  # (unknown kinds, of later minor versions, are left out)
             if eid > expect:
                 expect = eid
@@ -329,7 +329,7 @@ def _emit(stream, recs: list, pos: int, end: int, eid: int) -> tuple[list, int]:
                 out += _completions(done, pos, eid, rec.get("ts"), check and stream.check_colls)
             out.append((pos, rec, eid))
             eid += 1
-        elif not check or _checked(stream, rec, pos, end):
+        elif not check or checked(stream, rec, pos, end):
             out.append((pos, rec, -1))
     return out, eid
 
@@ -348,7 +348,7 @@ def _coll_checked(stream, rec: dict, pos: int, end: int) -> bool:
     return why is None
 
 
-def _checked(stream, rec: dict, pos: int, end: int) -> bool:
+def checked(stream, rec: dict, pos: int, end: int) -> bool:
     """Whether a record (not a collective) matches the schema; one that does not is damage. The
     first header sets the world size that bounds the ranks of the records after it."""
     why = problem(rec, stream.world)

@@ -3,11 +3,14 @@ written from docs/log-format.md (independent of collcheck's reader, so the two c
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 
 import msgpack
 
 from collcheck import synth
+from collcheck.logfile import compiled
+from collcheck.logfile.scan import scan_bytes
 
 
 def small_program(world=2):
@@ -140,3 +143,40 @@ def pack(frames: list) -> bytes:
     from collcheck.logfile import format as lf
 
     return b"".join(lf.frame(b"".join(msgpack.packb(r) for r in recs), eid) for recs, eid in frames)
+
+
+# -- the compiled log reader against the Python loop ---------------------------------------------
+
+def both(data: bytes, **kw):
+    """(the compiled reader's scan, the Python loop's scan) of `data`, or their errors' texts."""
+    out = []
+    for lib in (compiled.library(), None):
+        saved = compiled._LIB[:]
+        compiled._LIB[:] = [lib]
+        try:
+            out.append(scan_bytes(data, "log", **kw))
+        except Exception as exc:  # noqa: BLE001 (the two must fail alike: LogError, with the same text)
+            out.append(f"{type(exc).__name__}: {exc}")
+        finally:
+            compiled._LIB[:] = saved
+    return out
+
+
+def fields(scan) -> dict:
+    """Everything a scan holds, for comparing two (the tables object compared by its contents)."""
+    if isinstance(scan, str):
+        return {"error": scan}
+    out = {f.name: getattr(scan, f.name) for f in dataclasses.fields(scan) if f.name not in ("tables", "times")}
+    if scan.times is not None:
+        out["times"] = dataclasses.asdict(scan.times)
+    if scan.tables is not None:
+        out["tables"] = (scan.tables.strings, scan.tables.sites, scan.tables.tspecs)
+    return out
+
+
+def assert_same(data: bytes, **kw) -> None:
+    a, b = both(data, **kw)
+    fa, fb = fields(a), fields(b)
+    assert fa.keys() == fb.keys()
+    for key in fa:
+        assert fa[key] == fb[key], key

@@ -31,6 +31,7 @@ typedef struct {
     int16_t index[INDEX]; /* template + 1; 0: empty */
     int32_t slot[MAX_GROUP_ID]; /* a file's group id -> its slot; -1: not registered */
     uint32_t crc_table[256];
+    uint8_t side[128];    /* 1: a kind of record a frame may hold before its collective (`side`) */
 } ls_state;
 
 typedef struct {
@@ -42,9 +43,11 @@ typedef struct {
     int32_t *drec;  /* the record (index in this batch) that carries it */
     int64_t *dback, *dlast;
     uint8_t *dlen;
-    int64_t cap, dcap;
+    /* per record before a frame's collective: its bytes and its frame's; capacity `scap` */
+    int64_t *sstart, *send, *sframe, *sframe_end;
+    int64_t cap, dcap, scap;
     /* results */
-    int64_t n, nd, stop, last_eid, eid0;
+    int64_t n, nd, ns, stop, last_eid, eid0;
     uint32_t last_crc;
 } ls_out;
 
@@ -121,6 +124,15 @@ int32_t ls_add_template(void *p, const int64_t *key, int32_t sid) {
     }
     st->sid[i] = sid;
     return 1;
+}
+
+/* The kinds of record a frame may hold before its collective, one character each: those the
+ * Python scanner only appends to lists of their own (steps, syncs...), whatever the collectives. */
+void ls_set_side_kinds(void *p, const char *kinds) {
+    ls_state *st = p;
+    memset(st->side, 0, sizeof(st->side));
+    for (; *kinds; kinds++)
+        if ((unsigned char)*kinds < 128) st->side[(unsigned char)*kinds] = 1;
 }
 
 void ls_set_group(void *p, int64_t gid, int32_t slot) {
@@ -229,6 +241,75 @@ static int field_of(const uint8_t *s, int64_t len) {
     return -1;
 }
 
+/* Past one value at *p that msgpack decodes to what the Python reader takes as it is: nil, bools,
+ * ints, floats, ASCII strings, and arrays and maps (string keys) of those, `depth` deep at most.
+ * -1: anything else (bytes, ext types, other text, deeper), which the Python reader then reads. */
+static int skip(const uint8_t *d, int64_t *p, int64_t end, int depth) {
+    if (*p >= end || depth > 8) return -1;
+    uint8_t b = d[(*p)++];
+    int64_t n = -1, items = 0, pairs = 0;
+    if (b < 0x80 || b >= 0xE0 || b == 0xC0 || b == 0xC2 || b == 0xC3) return 0;
+    if ((b & 0xE0) == 0xA0) n = b & 0x1F;
+    else if ((b & 0xF0) == 0x90) items = b & 0x0F;
+    else if ((b & 0xF0) == 0x80) pairs = b & 0x0F;
+    else {
+        int width;
+        switch (b) {
+            case 0xCC: case 0xD0: *p += 1; return *p <= end ? 0 : -1;
+            case 0xCD: case 0xD1: *p += 2; return *p <= end ? 0 : -1;
+            case 0xCE: case 0xD2: case 0xCA: *p += 4; return *p <= end ? 0 : -1;
+            case 0xCF: case 0xD3: case 0xCB: *p += 8; return *p <= end ? 0 : -1;
+            case 0xD9: width = 1; break;
+            case 0xDA: case 0xDC: case 0xDE: width = 2; break;
+            case 0xDB: case 0xDD: case 0xDF: width = 4; break;
+            default: return -1;
+        }
+        if (end - *p < width) return -1;
+        int64_t v = (int64_t)be(d + *p, width);
+        *p += width;
+        if (b == 0xD9 || b == 0xDA || b == 0xDB) n = v;
+        else if (b == 0xDC || b == 0xDD) items = v;
+        else pairs = v;
+    }
+    if (n >= 0) {  /* a string: ASCII only (UTF-8 that needs no check) */
+        if (end - *p < n) return -1;
+        for (int64_t k = 0; k < n; k++)
+            if (d[*p + k] >= 0x80) return -1;
+        *p += n;
+        return 0;
+    }
+    if (items > end - *p || pairs > end - *p) return -1;  /* (each takes a byte at least) */
+    for (int64_t k = 0; k < items; k++)
+        if (skip(d, p, end, depth + 1) < 0) return -1;
+    for (int64_t k = 0; k < pairs; k++) {
+        value key;
+        if (head(d, p, end, &key) < 0 || key.kind != V_FIXSTR) return -1;
+        for (int64_t c = 0; c < key.i; c++)
+            if (d[key.at + c] >= 0x80) return -1;
+        if (skip(d, p, end, depth + 1) < 0) return -1;
+    }
+    return 0;
+}
+
+/* Past a record at *p of a side kind (a map whose first key is "k", of a kind in st->side); 0: it
+ * is not one, *p unchanged. */
+static int side(const ls_state *st, const uint8_t *d, int64_t *p, int64_t end) {
+    int64_t q = *p;
+    uint8_t b = d[q++];
+    if ((b & 0xF0) != 0x80 || (b & 0x0F) == 0 || end - q < 4) return 0;
+    if (d[q] != 0xA1 || d[q + 1] != 'k' || d[q + 2] != 0xA1 || d[q + 3] >= 128 || !st->side[d[q + 3]]) return 0;
+    q += 4;
+    for (int k = 1; k < (b & 0x0F); k++) {
+        value key;
+        if (head(d, &q, end, &key) < 0 || key.kind != V_FIXSTR) return 0;
+        for (int64_t c = 0; c < key.i; c++)
+            if (d[key.at + c] >= 0x80 || (key.i == 1 && d[key.at] == 'k')) return 0;
+        if (skip(d, &q, end, 1) < 0) return 0;
+    }
+    *p = q;
+    return 1;
+}
+
 /* The record of a frame's payload [p, end) into `out` at index out->n; 0: not usual (nothing kept). */
 static int record(const ls_state *st, const uint8_t *d, int64_t p, int64_t end, ls_out *out) {
     value v;
@@ -316,7 +397,7 @@ static int record(const ls_state *st, const uint8_t *d, int64_t p, int64_t end, 
  * goes on, out->last_eid / last_crc: the last frame taken (the reader's duplicate check). */
 void ls_scan(void *p, const uint8_t *d, int64_t n, int64_t pos, int64_t last_eid, ls_out *out) {
     const ls_state *st = p;
-    out->n = out->nd = 0;
+    out->n = out->nd = out->ns = 0;
     out->eid0 = -1;
     out->last_eid = last_eid;
     while (out->n < out->cap && pos + 7 <= n && d[pos] == FRAME_MARK) {
@@ -330,7 +411,14 @@ void ls_scan(void *p, const uint8_t *d, int64_t n, int64_t pos, int64_t last_eid
         uint32_t crc = (uint32_t)d[pos + 1] | (uint32_t)d[pos + 2] << 8 | (uint32_t)d[pos + 3] << 16 |
                        (uint32_t)d[pos + 4] << 24;
         if (crc32(st, d + pos + 5, (size_t)(end - pos - 5)) != crc) break;
+        int64_t ns = out->ns, at = q;
+        while (at < end && ns < out->scap && side(st, d, &at, end)) {
+            out->sstart[ns] = q, out->send[ns] = at, out->sframe[ns] = pos, out->sframe_end[ns] = end;
+            ns++;
+            q = at;
+        }
         if (!record(st, d, q, end, out)) break;
+        out->ns = ns;
         out->off[out->n] = pos;
         if (out->n == 0) out->eid0 = (int64_t)eid;
         out->n++;

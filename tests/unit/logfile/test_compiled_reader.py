@@ -14,48 +14,13 @@ import sys
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from support import examples
-from support.logbytes import frames_of, pack
+from support.logbytes import assert_same, both, frames_of, pack
 
 from collcheck.logfile import compiled, fastscan
 from collcheck.logfile.scan import scan_bytes
 from collcheck.synth import write_clean_run
 
 pytestmark = pytest.mark.skipif(compiled.library() is None, reason="no C compiler here: the Python loop reads alone")
-
-
-def both(data: bytes, **kw):
-    """(the compiled reader's scan, the Python loop's scan) of `data`, or their errors' texts."""
-    out = []
-    for lib in (compiled.library(), None):
-        saved = compiled._LIB[:]
-        compiled._LIB[:] = [lib]
-        try:
-            out.append(scan_bytes(data, "log", **kw))
-        except Exception as exc:  # noqa: BLE001 (the two must fail alike: LogError, with the same text)
-            out.append(f"{type(exc).__name__}: {exc}")
-        finally:
-            compiled._LIB[:] = saved
-    return out
-
-
-def fields(scan) -> dict:
-    """Everything a scan holds, for comparing two (the tables object compared by its contents)."""
-    if isinstance(scan, str):
-        return {"error": scan}
-    out = {f.name: getattr(scan, f.name) for f in dataclasses.fields(scan) if f.name not in ("tables", "times")}
-    if scan.times is not None:
-        out["times"] = dataclasses.asdict(scan.times)
-    if scan.tables is not None:
-        out["tables"] = (scan.tables.strings, scan.tables.sites, scan.tables.tspecs)
-    return out
-
-
-def assert_same(data: bytes, **kw) -> None:
-    a, b = both(data, **kw)
-    fa, fb = fields(a), fields(b)
-    assert fa.keys() == fb.keys()
-    for key in fa:
-        assert fa[key] == fb[key], key
 
 
 @pytest.fixture(scope="module")
@@ -74,15 +39,26 @@ def long(tmp_path_factory) -> bytes:
         return f.read()
 
 
-def test_a_clean_log_reads_the_same_and_the_compiled_loop_takes_most_of_it(clean, monkeypatch):
+@pytest.mark.parametrize("steps", [False, True])
+def test_a_clean_log_reads_the_same_and_the_compiled_loop_takes_most_of_it(clean, monkeypatch, steps):
+    """Also with an optimizer step's record in most collectives' frames (what a training loop's
+    log holds: the step waits in the recorder for the next collective)."""
     taken = []
     add = fastscan._add
     monkeypatch.setattr(fastscan, "_add", lambda scanner, batch, out: (taken.append(out.n), add(scanner, batch, out)))
+    log = clean
+    if steps:
+        frames = frames_of(clean)
+        for n, (recs, _) in enumerate(frames):
+            if recs and recs[-1].get("k") == "C" and n % 3:
+                recs.insert(0, {"k": "O", "ts": recs[-1]["ts"] - 1, "o": 0})
+        log = pack(frames)
     for kw in ({}, {"times": True}, {"keep_seq": True}, {"limit": 123}, {"limit": 1}):
-        assert_same(clean, **kw)
+        assert_same(log, **kw)
     taken.clear()
-    a, _ = both(clean, times=True)
+    a, _ = both(log, times=True)
     assert sum(taken) >= 0.9 * len(a.sig), (sum(taken), len(a.sig))  # (the first of each template: Python's)
+    assert len(a.steps) == (sum(1 for recs, _ in frames_of(log) for r in recs if r["k"] == "O"))
 
 
 def test_more_templates_than_the_compiled_loop_keeps_read_the_same(long):
@@ -129,6 +105,28 @@ def test_collectives_changed_read_the_same(clean, data):
         return
     assert_same(log, times=True)
     assert_same(log, keep_seq=True, limit=data.draw(st.sampled_from([None, 50, 1000])))
+
+
+side = st.fixed_dictionaries({"k": st.sampled_from(list("OYNXQZWLAUDGSPJ?"))},
+                             optional={key: values for key in ("ts", "o", "s", "i", "w", "m", "t", "x", "f", "h")})
+
+
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_records_before_a_collective_in_its_frame_read_the_same(clean, data):
+    """Records of any kind and values (steps, syncs, exceptions... and the kinds that touch the
+    collectives: completions, groups, strings) in a collective's frame before it, as the recorder
+    writes what waited for the next collective."""
+    frames = frames_of(clean)
+    every = data.draw(st.sampled_from([1, 2, 7]))
+    for n, (recs, _) in enumerate(frames):
+        if n % every == 0 and recs and recs[-1].get("k") == "C":
+            recs[:0] = data.draw(st.lists(side, min_size=1, max_size=2))
+    try:
+        log = pack(frames)
+    except (OverflowError, ValueError, TypeError):
+        return
+    assert_same(log, times=True)
 
 
 @settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
