@@ -9,7 +9,11 @@ headless (`App.run_test`) at a fixed terminal size. Reported separately:
                         first screen (a big run read by kinds), the preview of each rank's first
                         collectives (a run over CollcheckApp.PREVIEW_BYTES read in full), or the
                         whole run
-  first                 which of the three it was ("loader process", "preview", "whole run")
+  first                 which of the three it was ("loader process", "preview", "whole run"); the
+                        loader process's first screen of a big run is partial: its first logs, no
+                        verdict yet (partial: how many logs of how many)
+  judged_s              app start -> first paint of a first screen with its verdict (the loader
+                        process's whole first screen, or the whole run)
   full_s                app start -> the full run loaded, analysed and painted
   load_analyse_s        of which: load_run + analyse + grid layout of the full run (worker thread)
   keys_while_loading_ms per arrow key pressed on the first screen while the rest is built: key
@@ -82,9 +86,13 @@ async def _drive(directory: str, size: tuple[int, int], pages: int, extra_groups
         out["first_screen_s"] = first[1] - t0
         out["preview"] = app.preview
         out["first"] = "preview" if app.preview else "loader process" if app.report is None else "whole run"
+        out["partial"] = app.partial if app.report is None else None
+        judged = asyncio.ensure_future(painted(lambda: (app.judged_at and tl.painted[1] >= app.judged_at)
+                                               or (app.loaded_at and tl.painted[1] >= app.loaded_at)))
         keys = await _keys_while_loading(app, tl)
         out["keys_while_loading_ms"] = [round(t, 1) for t in keys]
         out["full_s"] = (await painted(lambda: app.loaded_at and tl.painted[1] >= app.loaded_at))[1] - t0
+        out["judged_s"] = (await judged)[1] - t0
         out["load_analyse_s"] = app.load_seconds
         out["rows"], out["columns"] = len(app.grid), len(app.grid.columns)
         if extra_groups:
@@ -176,7 +184,11 @@ def main(argv=None) -> int:
               f"{res['cpus']} CPUs")
         what = (f"preview of the first {res['preview']} collectives per rank" if res["preview"]
                 else "the loader process's first screen" if res["first"] == "loader process" else "the whole run")
+        part = res["partial"]
+        what += f", partial: the first {part['read']:,} of {part['total']:,} logs" if part else ""
         print(f"  first timeline screen: {res['first_screen_s']:.2f} s from app start ({what})")
+        if part:
+            print(f"  first screen with its verdict: {res['judged_s']:.2f} s from app start")
         keys = res["keys_while_loading_ms"]
         if keys:
             print(f"  arrow key -> painted while the rest is built: median {statistics.median(keys):.1f} ms, "
