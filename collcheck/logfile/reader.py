@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import os
 import stat
+import time
 from dataclasses import dataclass, field
 
 import msgpack
@@ -24,6 +25,7 @@ from .records import MAX_WORLD, coll_problem, known_header, problem
 MAX_LOG_BYTES = 1 << 31  # a log (its first file and segments together): ~40M collectives, held in memory
 MAX_HEADER = 1 << 20  # bytes read to find a header (a real one is a few hundred)
 HEAD = 1 << 12  # bytes read first to find a header
+SETTLED_NS = 2 * 10**9  # a directory unchanged this long: its listing stands (may_exist)
 
 
 def shown(path: str) -> str:
@@ -60,6 +62,26 @@ def _segments_in(directory: str, mtime_ns: int) -> dict[str, list[str]]:
         if dot and number.isascii() and number.isdigit() and len(number) < 10:
             found.setdefault(base, []).append((int(number), n))
     return {base: [n for _, n in sorted(segs)] for base, segs in found.items()}
+
+
+@functools.lru_cache(maxsize=64)
+def _names_in(directory: str, mtime_ns: int) -> frozenset:
+    return frozenset(os.listdir(directory))
+
+
+def may_exist(path: str) -> bool:
+    """False when `path` is surely not there: not in its directory's listing (one listing for the
+    thousands of logs of a run directory). A directory changed in the last SETTLED_NS may have
+    changed again within its clock's tick, unseen: then the path itself is looked at."""
+    directory, base = os.path.split(path)
+    directory = directory or "."
+    try:
+        mtime = os.stat(directory).st_mtime_ns
+        if time.time_ns() - mtime > SETTLED_NS:
+            return base in _names_in(directory, mtime)
+        return os.path.lexists(path)
+    except OSError:
+        return True  # (not known: the caller looks)
 
 
 def segment_paths(path: str) -> list[str]:

@@ -23,7 +23,7 @@ from ..knowledge.frames import USER, owner
 from ..logfile import format as lf
 from ..logfile.decode import LogFile, Tables
 from ..logfile.ops import P2P_OPS, SHAPE_FREE_OPS
-from ..logfile.reader import read_text
+from ..logfile.reader import may_exist, read_text
 from ..logfile.scan import Scan
 from .group_index import GroupIndex
 
@@ -239,7 +239,8 @@ class RankLog:
         self.chain_sites = scan.chain_sites
         self.base_us = h.get("wall_ns", 0) // 1000
         self._by_group: dict[str, object] | None = like.by_group if like is not None else None
-        self.sigterm_dump = read_text(self.path[: -len(lf.LOG_SUFFIX)] + lf.SIGTERM_SUFFIX) or None
+        dump = self.path[: -len(lf.LOG_SUFFIX)] + lf.SIGTERM_SUFFIX
+        self.sigterm_dump = (read_text(dump) or None) if may_exist(dump) else None
 
     def __len__(self) -> int:
         return len(self.sig)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import os
 import random
+import time
 
 import msgpack
 import pytest
@@ -19,7 +20,9 @@ from support.logbytes import bad_input, format1
 
 from collcheck import synth
 from collcheck.logfile.reader import (
+    SETTLED_NS,
     LogError,
+    may_exist,
     parse_header,
     read_ends,
     read_header,
@@ -151,3 +154,22 @@ def test_any_bytes_at_either_end(tmp_path_factory, junk, keep, head):
     with open(path, "wb") as f:
         f.write(head + data[len(head):])
     _same(path)
+
+
+def test_a_file_beside_the_logs_is_looked_up_in_one_listing_once_the_directory_settled(tmp_path):
+    """may_exist: a directory changed just now is looked at path by path (a file made within its
+    clock's tick is seen); a settled one by its listing, read once for every log."""
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "a").write_bytes(b"")
+    assert may_exist(str(d / "a")) and not may_exist(str(d / "b"))
+    (d / "b").write_bytes(b"")
+    assert may_exist(str(d / "b"))  # (just made: seen)
+    old = time.time_ns() - 10 * SETTLED_NS
+    os.utime(d, ns=(old, old))
+    assert may_exist(str(d / "b")) and not may_exist(str(d / "c"))
+    (d / "c").write_bytes(b"")
+    os.utime(d, ns=(old, old))  # (as if made unseen within the listing's tick: the listing answers)
+    assert not may_exist(str(d / "c"))
+    (d / "c").unlink()
+    assert not may_exist(str(d / "c"))  # (changed now: looked at)
