@@ -22,7 +22,9 @@ headless (`App.run_test`) at a fixed terminal size. Reported separately:
                         painted (median, max)
 `--child on|off` reads the run in the loader process, or in the app's worker thread (as before
 there was one); `auto` (the default) as `collcheck tui` does. `--bare` times the same loading
-work in this process without the app: what the interface costs the worker thread.
+work in this process without the app: what the interface costs the worker thread. `--summaries N`
+times the read of the first N logs' summaries (header and last checkpoint, what the loader reads
+of every log) one after another in this process: µs of one core per log.
 """
 
 from __future__ import annotations
@@ -136,6 +138,22 @@ def _bare(directory: str) -> dict:
     return {"imports_s": imported - t, "bare_s": time.perf_counter() - imported}
 
 
+def _summaries(directory: str, n: int) -> dict:
+    """The loader's read of each log's header and last checkpoint (model/load.py's `_summary`),
+    for the first `n` logs in turn, three times: the best, per log."""
+    from collcheck.inputs.discover import discover
+    from collcheck.model.load import _summary
+
+    paths = discover(directory).logs[:n]
+    best = float("inf")
+    for _ in range(3):
+        t = time.process_time()  # (the CPU this process used: other processes' load left out)
+        for path in paths:
+            _summary(path, True)
+        best = min(best, time.process_time() - t)
+    return {"logs": len(paths), "summary_us": best / len(paths) * 1e6}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python benchmarks/bench_tui.py", description=__doc__.split("\n")[0])
     p.add_argument("--ranks", type=int, default=1024)
@@ -153,6 +171,8 @@ def main(argv=None) -> int:
                         "`collcheck tui` chooses (auto, the default)")
     p.add_argument("--bare", action="store_true",
                    help="time the app's loading work in this process with no interface, instead of the app")
+    p.add_argument("--summaries", type=int, metavar="N",
+                   help="time the read of the first N logs' summaries instead of the app (µs per log)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     from collcheck.synth import write_clean_run
@@ -163,6 +183,11 @@ def main(argv=None) -> int:
         if not (args.dir and os.path.isdir(tmp) and os.listdir(tmp)):
             write_clean_run(tmp, args.ranks, args.events)
         write_s = time.perf_counter() - t
+        if args.summaries:
+            res = _summaries(tmp, args.summaries)
+            print(json.dumps(res) if args.json else f"{res['logs']} logs' summaries (header and last checkpoint): "
+                  f"{res['summary_us']:.0f} µs of one core per log")
+            return 0
         if args.bare:
             res = _bare(tmp)
             print(json.dumps(res) if args.json else f"{args.ranks} ranks x {args.events} collectives, no interface: "
