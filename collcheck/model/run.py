@@ -359,6 +359,8 @@ class RankLog:
     def damage_notes(self) -> list[str]:
         """One line per damaged byte range (the first MAX_DAMAGE_NOTES) and for collectives left
         unreadable by it; a record that does not match the schema says what is wrong with it."""
+        if not self.damage and not self.lost:  # (most logs: thousands of ranks ask)
+            return []
         name = os.path.basename(self.path)
         notes = []
         for start, end, lost in self.damage[:self.MAX_DAMAGE_NOTES]:
@@ -379,7 +381,10 @@ class RankLog:
     @cached_property
     def losses(self) -> list[tuple[int, int | None]]:
         """(event index, collectives missing just before it; None: not known) wherever this log
-        lost collectives: damaged bytes, or records they needed that were damaged."""
+        lost collectives: damaged bytes, or records they needed that were damaged. A rank read
+        from its checkpoint has its kind's columns, and so its losses."""
+        if self.like is not None:
+            return self.like.losses
         out = []
         runs = self.eid_runs
         for (n0, e0), (n1, e1) in zip(runs, runs[1:]):
