@@ -154,6 +154,30 @@ def _summaries(directory: str, n: int) -> dict:
     return {"logs": len(paths), "summary_us": best / len(paths) * 1e6}
 
 
+def _said(res: dict, args) -> str:
+    """The figures in words."""
+    lines = []
+    lines.append(f"{args.ranks} ranks x {args.events} collectives ({res['rows']} rows, {res['columns']} column(s) folded"
+                 f"{', %d unfolded' % res['columns_unfolded'] if 'columns_unfolded' in res else ''}), terminal {args.size}, "
+                 f"{res['cpus']} CPUs")
+    what = (f"preview of the first {res['preview']} collectives per rank" if res["preview"]
+            else "the loader process's first screen" if res["first"] == "loader process" else "the whole run")
+    part = res["partial"]
+    what += f", partial: the first {part['read']:,} of {part['total']:,} logs" if part else ""
+    lines.append(f"  first timeline screen: {res['first_screen_s']:.2f} s from app start ({what})")
+    if part:
+        lines.append(f"  first screen with its verdict: {res['judged_s']:.2f} s from app start")
+    keys = res["keys_while_loading_ms"]
+    if keys:
+        lines.append(f"  arrow key -> painted while the rest is built: median {statistics.median(keys):.1f} ms, "
+                     f"max {max(keys):.1f} ms over {len(keys)} keys")
+    lines.append(f"  whole run loaded, analysed and painted: {res['full_s']:.2f} s from app start "
+                 f"(load + analyse + layout in the worker: {res['load_analyse_s']:.2f} s)")
+    lines.append(f"  page scroll: median {res['scroll_ms_median']:.1f} ms, max {res['scroll_ms_max']:.1f} ms "
+                 f"over {res['scroll_pages']} PageDown presses")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python benchmarks/bench_tui.py", description=__doc__.split("\n")[0])
     p.add_argument("--ranks", type=int, default=1024)
@@ -201,27 +225,7 @@ def main(argv=None) -> int:
     finally:
         if not args.dir:
             shutil.rmtree(tmp, ignore_errors=True)
-    if args.json:
-        print(json.dumps(res))
-    else:
-        print(f"{args.ranks} ranks x {args.events} collectives ({res['rows']} rows, {res['columns']} column(s) folded"
-              f"{', %d unfolded' % res['columns_unfolded'] if 'columns_unfolded' in res else ''}), terminal {args.size}, "
-              f"{res['cpus']} CPUs")
-        what = (f"preview of the first {res['preview']} collectives per rank" if res["preview"]
-                else "the loader process's first screen" if res["first"] == "loader process" else "the whole run")
-        part = res["partial"]
-        what += f", partial: the first {part['read']:,} of {part['total']:,} logs" if part else ""
-        print(f"  first timeline screen: {res['first_screen_s']:.2f} s from app start ({what})")
-        if part:
-            print(f"  first screen with its verdict: {res['judged_s']:.2f} s from app start")
-        keys = res["keys_while_loading_ms"]
-        if keys:
-            print(f"  arrow key -> painted while the rest is built: median {statistics.median(keys):.1f} ms, "
-                  f"max {max(keys):.1f} ms over {len(keys)} keys")
-        print(f"  whole run loaded, analysed and painted: {res['full_s']:.2f} s from app start "
-              f"(load + analyse + layout in the worker: {res['load_analyse_s']:.2f} s)")
-        print(f"  page scroll: median {res['scroll_ms_median']:.1f} ms, max {res['scroll_ms_max']:.1f} ms "
-              f"over {res['scroll_pages']} PageDown presses")
+    print(json.dumps(res) if args.json else _said(res, args))
     return 0
 
 
