@@ -4,9 +4,9 @@ The process (a fresh interpreter: none of the interface's threads, nothing forke
 over a pipe, in this order: progress lines; for a big run, a partial first screen (the timelines'
 first page of the first FIRST_LOGS logs, unjudged: no verdict, no cell saying whether ranks agree)
 as soon as those are read; the first screen (the summary line's facts, the overview and wait-for
-panes, the timelines' first page), then what the interface needs to build
-the rest without reading every log's end again (each log's header and last checkpoint, in parts),
-then "done"; or one "error" line (the run cannot be read: the command's one line and exit 2).
+panes, the timelines' first page), then what the interface needs to build the rest without
+reading every log's end again (each log's header and last checkpoint, in parts), then "done"; or
+one "error" line (the run cannot be read: the command's one line and exit 2).
 
 Only plain data crosses (logfile/wire.py: msgpack of builtins, never pickle), so nothing from the
 logs can run code on either side. The process writes nothing to the terminal (its stderr goes
@@ -189,7 +189,7 @@ def _serve(spec: dict, conn) -> None:
     if len(source.logs) >= stream_from:
         _send_partial(source, conn, known, int(first_logs))
         _hold(spec.get("hold"))
-    run = load_run(source, known=known)  # (before the analysis is imported: a bad run is said sooner)
+    run = load_run(source, known=known)  # (unstreamed, before the analysis is imported: a bad run said sooner)
     conn.send("progress", f"analysing {len(run.ranks)} ranks ...")
     conn.send("first", _first_screen(run))
     _hold(spec.get("hold"))
