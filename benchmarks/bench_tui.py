@@ -9,7 +9,11 @@ headless (`App.run_test`) at a fixed terminal size. Reported separately:
                         first screen (a big run read by kinds), the preview of each rank's first
                         collectives (a run over CollcheckApp.PREVIEW_BYTES read in full), or the
                         whole run
-  first                 which of the three it was ("loader process", "preview", "whole run")
+  first                 which of the three it was ("loader process", "preview", "whole run"); the
+                        loader process's first screen of a big run is partial: its first logs, no
+                        verdict yet (partial: how many logs of how many)
+  judged_s              app start -> first paint of a first screen with its verdict (the loader
+                        process's whole first screen, or the whole run)
   full_s                app start -> the full run loaded, analysed and painted
   load_analyse_s        of which: load_run + analyse + grid layout of the full run (worker thread)
   keys_while_loading_ms per arrow key pressed on the first screen while the rest is built: key
@@ -18,7 +22,9 @@ headless (`App.run_test`) at a fixed terminal size. Reported separately:
                         painted (median, max)
 `--child on|off` reads the run in the loader process, or in the app's worker thread (as before
 there was one); `auto` (the default) as `collcheck tui` does. `--bare` times the same loading
-work in this process without the app: what the interface costs the worker thread.
+work in this process without the app: what the interface costs the worker thread. `--summaries N`
+times the read of the first N logs' summaries (header and last checkpoint, what the loader reads
+of every log) one after another in this process: µs of one core per log.
 """
 
 from __future__ import annotations
@@ -82,9 +88,13 @@ async def _drive(directory: str, size: tuple[int, int], pages: int, extra_groups
         out["first_screen_s"] = first[1] - t0
         out["preview"] = app.preview
         out["first"] = "preview" if app.preview else "loader process" if app.report is None else "whole run"
+        out["partial"] = app.partial if app.report is None else None
+        judged = asyncio.ensure_future(painted(lambda: (app.judged_at and tl.painted[1] >= app.judged_at)
+                                               or (app.loaded_at and tl.painted[1] >= app.loaded_at)))
         keys = await _keys_while_loading(app, tl)
         out["keys_while_loading_ms"] = [round(t, 1) for t in keys]
         out["full_s"] = (await painted(lambda: app.loaded_at and tl.painted[1] >= app.loaded_at))[1] - t0
+        out["judged_s"] = (await judged)[1] - t0
         out["load_analyse_s"] = app.load_seconds
         out["rows"], out["columns"] = len(app.grid), len(app.grid.columns)
         if extra_groups:
@@ -128,6 +138,46 @@ def _bare(directory: str) -> dict:
     return {"imports_s": imported - t, "bare_s": time.perf_counter() - imported}
 
 
+def _summaries(directory: str, n: int) -> dict:
+    """The loader's read of each log's header and last checkpoint (model/load.py's `_summary`),
+    for the first `n` logs in turn, three times: the best, per log."""
+    from collcheck.inputs.discover import discover
+    from collcheck.model.load import _summary
+
+    paths = discover(directory).logs[:n]
+    best = float("inf")
+    for _ in range(3):
+        t = time.process_time()  # (the CPU this process used: other processes' load left out)
+        for path in paths:
+            _summary(path, True)
+        best = min(best, time.process_time() - t)
+    return {"logs": len(paths), "summary_us": best / len(paths) * 1e6}
+
+
+def _said(res: dict, args) -> str:
+    """The figures in words."""
+    lines = []
+    lines.append(f"{args.ranks} ranks x {args.events} collectives ({res['rows']} rows, {res['columns']} column(s) folded"
+                 f"{', %d unfolded' % res['columns_unfolded'] if 'columns_unfolded' in res else ''}), terminal {args.size}, "
+                 f"{res['cpus']} CPUs")
+    what = (f"preview of the first {res['preview']} collectives per rank" if res["preview"]
+            else "the loader process's first screen" if res["first"] == "loader process" else "the whole run")
+    part = res["partial"]
+    what += f", partial: the first {part['read']:,} of {part['total']:,} logs" if part else ""
+    lines.append(f"  first timeline screen: {res['first_screen_s']:.2f} s from app start ({what})")
+    if part:
+        lines.append(f"  first screen with its verdict: {res['judged_s']:.2f} s from app start")
+    keys = res["keys_while_loading_ms"]
+    if keys:
+        lines.append(f"  arrow key -> painted while the rest is built: median {statistics.median(keys):.1f} ms, "
+                     f"max {max(keys):.1f} ms over {len(keys)} keys")
+    lines.append(f"  whole run loaded, analysed and painted: {res['full_s']:.2f} s from app start "
+                 f"(load + analyse + layout in the worker: {res['load_analyse_s']:.2f} s)")
+    lines.append(f"  page scroll: median {res['scroll_ms_median']:.1f} ms, max {res['scroll_ms_max']:.1f} ms "
+                 f"over {res['scroll_pages']} PageDown presses")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python benchmarks/bench_tui.py", description=__doc__.split("\n")[0])
     p.add_argument("--ranks", type=int, default=1024)
@@ -145,6 +195,8 @@ def main(argv=None) -> int:
                         "`collcheck tui` chooses (auto, the default)")
     p.add_argument("--bare", action="store_true",
                    help="time the app's loading work in this process with no interface, instead of the app")
+    p.add_argument("--summaries", type=int, metavar="N",
+                   help="time the read of the first N logs' summaries instead of the app (µs per log)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     from collcheck.synth import write_clean_run
@@ -155,6 +207,11 @@ def main(argv=None) -> int:
         if not (args.dir and os.path.isdir(tmp) and os.listdir(tmp)):
             write_clean_run(tmp, args.ranks, args.events)
         write_s = time.perf_counter() - t
+        if args.summaries:
+            res = _summaries(tmp, args.summaries)
+            print(json.dumps(res) if args.json else f"{res['logs']} logs' summaries (header and last checkpoint): "
+                  f"{res['summary_us']:.0f} µs of one core per log")
+            return 0
         if args.bare:
             res = _bare(tmp)
             print(json.dumps(res) if args.json else f"{args.ranks} ranks x {args.events} collectives, no interface: "
@@ -168,23 +225,7 @@ def main(argv=None) -> int:
     finally:
         if not args.dir:
             shutil.rmtree(tmp, ignore_errors=True)
-    if args.json:
-        print(json.dumps(res))
-    else:
-        print(f"{args.ranks} ranks x {args.events} collectives ({res['rows']} rows, {res['columns']} column(s) folded"
-              f"{', %d unfolded' % res['columns_unfolded'] if 'columns_unfolded' in res else ''}), terminal {args.size}, "
-              f"{res['cpus']} CPUs")
-        what = (f"preview of the first {res['preview']} collectives per rank" if res["preview"]
-                else "the loader process's first screen" if res["first"] == "loader process" else "the whole run")
-        print(f"  first timeline screen: {res['first_screen_s']:.2f} s from app start ({what})")
-        keys = res["keys_while_loading_ms"]
-        if keys:
-            print(f"  arrow key -> painted while the rest is built: median {statistics.median(keys):.1f} ms, "
-                  f"max {max(keys):.1f} ms over {len(keys)} keys")
-        print(f"  whole run loaded, analysed and painted: {res['full_s']:.2f} s from app start "
-              f"(load + analyse + layout in the worker: {res['load_analyse_s']:.2f} s)")
-        print(f"  page scroll: median {res['scroll_ms_median']:.1f} ms, max {res['scroll_ms_max']:.1f} ms "
-              f"over {res['scroll_pages']} PageDown presses")
+    print(json.dumps(res) if args.json else _said(res, args))
     return 0
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import os
 import stat
+import time
 from dataclasses import dataclass, field
 
 import msgpack
@@ -18,11 +19,13 @@ import msgpack
 from ..base.errors import LogError  # noqa: F401  (raised here; callers name it from this module too)
 from ..base.untrusted import one_line
 from . import format as lf
-from .frames import CRC_BUDGET, READ_ERRORS, malformed, read_frames
+from .frames import CRC_BUDGET, READ_ERRORS, frame_at, malformed, read_frames
 from .records import MAX_WORLD, coll_problem, known_header, problem
 
 MAX_LOG_BYTES = 1 << 31  # a log (its first file and segments together): ~40M collectives, held in memory
 MAX_HEADER = 1 << 20  # bytes read to find a header (a real one is a few hundred)
+HEAD = 1 << 12  # bytes read first to find a header
+SETTLED_NS = 2 * 10**9  # a directory unchanged this long: its listing stands (may_exist)
 
 
 def shown(path: str) -> str:
@@ -59,6 +62,26 @@ def _segments_in(directory: str, mtime_ns: int) -> dict[str, list[str]]:
         if dot and number.isascii() and number.isdigit() and len(number) < 10:
             found.setdefault(base, []).append((int(number), n))
     return {base: [n for _, n in sorted(segs)] for base, segs in found.items()}
+
+
+@functools.lru_cache(maxsize=64)
+def _names_in(directory: str, mtime_ns: int) -> frozenset:
+    return frozenset(os.listdir(directory))
+
+
+def may_exist(path: str) -> bool:
+    """False when `path` is surely not there: not in its directory's listing (one listing for the
+    thousands of logs of a run directory). A directory changed in the last SETTLED_NS may have
+    changed again within its clock's tick, unseen: then the path itself is looked at."""
+    directory, base = os.path.split(path)
+    directory = directory or "."
+    try:
+        mtime = os.stat(directory).st_mtime_ns
+        if time.time_ns() - mtime > SETTLED_NS:
+            return base in _names_in(directory, mtime)
+        return os.path.lexists(path)
+    except OSError:
+        return True  # (not known: the caller looks)
 
 
 def segment_paths(path: str) -> list[str]:
@@ -179,17 +202,54 @@ def parse_header(data: bytes, path: str) -> dict:
     raise LogError(f"{shown(path)}: not a collcheck log (no readable header)")
 
 
-def read_header(path: str) -> dict:
+def read_header(path: str, head: bytes | None = None) -> dict:
     """Only the header (for checking that files belong to one run before reading them): read
-    from the first 4 KiB, or 64 KiB, or 1 MiB for a long one; never the whole file."""
-    for size in (1 << 12, 1 << 16):
-        data = read_prefix(path, size)
+    from the first 4 KiB (`head`: those bytes, read already), or 64 KiB, or 1 MiB for a long one;
+    never the whole file."""
+    for size in (HEAD, 1 << 16):
+        data = read_prefix(path, size) if head is None or size > HEAD else head
         try:
-            return parse_header(data, path)
+            return _header_of(data, path)
         except LogError:
             if len(data) < size:  # (the whole file was read: the error stands)
                 raise
     return parse_header(read_prefix(path, MAX_HEADER), path)
+
+
+def _header_of(data: bytes, path: str) -> dict:
+    """parse_header's header, found at once where a log starts as the writer starts it: a frame
+    that checks at byte 0, of no collective before it, whose first record is a header map."""
+    found = frame_at(data, 0) if data and data[0] == lf.FRAME_MARK else None
+    if found.__class__ is tuple and found[2] == 0:
+        try:
+            first = next(unpacker_for(memoryview(data)[found[0]:found[1]]))
+        except (*READ_ERRORS, StopIteration, msgpack.OutOfData):
+            first = None
+        if first.__class__ is dict and first.get("k") == lf.HEADER:
+            return check_header(first, path)
+    return parse_header(data, path)
+
+
+def read_ends(path: str, tail: int) -> tuple[bytes, bytes, int] | None:
+    """A regular file's first HEAD bytes, its last `tail` bytes and where they start, with one
+    open and one size (what a log's summary reads: its header, its last checkpoint); None when
+    it is no regular file or cannot be read (read_header, reading it again, says why)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # (a device is never opened)
+            return None
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        start = max(0, info.st_size - tail)
+        return os.pread(fd, min(info.st_size, HEAD), 0), os.pread(fd, info.st_size - start, start), start
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _plain_header(data: bytes) -> bool:

@@ -20,6 +20,7 @@ from .frames import frame_at
 from .records import problem
 
 TAIL_READS = (1 << 10, 1 << 14, 1 << 18, 1 << 21)  # bytes read from a log's end to find its last checkpoint
+SHORT = 1 << 8  # the last bytes tried first: a checkpoint of a few groups and the trailer (fewer frames to check)
 MAX_CANDIDATES = 256  # frame marks tried in one tail (bounds the work of a hostile tail)
 
 
@@ -54,10 +55,15 @@ def _frozen(items) -> tuple:
     return tuple(tuple(x) if isinstance(x, list) else x for x in items)
 
 
-def read_tail(path: str) -> Tail | None:
+def read_tail(path: str, end: tuple[bytes, int] | None = None) -> Tail | None:
     """The last checkpoint of a log file (its last segment's) and the records after it, from the
     end of the file; None when the end holds none that can be trusted (no checkpoint, damage, a
-    format 1 log): the log is then read in full."""
+    format 1 log): the log is then read in full. `end`: the file's last bytes and where they
+    start, read already (reader.read_ends): the file is opened only when they are not enough."""
+    if end is not None:
+        tail = _tail_in(end[0], end[1] == 0)
+        if tail is not None or end[1] == 0:
+            return tail if tail is not False else None
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
@@ -65,12 +71,18 @@ def read_tail(path: str) -> Tail | None:
                 start = max(0, size - want)
                 f.seek(start)
                 data = f.read(size - start)
-                tail = _tail_of(data, start == 0)
+                tail = (_tail_in if want == TAIL_READS[0] else _tail_of)(data, start == 0)
                 if tail is not None or start == 0:
                     return tail if tail is not False else None
     except OSError:
         return None
     return None
+
+
+def _tail_in(data: bytes, whole: bool):
+    """_tail_of, tried first on the last SHORT bytes (the usual end: fewer frames to check)."""
+    tail = _tail_of(data[-SHORT:], False) if len(data) > SHORT else None
+    return tail if tail is not None else _tail_of(data, whole)
 
 
 def _tail_of(data: bytes, whole: bool):

@@ -10,7 +10,6 @@ checkpoint at its end (killed before one was written, damaged, capped, format 1)
 
 from __future__ import annotations
 
-import copy
 import functools
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -20,9 +19,9 @@ from ..base.settings import Settings
 from ..base.untrusted import one_line
 from ..inputs.discover import Source, discover
 from ..logfile import format as lf
-from ..logfile.reader import LogError, read_header, segment_paths
+from ..logfile.reader import LogError, read_ends, read_header, segment_paths
 from ..logfile.scan import Scan, in_workers, scan_many
-from ..logfile.tail import Tail, read_tail
+from ..logfile.tail import TAIL_READS, Tail, read_tail
 from .liveness import process_alive
 from .ranks import rank_ranges
 from .run import RankLog, Run, Signature
@@ -129,11 +128,12 @@ def _add(run: Run, log: RankLog, running) -> RankLog:
 
 def _summary(path: str, fold: bool, header: dict | None = None) -> tuple[dict, Tail | None]:
     """A log's header (read unless given), and its last checkpoint when it can stand for the
-    whole log."""
-    header = header if header is not None else read_header(path)
+    whole log; folding, both from one open of the file (its first and last bytes)."""
+    ends = read_ends(path, TAIL_READS[0]) if fold else None
+    header = header if header is not None else read_header(path, ends[0] if ends is not None else None)
     if not fold or header.get("v", 1) < 2 or segment_paths(path):
         return header, None
-    tail = read_tail(path)
+    tail = read_tail(path, ends[1:] if ends is not None else None)
     return header, tail if tail is not None and tail.complete else None
 
 
@@ -163,8 +163,17 @@ READERS = 8
 
 
 def _chunk_summaries(items: list, fold: bool) -> list:
+    """The chunk's summaries, READERS threads each reading every READERS-th log (a task per log
+    would cost the pool about as much as the read)."""
+    def read(k: int) -> list:
+        return [_summary(path, fold, header) for path, header in items[k::READERS]]
+
     with ThreadPoolExecutor(READERS) as pool:
-        return list(pool.map(lambda item: _summary(item[0], fold, item[1]), items))
+        parts = list(pool.map(read, range(READERS)))
+    out = [None] * len(items)
+    for k, part in enumerate(parts):
+        out[k::READERS] = part
+    return out
 
 
 def _kinds(paths: list[str], summaries: list) -> list[list[tuple]]:
@@ -191,7 +200,8 @@ def _scan_like(scan: Scan, path: str, header: dict, tail: Tail) -> Scan:
         elif kind == lf.EXCEPTION and exception is not None:
             message = rec.get("m")
             exception = (exception[0], message if isinstance(message, str) else "", exception[2])
-    own = copy.copy(scan)  # (dataclasses.replace checks every field: thousands of ranks wait on it)
+    own = object.__new__(Scan)  # (dataclasses.replace checks every field, copy.copy reduces: thousands wait)
+    own.__dict__.update(scan.__dict__)
     own.path, own.header, own.errors, own.exception = path, header, errors, exception
     return own
 

@@ -23,7 +23,7 @@ from ..knowledge.frames import USER, owner
 from ..logfile import format as lf
 from ..logfile.decode import LogFile, Tables
 from ..logfile.ops import P2P_OPS, SHAPE_FREE_OPS
-from ..logfile.reader import read_text
+from ..logfile.reader import may_exist, read_text
 from ..logfile.scan import Scan
 from .group_index import GroupIndex
 
@@ -239,7 +239,8 @@ class RankLog:
         self.chain_sites = scan.chain_sites
         self.base_us = h.get("wall_ns", 0) // 1000
         self._by_group: dict[str, object] | None = like.by_group if like is not None else None
-        self.sigterm_dump = read_text(self.path[: -len(lf.LOG_SUFFIX)] + lf.SIGTERM_SUFFIX) or None
+        dump = self.path[: -len(lf.LOG_SUFFIX)] + lf.SIGTERM_SUFFIX
+        self.sigterm_dump = (read_text(dump) or None) if may_exist(dump) else None
 
     def __len__(self) -> int:
         return len(self.sig)
@@ -358,6 +359,8 @@ class RankLog:
     def damage_notes(self) -> list[str]:
         """One line per damaged byte range (the first MAX_DAMAGE_NOTES) and for collectives left
         unreadable by it; a record that does not match the schema says what is wrong with it."""
+        if not self.damage and not self.lost:  # (most logs: thousands of ranks ask)
+            return []
         name = os.path.basename(self.path)
         notes = []
         for start, end, lost in self.damage[:self.MAX_DAMAGE_NOTES]:
@@ -378,7 +381,10 @@ class RankLog:
     @cached_property
     def losses(self) -> list[tuple[int, int | None]]:
         """(event index, collectives missing just before it; None: not known) wherever this log
-        lost collectives: damaged bytes, or records they needed that were damaged."""
+        lost collectives: damaged bytes, or records they needed that were damaged. A rank read
+        from its checkpoint has its kind's columns, and so its losses."""
+        if self.like is not None:
+            return self.like.losses
         out = []
         runs = self.eid_runs
         for (n0, e0), (n1, e1) in zip(runs, runs[1:]):

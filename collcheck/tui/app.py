@@ -60,16 +60,20 @@ class CollcheckApp(Loading, App):
     PREVIEW_BYTES = 32 << 20
     PREVIEW_EVENTS = 300_000
     PREVIEW_MIN = 100  # per rank
+    STREAM = None  # tests: (logs read first, logs from which) for the loader's partial first screen
 
     def __init__(self, target: str | Source, start_view: str = "overview", loader=None,
                  preview_bytes: int | None = None, child: bool | None = None, hold: str | None = None) -> None:
         super().__init__()
         self.child = child  # read in a loader process: None, for a big run read by kinds (loading.py)
-        self.hold = hold  # tests: the loader process waits after its first screen until this path exists
+        self.hold = hold  # tests: the loader process waits after each first screen until this path exists
         self.loader_process = None
         self.loader_died: str | None = None  # the one line said when the loader process died
         self.first: dict | None = None  # the first screen's summary facts, until the run is built here
         self.first_at = 0.0
+        self.partial: dict | None = None  # the first screen's part of the logs ({"read", "total"}), while partial
+        self.judged_at = 0.0  # when a first screen with its verdict came (the benchmark times its paint)
+        self.stage = ""  # the loading's last progress line
         self.preview_bytes = self.PREVIEW_BYTES if preview_bytes is None else preview_bytes
         self.preview = 0  # > 0 while only the first `preview` collectives of each rank are shown
         self._moved_in_preview = False
@@ -139,7 +143,10 @@ class CollcheckApp(Loading, App):
             g = "all groups" if self.group == MERGED else one_line(group_label(r.run, self.group))
         n = facts["findings"]
         f = f"finding {self.finding + 1}/{n}" if self.finding >= 0 else f"{n} findings"
-        if self.preview:
+        if r is None and self.partial is not None:  # (the first logs only: nothing judged yet)
+            verdict = f"pending ({self.partial['read']:,} of {self.partial['total']:,} logs read)"
+            f = "findings pending"
+        elif self.preview:
             verdict, f = "(analysing ...)", f"preview: first {self.preview} collectives per rank"
         else:
             verdict = facts["verdict"].upper()
@@ -150,7 +157,7 @@ class CollcheckApp(Loading, App):
             verdict += f" (SNAPSHOT: rank{'s' if len(running) > 1 else ''} {rank_ranges(running)} still running)"
         # widgets read a str as markup: what holds strings from the logs goes in as Text
         self.query_one("#summary-line", Static).update(Text(
-            f"collcheck  {one_line(facts['name'])}  {facts['ranks']} ranks  "
+            f"collcheck  {one_line(facts['name'])}  {facts['ranks']} {'logs' if r is None and self.partial else 'ranks'}  "
             f"verdict {verdict}  |  {self.view}  |  {g}  |  {f}  |  ? help"))
 
     def watch_view(self, view: str) -> None:
@@ -206,6 +213,8 @@ class CollcheckApp(Loading, App):
         status = g.status(column.rep, row)
         where = g.where(column.rep, row, status)
         text = one_line(f"{column.title}  group {grp} #{k}: {status}{where}")
+        if self.report is None and self.partial is not None:
+            text += f"\n{one_line(self._pending_words())}"
         if self.finding >= 0 and self.report.findings:
             f = self.report.findings[self.finding]
             text += f"\n{one_line(f.title)}: {visible(f.message, MESSAGE_CHARS)}"

@@ -1,10 +1,12 @@
 """The TUI's loader process: a big run is read and analysed away from the interface's GIL.
 
 The process (a fresh interpreter: none of the interface's threads, nothing forked from them) sends
-over a pipe, in this order: progress lines, the first screen (the summary line's facts, the
-overview and wait-for panes, the timelines' first page), then what the interface needs to build
-the rest without reading every log's end again (each log's header and last checkpoint, in parts),
-then "done"; or one "error" line (the run cannot be read: the command's one line and exit 2).
+over a pipe, in this order: progress lines; for a big run, a partial first screen (the timelines'
+first page of the first FIRST_LOGS logs, unjudged: no verdict, no cell saying whether ranks agree)
+as soon as those are read; the first screen (the summary line's facts, the overview and wait-for
+panes, the timelines' first page), then what the interface needs to build the rest without
+reading every log's end again (each log's header and last checkpoint, in parts), then "done"; or
+one "error" line (the run cannot be read: the command's one line and exit 2).
 
 Only plain data crosses (logfile/wire.py: msgpack of builtins, never pickle), so nothing from the
 logs can run code on either side. The process writes nothing to the terminal (its stderr goes
@@ -19,8 +21,10 @@ from ..logfile import wire
 
 __all__ = ["LoaderDied", "LoaderProcess", "known_summaries", "main", "plain_summaries", "serve"]
 
-HOLD_S = 60  # the longest a test's hold keeps the process after the first screen
+HOLD_S = 60  # the longest a test's hold keeps the process after a first screen
 SUMMARIES = 1024  # logs' summaries per message
+FIRST_LOGS = 256  # logs read for the partial first screen: the first ranks, more than a screen's columns
+STREAM_FROM = 4 * FIRST_LOGS  # logs from which the partial first screen is sent before the whole run's
 
 
 class LoaderDied(Exception):
@@ -40,12 +44,12 @@ class LoaderProcess:
     path): it shares nothing with the interface, its threads or its terminal. The source goes to
     its stdin, the messages come back on its stdout (logfile/wire.py)."""
 
-    def __init__(self, source, hold: str | None = None):
+    def __init__(self, source, hold: str | None = None, stream: tuple | None = None):
         import subprocess
         import sys
 
         spec = {"kind": source.kind, "path": source.path, "found": list(source.found), "logs": list(source.logs),
-                "headers": source.headers, "hold": hold}
+                "headers": source.headers, "hold": hold, "stream": list(stream) if stream else None}
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])}
         self.process = subprocess.Popen([sys.executable, "-m", "collcheck.tui.loader"], stdin=subprocess.PIPE,
@@ -181,7 +185,11 @@ def _serve(spec: dict, conn) -> None:
     progress.use(_Sent(conn))
     conn.send("progress", f"reading the logs of {one_line(source.path or '')} ...")
     known: dict = {}
-    run = load_run(source, known=known)  # (before the analysis is imported: a bad run is said sooner)
+    first_logs, stream_from = spec.get("stream") or (FIRST_LOGS, STREAM_FROM)
+    if len(source.logs) >= stream_from:
+        _send_partial(source, conn, known, int(first_logs))
+        _hold(spec.get("hold"))
+    run = load_run(source, known=known)  # (unstreamed, before the analysis is imported: a bad run said sooner)
     conn.send("progress", f"analysing {len(run.ranks)} ranks ...")
     conn.send("first", _first_screen(run))
     _hold(spec.get("hold"))
@@ -206,6 +214,32 @@ def _first_screen(run) -> dict:
     marks, culprits = navigation.marks(report, grid, -1)
     return {"facts": summary_facts(report), "overview": to_plain(panes.overview(report)),
             "waitfor": to_plain(panes.waitfor(report)), "page": first_page(report, grid, marks, culprits)}
+
+
+def _send_partial(source, conn, known: dict, first_logs: int = FIRST_LOGS) -> None:
+    """The partial first screen: the first `first_logs` logs loaded and laid out (their summaries
+    kept in `known`, not read again), sent unjudged with no verdict: the others may disagree."""
+    from ..analysis.diff import analyse
+    from ..inputs.discover import Source
+    from ..logfile.reader import LogError
+    from ..model import load_run
+    from . import navigation
+    from .grid import Grid
+    from .page import first_page
+
+    paths = source.logs
+    part = Source(source.kind, source.path, list(source.found))
+    part._logs, part.headers = paths[:first_logs], source.headers[:first_logs] if source.headers else None
+    try:
+        report = analyse(load_run(part, known=known))
+    except LogError:
+        return  # (the whole run's load says it)
+    group = navigation.default_group(report, navigation.MERGED)
+    grid = Grid(report, None if group == navigation.MERGED else group)
+    facts = {"name": os.path.basename(os.path.normpath(report.run.directory)), "ranks": len(paths),
+             "verdict": None, "findings": None, "running": []}
+    conn.send("first", {"partial": {"read": len(part.logs), "total": len(paths)}, "facts": facts,
+                        "page": first_page(report, grid, {}, {}, judged=False)})
 
 
 def _hold(path: str | None) -> None:

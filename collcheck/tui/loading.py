@@ -93,7 +93,7 @@ class Loading:
     def _from_child(self):
         """Run the loader process: its progress and first screen posted as they come; the logs'
         summaries it read (load_run's `known`), or False when it failed or died (posted)."""
-        child = self.loader_process = LoaderProcess(self.source, self.hold)
+        child = self.loader_process = LoaderProcess(self.source, self.hold, self.STREAM)
         known = None
         from ..analysis.diff import analyse  # noqa: F401 - imported while the process reads, not after:
         from ..model import load_run  # noqa: F401 - an import would hold the interface's keys then
@@ -142,25 +142,46 @@ class Loading:
 
     def on_first_screen(self, message: FirstScreen) -> None:
         """The loader process's first screen: panes and the timelines' first page, until the run
-        is built here."""
+        is built here. A partial one (the first logs only) comes first for a big run: no verdict,
+        no findings, the panes say what is still read; the whole run's first screen replaces it
+        (the cursor kept where the rows allow)."""
         if self.report is not None:  # (a preview, or the whole run, is shown already)
             return
         data = message.payload
-        self.first = data["facts"]
-        self.first_at = time.perf_counter()  # the benchmark times the paint after this
+        again = self.first is not None
+        self.first, self.partial = data["facts"], data.get("partial")
+        self.first_at = self.first_at or time.perf_counter()  # the benchmark times the paint after this
+        if self.partial is None:
+            self.judged_at = time.perf_counter()  # (and after this: the first screen with its verdict)
         self._show_views()
-        self.query_one("#overview-text", Static).update(from_plain(data["overview"]))
-        self.query_one("#waitfor-text", Static).update(from_plain(data["waitfor"]))
+        if self.partial is None:
+            self.query_one("#overview-text", Static).update(from_plain(data["overview"]))
+            self.query_one("#waitfor-text", Static).update(from_plain(data["waitfor"]))
+        else:
+            for pane in ("#overview-text", "#waitfor-text"):
+                self.query_one(pane, Static).update(Text(self._pending_words()))
         grid = PageGrid(data["page"])
         self.group = grid.group if grid.group is not None else MERGED
         self.grid = grid
         tl = self.query_one(Timeline)
-        tl.set_grid(grid, grid.marks, grid.culprits, 0, 0)
+        row, col = (min(tl.cursor_row, max(len(grid) - 1, 0)), min(tl.cursor_col, max(len(grid.columns) - 1, 0))) \
+            if again else (0, 0)
+        tl.set_grid(grid, grid.marks, grid.culprits, row, col)
         self._summary()
         self.query_one("#status-line", Static).update(Text(
-            f"the first {len(grid)} of {grid.total_rows} rows; building the whole run here ..."))
-        self.view = self.start_view
-        tl.focus()
+            f"the first {len(grid)} of {grid.total_rows} rows; {self._pending_words()}"))
+        if not again:
+            self.view = self.start_view
+            tl.focus()
+
+    def _pending_words(self) -> str:
+        """What is still being done while a first screen is shown, in words."""
+        part = self.partial
+        if part is None:
+            return "building the whole run here ..."
+        return (f"the first {part['read']:,} of {part['total']:,} logs are read, the others are being read "
+                f"({one_line(self.stage)}); the verdict and the findings are pending, cells say what each rank "
+                "issued, not yet whether the ranks agree")
 
     def on_previewed(self, message: Previewed) -> None:
         if self.report is not None:  # the full load won the race
@@ -186,7 +207,12 @@ class Loading:
         return bool(self.preview) or self.report is None
 
     def on_load_progress(self, message: LoadProgress) -> None:
+        self.stage = message.stage
         self.query_one("#loading-stage", Label).update(Text(one_line(message.stage)))  # names a path: data
+        if self.report is None and self.partial is not None:  # (how many logs are still read, said)
+            for pane in ("#overview-text", "#waitfor-text"):
+                self.query_one(pane, Static).update(Text(self._pending_words()))
+            self._refresh_side()
 
     def on_load_failed(self, message: LoadFailed) -> None:
         self.error = message.error

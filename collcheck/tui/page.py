@@ -12,14 +12,21 @@ from ..model import group_label
 from .cells import cell_options, fit
 from .grid import QUIET, Column
 
-__all__ = ["ROWS", "COLUMNS", "first_page", "PageGrid"]
+__all__ = ["COLUMNS", "ROWS", "PageGrid", "first_page"]
 
 ROWS = 256  # the first rows sent: more than a terminal shows
 COLUMNS = 32  # the first folded columns sent: at MIN_COL_W, more than a terminal shows
 
 
-def first_page(report, grid, marks: dict, culprits: dict, rows: int = ROWS, columns: int = COLUMNS) -> dict:
-    """The grid's first `rows` x `columns` cells, its marks and culprits there, as builtins."""
+JUDGED = {"matched": "issued", "mismatched": "issued", "extra": "issued", "missing": "not issued"}  # (unjudged)
+
+
+def first_page(report, grid, marks: dict, culprits: dict, rows: int = ROWS, columns: int = COLUMNS,
+               judged: bool = True) -> dict:
+    """The grid's first `rows` x `columns` cells, its marks and culprits there, as builtins.
+
+    `judged` False (a part of the run's logs): no cell says whether ranks agree (matched,
+    mismatched, extra, missing), only what each rank's own log says: the rest may disagree."""
     shown = grid.columns[:columns]
     n = min(len(grid), rows)
     page_rows = []
@@ -28,6 +35,7 @@ def first_page(report, grid, marks: dict, culprits: dict, rows: int = ROWS, colu
         cells = []
         for col in shown:
             status = grid.status(col.rep, row)
+            status = status if judged else JUDGED.get(status, status)
             rep = grid.folds[col.fold][0]  # (ranks of one fold have identical signatures here)
             ev = grid.event(rep, row) if status not in QUIET else None
             cells.append([status, cell_options(ev, status), f" at {ev.where()}" if ev is not None else ""])

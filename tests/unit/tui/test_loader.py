@@ -185,3 +185,64 @@ def test_quitting_while_the_loader_process_works_ends_it_and_says_no_death(hang_
     asyncio.run(main())
     assert app.loader_process.process.poll() is not None  # ended with the app, not left holding
     assert app.loader_died is None and app.error is None
+
+
+JUDGED = {"matched", "mismatched", "missing", "extra"}  # what a cell says only when ranks are compared
+
+
+def test_a_big_run_streams_a_partial_first_screen_then_the_same_first_screen_as_before(hang_dir, monkeypatch):
+    """From STREAM_FROM logs the first FIRST_LOGS are read, laid out and sent before the others
+    are read: no verdict, no findings, no cell judging ranks against each other, and it says how
+    many logs it stands for; then the first screen, the summaries and "done", exactly as a run
+    not streamed sends them."""
+    unstreamed = _serve(hang_dir)
+    monkeypatch.setattr(loader, "FIRST_LOGS", 6)
+    monkeypatch.setattr(loader, "STREAM_FROM", 8)
+    messages = _serve(hang_dir)
+    kinds = [k for k, _ in messages]
+    assert kinds.count("first") == 2 and kinds[-3:] == ["first", "summaries", "done"]
+    partial = messages[kinds.index("first")][1]
+    assert partial["partial"] == {"read": 6, "total": 8}
+    assert partial["facts"]["verdict"] is None and partial["facts"]["findings"] is None
+    assert "overview" not in partial and "waitfor" not in partial  # (the panes say it is pending)
+    page = PageGrid(partial["page"])
+    assert [c.title for c in page.columns] == ["ranks 0-4", f"rank {HANG_RANK}"] and not page.marks
+    statuses = {page.status(c.rep, row) for row in range(len(page)) for c in page.columns}
+    assert not statuses & JUDGED and {"issued", "pending"} <= statuses
+    # what the rest says: as if it had not been streamed (the summaries of the same logs)
+    assert [m for m in messages if m[0] != "progress"][1:] == [m for m in unstreamed if m[0] != "progress"]
+    full = PageGrid(messages[-3][1]["page"])
+    assert "missing" in {full.status(c.rep, row) for row in range(len(full)) for c in full.columns}
+
+
+def test_the_partial_first_screen_says_what_is_pending_and_is_replaced(hang_dir, tmp_path):
+    """A real loader process streaming (6 of 8 logs first), held after its partial first screen:
+    the summary line and the panes say how many logs are read and that the verdict is pending,
+    no cell says matched; once released, the first screen and then the run built here are the
+    ones an app not streaming shows, the cursor kept where it was."""
+    go = tmp_path / "go"
+    app = CollcheckApp(hang_dir, child=True, hold=str(go))
+    app.STREAM = (6, 8)
+
+    async def main():
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_first(pilot, app)
+            assert app.partial == {"read": 6, "total": 8} and app.report is None and not app.judged_at
+            await pilot.press("t")
+            summary = plain(app, "#summary-line")
+            assert "verdict pending (6 of 8 logs read)" in summary and "findings pending" in summary
+            assert "HANG" not in summary and "CLEAN" not in summary
+            assert "the first 6 of 8 logs are read" in plain(app, "#overview-text")
+            assert "verdict" in plain(app, "#status-line") and "pending" in plain(app, "#status-line")
+            tl = app.query_one(Timeline)
+            lines = [tl.render_line(y).text for y in range(12)]
+            assert not any("✓" in line or "✗" in line for line in lines) and "ranks 0-4" in lines[0]
+            await pilot.press("down", "down")
+            go.touch()
+            await wait_loaded(pilot, app)
+            assert app.judged_at and "verdict HANG" in plain(app, "#summary-line")
+            assert tl.cursor_row == 2
+            assert [c.title for c in app.grid.columns] == ["ranks 0-4,6-7", f"rank {HANG_RANK}"]
+
+    asyncio.run(main())
+    assert app.error is None and app.loader_died is None
