@@ -209,3 +209,13 @@ def test_bench_cpu_counts_every_variant():
     assert res["python"]["paths"] == ["python"] and res["plain"]["paths"] == []
     assert res["compiled"]["paths"] in (["compiled"], ["python"])  # compiled when built here
     assert all(res[v]["cpu_us"] > 0 and res[v]["wall_us"] > 0 for v in ("plain", "compiled", "python"))
+
+
+@pytest.mark.timeout(120)
+def test_bench_read_reads_a_log_with_both_loops_to_the_same_scan(tmp_path):
+    proc = subprocess.run([sys.executable, bench("bench_read"), "--events", "3000", "--dir", str(tmp_path), "--repeat", "1"],
+                          capture_output=True, text=True, timeout=100)
+    if proc.returncode == 1 and "no compiled loop" in proc.stdout:
+        pytest.skip(proc.stdout.strip())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "scans equal: True" in proc.stdout and "python / compiled" in proc.stdout, proc.stdout
