@@ -118,15 +118,27 @@ def test_records_before_a_collective_in_its_frame_read_the_same(clean, data):
     collectives: completions, groups, strings) in a collective's frame before it, as the recorder
     writes what waited for the next collective."""
     frames = frames_of(clean)
-    every = data.draw(st.sampled_from([1, 2, 7]))
+    every = data.draw(st.sampled_from([3, 10, 40]))
     for n, (recs, _) in enumerate(frames):
         if n % every == 0 and recs and recs[-1].get("k") == "C":
-            recs[:0] = data.draw(st.lists(side, min_size=1, max_size=2))
+            recs[:0] = data.draw(st.lists(side, min_size=1, max_size=2)) if n % (every * 4) == 0 else [
+                {"k": "O", "ts": 1, "o": 0}]
     try:
         log = pack(frames)
     except (OverflowError, ValueError, TypeError):
         return
     assert_same(log, times=True)
+
+
+def test_completions_and_errors_before_a_collective_in_its_frame_read_the_same(clean):
+    """A D record (the previous collective's completion, or its error) before a collective whose
+    own completions name the same event: the first completion read gives its time."""
+    frames = frames_of(clean)
+    for n, (recs, eid) in enumerate(frames):
+        if recs and recs[-1].get("k") == "C" and eid > 0 and n % 3 == 0:
+            done = {"k": "D", "i": eid - 1, "r": recs[-1]["ts"] - 7, "c": recs[-1]["ts"] - 5}
+            recs.insert(0, done if n % 2 else {**done, "e": "RuntimeError: peer lost"})
+    assert_same(pack(frames), times=True)
 
 
 @settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
