@@ -6,6 +6,10 @@ completed, those that raised. Ranks whose checkpoints and endings are the same a
 one of them is read in full, the others share its columns (`RankLog.like`) and keep what is
 their own (header, path, error texts, exception message). A rank whose log has no usable
 checkpoint at its end (killed before one was written, damaged, capped, format 1) is read in full.
+
+A log whose header says `tail` holds only its header and its last checkpoint (live mode's answer
+of a rank whose kind another rank sent whole: capture/live/share.py): it is read as a rank of its
+kind, never in full; without a log of its kind read in full it is left out, and the run says so.
 """
 
 from __future__ import annotations
@@ -56,6 +60,8 @@ def _load_run(target: str | list[str] | Source, workers: int | None, preview: in
         workers = Settings.from_env().check("COLLCHECK_WORKERS").workers or (os.cpu_count() or 1)
     fold = preview is None and len(paths) >= FOLD_FROM
     summaries = _summaries(paths, workers, fold, source.headers, known)
+    if preview is None and not fold and any(h.get("tail") for h, _ in summaries):  # (ends of logs: by kinds)
+        summaries = [s if s[1] is not None else _summary(p, True, s[0]) for p, s in zip(paths, summaries)]
     headers = [h for h, _ in summaries]
     kept = _same_run(paths, headers)
     if len(kept) < len(paths):
@@ -66,7 +72,10 @@ def _load_run(target: str | list[str] | Source, workers: int | None, preview: in
     # converted Flight Recorder dumps: what they could not support (each note once)
     run.warnings += dict.fromkeys(n for h in headers for n in h.get("notes", ()) if isinstance(n, str))
     run.unchecked += dict.fromkeys(n for h in headers for n in h.get("unchecked", ()) if isinstance(n, str))
-    kinds = _kinds(paths, summaries)
+    kinds, unread = _kinds(paths, summaries)
+    if unread:
+        run.unchecked.append(f"rank(s) {rank_ranges(unread)}: only the end of the log came (its checkpoint), and no "
+                             "log of the same kind came whole: not read")
     read = [members[0][0] for members in kinds]
     for scan, members in zip(scan_many(read, workers, preview, times), kinds):
         sig_map = [run.sig_id(Signature(*t)) for t in scan.signatures]
@@ -74,7 +83,7 @@ def _load_run(target: str | list[str] | Source, workers: int | None, preview: in
         for path, header, tail in members[1:]:
             _add(run, RankLog(run, _scan_like(scan, path, header, tail), sig_map, like=first), running)
     run.world = headers[0]["world"]
-    missing = sorted(set(range(run.world)) - set(run.ranks))
+    missing = sorted(set(range(run.world)) - set(run.ranks) - set(unread))  # (those said above)
     if missing:
         run.unchecked.append(
             f"no Flight Recorder dump for rank(s) {rank_ranges(missing)} (a process killed before it could dump, "
@@ -167,14 +176,23 @@ def _chunk_summaries(items: list, fold: bool) -> list:
         return list(pool.map(lambda item: _summary(item[0], fold, item[1]), items))
 
 
-def _kinds(paths: list[str], summaries: list) -> list[list[tuple]]:
+def _kinds(paths: list[str], summaries: list) -> tuple[list[list[tuple]], list[int]]:
     """The logs grouped by kind, each group [(path, header, tail), ...] with the one read in full
-    first; a log without a usable checkpoint is a kind of its own."""
+    first; a log without a usable checkpoint is a kind of its own. And the ranks of the logs
+    that hold only their end (`tail`) with no log of their kind to read in full: left out."""
     kinds: dict[object, list] = {}
     for n, (path, (header, tail)) in enumerate(zip(paths, summaries)):
-        key = (tail.key(), header.get("restart", 0), header.get("backend")) if tail is not None else n
+        key = (tail.key(), header.get("restart", 0), header.get("backend"), header.get("seg", 0)) \
+            if tail is not None else n
         kinds.setdefault(key, []).append((path, header, tail))
-    return list(kinds.values())
+    out, unread = [], []
+    for members in kinds.values():
+        members.sort(key=lambda m: bool(m[1].get("tail")))  # (stable: a whole log first)
+        if members[0][1].get("tail"):
+            unread += [m[1]["rank"] for m in members]
+        else:
+            out.append(members)
+    return out, sorted(unread)
 
 
 def _scan_like(scan: Scan, path: str, header: dict, tail: Tail) -> Scan:
