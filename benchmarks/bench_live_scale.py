@@ -41,11 +41,13 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from collcheck.base.settings import Settings  # noqa: E402
+from collcheck.capture.engine_python import PythonEngine  # noqa: E402
 from collcheck.capture.live import publisher as live  # noqa: E402
 from collcheck.capture.live.checker import KEYS_PER_REQUEST, Checker  # noqa: E402
 from collcheck.capture.live.tables import RING, LiveTables, signature  # noqa: E402
-from collcheck.capture.engine_python import PythonEngine  # noqa: E402
 from collcheck.logfile.format import seq_key  # noqa: E402
+from collcheck.logfile.reader import read_header  # noqa: E402
+from collcheck.logfile.tail import read_tail  # noqa: E402
 from collcheck.synth import Fault, Op, Program, rank_events, write_run  # noqa: E402
 from collcheck.synth.program import SUM  # noqa: E402
 
@@ -79,17 +81,22 @@ def signatures(prog: Program, fault: Fault) -> tuple[list[int], list[int]]:
 
 class SimLog:
     """What live mode's answer to the checker (capture/live/share.py) reads of a LogWriter: the
-    rank's log, which collcheck.synth wrote whole before the run."""
+    rank's log, which collcheck.synth wrote whole before the run, ending with the checkpoint the
+    recorder writes at the request (Recorder.write_checkpoint: here read back, not written)."""
 
-    def __init__(self, path: str, world: int):
-        self.lock, self.path, self.closed = threading.Lock(), path, False
-        self.header = {"world": world, "restart": 0}
+    def __init__(self, path: str):
+        self.lock, self.path, self.closed, self.stopped, self.segment = threading.Lock(), path, False, None, 0
+        self.header = read_header(path)
+        self.checkpoint: dict | None = None
 
     def write(self) -> None:
         pass  # (nothing queued)
 
     def parts(self) -> list[tuple[str, int, int]]:
         return [(self.path, 0, os.path.getsize(self.path))]
+
+    def colls_written(self) -> int:
+        return self.checkpoint["n"]
 
 
 class SimRank:
@@ -99,7 +106,7 @@ class SimRank:
 
     def __init__(self, rank: int, world: int, sigs: list[int], slot: int, log: str):
         self.rank, self.sigs, self.slot = rank, sigs, slot
-        self.writer = SimLog(log, world)
+        self.writer = SimLog(log)
         self.active, self.failed, self.in_call = True, False, None
         self.live = LiveTables(PythonEngine())
         self.live.set_members(0, list(range(world)))
@@ -116,6 +123,12 @@ class SimRank:
 
     def drain_completions(self) -> None:
         pass
+
+    def write_checkpoint(self, why: str) -> dict:
+        """The checkpoint at the end of the log synth wrote (the recorder writes one there now)."""
+        if self.writer.checkpoint is None:
+            self.writer.checkpoint = read_tail(self.writer.path).checkpoint
+        return self.writer.checkpoint
 
     def inflight_items(self) -> list:
         return []
@@ -333,7 +346,7 @@ def simulate(world: int, processes: int = 4, interval: float = 0.5, rate: float 
     was_off = live.OFF.is_set()
     with tempfile.TemporaryDirectory(prefix="collcheck-live-scale-") as run_dir:
         started = time.perf_counter()
-        write_run(run_dir, prog, [fault], done=True, trailer=False)  # the running job's logs
+        write_run(run_dir, prog, [fault], done=True, trailer=False, checkpoint="share")  # the running job's logs
         logs_s = time.perf_counter() - started
         job = Job(world, min(processes, world), interval, rate, run_dir, timeout_s)
         job.run(signatures(prog, fault), culprit, slot, steady_s, idle_reads)

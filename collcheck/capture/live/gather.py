@@ -34,6 +34,7 @@ from .keys import (
     answer_keys,
     arrival_keys,
     final_keys,
+    kind_key,
 )
 from .share import CHUNK, LOG_CAP, REQUEST_BUDGET, cap
 
@@ -41,6 +42,7 @@ MAX_MANIFEST = 1 << 16  # bytes of a manifest (a real one: about 100, plus 10 a 
 MAX_PARTS = 1 << 12  # segments listed in one
 MAX_STORED = CHUNK + CHUNK // 8 + (1 << 16)  # a compressed chunk at most (zlib grows incompressible data by ~0.03%)
 MAX_RESTART = 1 << 20
+HEX = frozenset("0123456789abcdef")
 POLL_S = 0.05
 LOOK_S = 0.5  # while no answer comes, the logs left by the ranks not in yet are looked for this often
 OWN_AFTER_S = 0.3  # the checking rank answers no sooner: a collective's completion reaches its log in 0.2 s
@@ -62,13 +64,16 @@ class Snapshot:
     late: list[int] = field(default_factory=list)
     seen: int = 0  # the answers' arrival slots read (keys.arrival_keys)
     taken: list[tuple[int, int]] = field(default_factory=list)  # (rank, chunks) of each answer read
+    kinds: set[str] = field(default_factory=set)  # the kinds' digests the whole logs named (share.py)
 
     def forget(self, store, world: int) -> None:
         """Delete the request's keys: the answers read, those that came too late (past `seen`),
-        the arrival counter and slots (after the report: off the way to it)."""
+        the kinds' counters, the arrival counter and slots (after the report: off the way to it)."""
         for rank, chunks in self.taken:
             _delete(store, *answer_keys(self.request, rank), chunks)
-        self.taken = []
+        for digest in self.kinds:
+            store.delete_key(kind_key(self.request, digest))
+        self.taken, self.kinds = [], set()
         _forget_arrivals(store, self.request, self.seen, world)
 
     def remove(self) -> None:
@@ -174,6 +179,8 @@ def _keep(store, request: int, found: dict, restart: int, most: int, snap: Snaps
             snap.taken.append((rank, m["chunks"] if m is not None else 0))
         if m is None:
             continue
+        if answered and m["kind"] is not None:
+            snap.kinds.add(m["kind"])
         if not answered and m["restart"] != restart:
             stale.add(rank)  # (a log of an earlier restart of the job)
         elif not answered and m["gen"] is None:
@@ -191,7 +198,7 @@ def _keep(store, request: int, found: dict, restart: int, most: int, snap: Snaps
             except BadManifest as why:
                 snap.notes.append(_refused(rank, why))
                 continue
-            if m["size"] < m["log"]:
+            if m["size"] < m["log"] and not m["tail"]:  # (a log's end: a rank of a kind another sent whole)
                 first, last = m["parts"][0][0], m["parts"][-1][0]
                 snap.notes.append(f"rank {rank}: its log is {_mib(m['log'])}, over the {_mib(most)} a rank sends: "
                                   f"its newest {_mib(m['size'])} in the snapshot (segments {first}-{last})")
@@ -248,14 +255,17 @@ def manifest(raw: bytes, rank: int, most: int) -> dict:
     if chunks != -(-size // CHUNK) or m.get("rank") != rank:
         raise BadManifest("sizes that do not add up")
     digest = m.get("hash")
-    if not isinstance(digest, str) or len(digest) != 32 or not all(c in "0123456789abcdef" for c in digest):
+    if not isinstance(digest, str) or len(digest) != 32 or not all(c in HEX for c in digest):
         raise BadManifest("no hash")
     parts = m.get("parts")
     if not isinstance(parts, list) or any(not isinstance(p, list) or len(p) != 2 or any(
             x.__class__ is not int or x < 0 for x in p) for p in parts) or sum(p[1] for p in parts) != size:
         raise BadManifest("parts that do not add up")
+    kind = m.get("kind")
+    if kind is not None and (not isinstance(kind, str) or len(kind) != 32 or not all(c in HEX for c in kind)):
+        raise BadManifest("a kind that is not a digest")
     return {"size": size, "chunks": chunks, "hash": digest, "parts": parts, "log": number("log", 1 << 62),
-            "restart": number("restart", MAX_RESTART),
+            "restart": number("restart", MAX_RESTART), "tail": m.get("tail") == 1, "kind": kind,
             "gen": m.get("gen") if m.get("gen").__class__ is int and 0 <= m.get("gen") < 1 << 63 else None}
 
 
@@ -307,9 +317,12 @@ def _forget_arrivals(store, request: int, seen: int, world: int) -> None:
             key, prefix = answer_keys(request, int(value))
             if store.check([key]):
                 try:
-                    chunks = manifest(store.get(key), int(value), LOG_CAP)["chunks"]
+                    m = manifest(store.get(key), int(value), LOG_CAP)
                 except BadManifest:
-                    chunks = 0
+                    m = {"chunks": 0, "kind": None}
+                chunks = m["chunks"]
+                if m["kind"] is not None:
+                    store.delete_key(kind_key(request, m["kind"]))
                 _delete(store, key, prefix, chunks)
     for i in range(1, count + 1):
         store.delete_key(arrival_keys(request, i)[1])
