@@ -10,6 +10,11 @@ decompresses to CHUNK bytes at most; what is written must hash to what its manif
 rank counts as missing. Files are created new (O_EXCL, never through a link) in a folder made by
 mkdtemp (mode 0700), removed after the report. A rank that did not answer in time is missing
 from the snapshot, and the report says so (`Snapshot.notes`).
+
+The ranks that sent only their log's end (share.py: a rank of a kind another sent whole) are no
+files of their own: their ends go into one file of the folder (ENDS_FILE: msgpack {"v": 1,
+"ends": [[rank, bytes], ...]}), which the judge hands to load_run (`ends`) as it reads it back
+(`read_ends`): thousands of them cost one file, not thousands.
 """
 
 from __future__ import annotations
@@ -36,9 +41,10 @@ from .keys import (
     final_keys,
     kind_key,
 )
-from .share import CHUNK, LOG_CAP, REQUEST_BUDGET, cap
+from .share import CHUNK, LOG_CAP, MAX_END, REQUEST_BUDGET, cap
 
-MAX_MANIFEST = 1 << 16  # bytes of a manifest (a real one: about 100, plus 10 a segment)
+MAX_MANIFEST = (1 << 16) + MAX_END  # bytes of a manifest (a real one: about 100, plus 10 a segment, or a log's end)
+ENDS_FILE = "ends.bin"  # the logs' ends, in the snapshot's folder (no log's name: not read as one)
 MAX_PARTS = 1 << 12  # segments listed in one
 MAX_STORED = CHUNK + CHUNK // 8 + (1 << 16)  # a compressed chunk at most (zlib grows incompressible data by ~0.03%)
 MAX_RESTART = 1 << 20
@@ -65,6 +71,8 @@ class Snapshot:
     seen: int = 0  # the answers' arrival slots read (keys.arrival_keys)
     taken: list[tuple[int, int]] = field(default_factory=list)  # (rank, chunks) of each answer read
     kinds: set[str] = field(default_factory=set)  # the kinds' digests the whole logs named (share.py)
+    ends: dict[int, bytes] = field(default_factory=dict)  # rank -> the end of its log, when it sent that
+    ends_file: str | None = None  # where they are (ENDS_FILE), once written
 
     def forget(self, store, world: int) -> None:
         """Delete the request's keys: the answers read, those that came too late (past `seen`),
@@ -127,6 +135,8 @@ def gather(store, request: int, world: int, restart: int, wait_s: float, ended=(
                 break
             time.sleep(POLL_S)
         store.set(REQUEST_KEY, NO_REQUEST)  # (not deleted: a publisher that saw it set reads it without waiting)
+        if snap.ends:
+            snap.ends_file = _write_ends(snap)
     except BaseException:
         snap.remove()
         raise
@@ -181,7 +191,12 @@ def _keep(store, request: int, found: dict, restart: int, most: int, snap: Snaps
             continue
         if answered and m["kind"] is not None:
             snap.kinds.add(m["kind"])
-        if not answered and m["restart"] != restart:
+        if m["tail"] is not None:  # (only an answer's: a left log is whole)
+            if answered:
+                snap.ends[rank] = m["tail"]
+            else:
+                snap.notes.append(_refused(rank, "a left log that is only its end"))
+        elif not answered and m["restart"] != restart:
             stale.add(rank)  # (a log of an earlier restart of the job)
         elif not answered and m["gen"] is None:
             snap.notes.append(_refused(rank, "no generation"))
@@ -238,7 +253,7 @@ def manifest(raw: bytes, rank: int, most: int) -> dict:
     if not isinstance(raw, bytes) or len(raw) > MAX_MANIFEST:
         raise BadManifest("a manifest too large")
     try:
-        m = msgpack.unpackb(raw, raw=False, strict_map_key=False, max_str_len=MAX_MANIFEST, max_bin_len=0,
+        m = msgpack.unpackb(raw, raw=False, strict_map_key=False, max_str_len=MAX_MANIFEST, max_bin_len=MAX_END,
                             max_array_len=MAX_PARTS, max_map_len=64)
     except Exception:
         raise BadManifest("not a manifest") from None
@@ -250,6 +265,13 @@ def manifest(raw: bytes, rank: int, most: int) -> dict:
         if v.__class__ is not int or not 0 <= v <= top:
             raise BadManifest(f"{name} out of range")
         return v
+
+    tail = m.get("tail")
+    if tail is not None:  # the end of the log, in the manifest (share.py)
+        if tail.__class__ is not bytes or not tail or m.get("rank") != rank:
+            raise BadManifest("an end of a log that is not one")
+        return {"tail": tail, "size": len(tail), "chunks": 0, "hash": None, "parts": [], "log": number("log", 1 << 62),
+                "restart": number("restart", MAX_RESTART), "kind": None, "gen": None}
 
     size, chunks = number("size", most), number("chunks", most // CHUNK + 1)
     if chunks != -(-size // CHUNK) or m.get("rank") != rank:
@@ -265,7 +287,7 @@ def manifest(raw: bytes, rank: int, most: int) -> dict:
     if kind is not None and (not isinstance(kind, str) or len(kind) != 32 or not all(c in HEX for c in kind)):
         raise BadManifest("a kind that is not a digest")
     return {"size": size, "chunks": chunks, "hash": digest, "parts": parts, "log": number("log", 1 << 62),
-            "restart": number("restart", MAX_RESTART), "tail": m.get("tail") == 1, "kind": kind,
+            "restart": number("restart", MAX_RESTART), "tail": None, "kind": kind,
             "gen": m.get("gen") if m.get("gen").__class__ is int and 0 <= m.get("gen") < 1 << 63 else None}
 
 
@@ -297,6 +319,32 @@ def _write(m: dict, chunks: list, path: str) -> None:
         os.unlink(path)
         raise
     os.close(fd)
+
+
+def _write_ends(snap: Snapshot) -> str:
+    """The ends the ranks sent, into ENDS_FILE of the snapshot's folder (new, never through a link)."""
+    path = os.path.join(snap.folder, ENDS_FILE)
+    data = memoryview(msgpack.packb({"v": 1, "ends": sorted(snap.ends.items())}))
+    fd = os.open(path, WRITE, 0o600)
+    try:
+        while data:
+            data = data[os.write(fd, data):]
+    finally:
+        os.close(fd)
+    return path
+
+
+def read_ends(path: str, world: int) -> dict[int, bytes]:
+    """ENDS_FILE read back (the judge): rank -> the end of its log, ranks below `world`, each
+    MAX_END bytes at most; ValueError when it is not such a file."""
+    with open(path, "rb") as f:
+        data = f.read(world * (MAX_END + 16) + 64)
+    d = msgpack.unpackb(data, raw=False, strict_map_key=False, max_bin_len=MAX_END, max_array_len=max(world, 2))
+    ends = d.get("ends") if isinstance(d, dict) else None
+    if not isinstance(ends, list) or not all(isinstance(e, list) and len(e) == 2 and e[0].__class__ is int and
+                                            0 <= e[0] < world and e[1].__class__ is bytes for e in ends):
+        raise ValueError(f"{path}: not the logs' ends")
+    return dict(ends)
 
 
 def _delete(store, key: str, prefix: str, chunks: int) -> None:

@@ -16,17 +16,18 @@ the first file and older segments left out; a log with no later segment that fit
 The stream goes in CHUNK pieces, each zlib-compressed, under `<prefix><i>`, then a manifest
 under its key, whose presence says the pieces are there: msgpack {"v", "rank", "restart",
 "size" (bytes sent), "chunks", "hash" (blake2b-128 of them), "log" (bytes of the whole log),
-"parts" ([segment, bytes sent] each), "gen" (a left log's), "tail" (1: the log's end only),
-"kind" (the kind's digest, when it sent the whole log for its kind)}. Memory: one chunk at a time.
+"parts" ([segment, bytes sent] each), "gen" (a left log's), "kind" (the kind's digest, when it
+sent the whole log for its kind)}. Memory: one chunk at a time.
 
 Thousands of ranks issue the same collectives: a rank answering a request first ends its log with
 a checkpoint (logfile/checkpoint.py: every group's count and rolling hash, the collectives open
 and failed, what it interned), then counts itself in under the digest of that checkpoint
 (`kind_key`, one `add`). The first rank of a kind sends its whole log; the others send only its
-end: a log of two frames, their header (marked `tail`) and the checkpoint, which the judge reads
-as a rank of that kind (model/load.py folds ranks whose checkpoints are equal: one read in full,
-the others share its columns) and never in full. A rank whose log does not fit whole, or that
-cannot write a checkpoint now (recording paused or stopped), sends its log as before.
+end, in the manifest itself ({"v", "rank", "restart", "log", "tail": bytes}, no chunks): a log of
+two frames, their header (marked `tail`) and the checkpoint, which the judge reads as a rank of
+that kind (model/load.py folds ranks whose checkpoints are equal: one read in full, the others
+share its columns) and never in full. A rank whose log does not fit whole, or that cannot write
+a checkpoint now (recording paused or stopped), sends its log as before.
 
 Standard library, msgpack and torch's store only: this runs in the training job.
 """
@@ -50,6 +51,7 @@ CHUNK = 4 << 20  # bytes of the log in one value of the store (before compressio
 REQUEST_BUDGET = 4 << 30  # every rank's answer to one request, at most: the cap shrinks past 128 ranks
 FINAL_BUDGET = 256 << 20  # the logs left in the store at most (until the job ends): shrinks past 8 ranks
 LEVEL = 1  # zlib's fastest: a log of interned records compresses well at any level
+MAX_END = 1 << 16  # a log's end sent in its manifest, at most (header and checkpoint: a few hundred bytes)
 
 _lock = threading.Lock()
 _answered: dict[int, int] = {}  # rank -> the last request answered here (its publisher and its checker both may)
@@ -114,14 +116,13 @@ def send(rec, store, key: str, prefix: str, budget: int, request: int | None = N
     files, total, end = _open_parts(rec, cap(world, budget), request is not None)
     sent = {"v": VERSION, "rank": rec.rank, "restart": header.get("restart", 0), "log": total, **meta}
     try:
-        if end is not None:
+        ending = end_of_log(header, *end) if end is not None else b""
+        if 0 < len(ending) <= MAX_END:
             digest = kind_digest(header, end[0])
             if store.add(kind_key(request, digest), 1) == 1:
                 sent["kind"] = digest  # (the first of its kind: the whole log)
             else:
-                sent["tail"] = 1
-                sent.update(_send_bytes(store, prefix, end_of_log(header, *end), w.segment))
-                files, end = [], None
+                sent["tail"] = ending
         if "tail" not in sent:
             sent.update(_send_files(store, prefix, files))
     finally:
@@ -198,12 +199,3 @@ def _send_files(store, prefix: str, files: list[tuple]) -> dict:
         store.set(f"{prefix}{n}", zlib.compress(chunk, LEVEL))
         n += 1
     return {"size": sum(p[1] for p in parts), "chunks": n, "hash": digest.hexdigest(), "parts": parts}
-
-
-def _send_bytes(store, prefix: str, data: bytes, segment: int) -> dict:
-    """Bytes held in memory (the end of a log: a few hundred) as _send_files sends a file's."""
-    chunks = [data[i:i + CHUNK] for i in range(0, len(data), CHUNK)]
-    for n, chunk in enumerate(chunks):
-        store.set(f"{prefix}{n}", zlib.compress(chunk, LEVEL))
-    return {"size": len(data), "chunks": len(chunks), "hash": hashlib.blake2b(data, digest_size=16).hexdigest(),
-            "parts": [[segment, len(data)]]}

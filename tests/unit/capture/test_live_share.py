@@ -33,8 +33,8 @@ from collcheck.capture.recorder import Recorder
 from collcheck.cli.live import judge
 from collcheck.logfile import format as lf
 from collcheck.logfile.checkpoint import signature
-from collcheck.logfile.reader import read_bytes, read_header
-from collcheck.logfile.tail import read_tail
+from collcheck.logfile.reader import parse_header, read_bytes
+from collcheck.logfile.tail import read_tail, tail_of
 from collcheck.model import load, load_run
 
 TIMEOUT = datetime.timedelta(seconds=10)
@@ -128,21 +128,21 @@ def shared_run(tmp_path, store, world: int = 8, odd_rank: int = 5):
 def test_ranks_of_one_kind_send_their_whole_log_once_and_the_others_only_its_end(tmp_path, store):
     ranks, request, snap = shared_run(tmp_path, store)
     try:
-        assert files_of(snap.folder) == [f"rank-{r:05d}.0.msgpack" for r in range(8)] and snap.notes == []
-        whole = []
+        # the first of the clean kind and the odd rank (a kind of its own) whole, the others' ends in one file
+        assert files_of(snap.folder) == [gather.ENDS_FILE, "rank-00000.0.msgpack", "rank-00005.0.msgpack"]
+        assert snap.notes == [] and snap.ends_file == os.path.join(snap.folder, gather.ENDS_FILE)
+        ends = gather.read_ends(snap.ends_file, 8)
+        assert sorted(ends) == [1, 2, 3, 4, 6, 7]
         for rec in ranks:
             tail = read_tail(rec.writer.path)  # its log ends with the checkpoint it answered with
             assert tail.complete and tail.after == [] and (tail.checkpoint["w"], tail.checkpoint["n"]) == ("share", 30)
-            path = os.path.join(snap.folder, f"rank-{rec.rank:05d}.0.msgpack")
-            with open(path, "rb") as f:
-                data = f.read()
-            if data == read_bytes(rec.writer.path):
-                whole.append(rec.rank)
-            else:  # its header, marked, and that checkpoint
-                assert read_header(path) == {**rec.writer.header, "tail": 1} and len(data) < 1024
-                assert read_tail(path).checkpoint == tail.checkpoint
-        assert whole == [0, 5]  # the first of the clean kind, and the odd rank, a kind of its own
-        run = load_run(snap.folder, running=set(range(8)))
+            if rec.rank in ends:  # its header, marked, and that checkpoint
+                assert parse_header(ends[rec.rank], "end") == {**rec.writer.header, "tail": 1}
+                assert tail_of(ends[rec.rank]).checkpoint == tail.checkpoint and len(ends[rec.rank]) < 1024
+            else:
+                with open(os.path.join(snap.folder, f"rank-{rec.rank:05d}.0.msgpack"), "rb") as f:
+                    assert f.read() == read_bytes(rec.writer.path)
+        run = load_run(snap.folder, running=set(range(8)), ends=ends)
         assert sorted(run.ranks) == list(range(8)) and {len(log) for log in run.ranks.values()} == {30}
         assert all(run.ranks[r].like is run.ranks[0] for r in (1, 2, 3, 4, 6, 7)) and run.ranks[5].like is None
         assert [r.header.get("tail") for r in run.ranks.values()].count(1) == 6
@@ -165,7 +165,8 @@ def test_the_judge_finds_in_a_share_what_every_log_read_whole_shows(tmp_path, st
         report_dir = tmp_path / "report"
         report_dir.mkdir()
         line = judge(str(report_dir), {"kind": "divergence", "running": list(range(4)), "snapshot": snap.folder,
-                                       "logs": snap.notes})
+                                       "logs": snap.notes, "ends": snap.ends_file, "world": 4})
+        assert sorted(gather.read_ends(snap.ends_file, 4)) == [1, 3]
     finally:
         snap.remove()
     whole = analyse(load_run(os.path.dirname(ranks[0].writer.path), running=set(range(4))))
@@ -199,9 +200,8 @@ def test_a_rank_whose_log_went_on_after_its_last_answer_is_compared_by_its_new_e
         share.answer(r, store, request)
     snap = gather.gather(store, request, 8, 0, wait_s=5.0)
     try:
-        sizes = {r: os.path.getsize(os.path.join(snap.folder, f"rank-{r:05d}.0.msgpack")) for r in range(8)}
-        assert [r for r in range(8) if sizes[r] > 1024] == [0, 6]
-        run = load_run(snap.folder, running=set(range(8)))
+        assert sorted(snap.ends) == [1, 2, 3, 4, 5, 7]  # (rank 0 and 6 whole)
+        run = load_run(snap.folder, running=set(range(8)), ends=gather.read_ends(snap.ends_file, 8))
         assert len(run.ranks[6]) == 31 and run.ranks[6].like is None and run.ranks[7].like is run.ranks[0]
         assert {len(run.ranks[r]) for r in range(8) if r != 6} == {30}
     finally:
@@ -222,7 +222,7 @@ def test_a_log_that_cannot_end_with_a_checkpoint_now_is_sent_whole(tmp_path, sto
             with open(os.path.join(snap.folder, f"rank-{rec.rank:05d}.0.msgpack"), "rb") as f:
                 assert f.read() == read_bytes(rec.writer.path)
         assert read_tail(ranks[1].writer.path) is None  # (no checkpoint written while paused)
-        assert read_header(os.path.join(snap.folder, "rank-00002.0.msgpack")).get("tail") == 1
+        assert sorted(snap.ends) == [2]
     finally:
         snap.remove()
 
@@ -254,7 +254,7 @@ def test_a_log_over_the_cap_sends_its_newest_segments_which_read_on_their_own(tm
 
 
 def test_a_rank_that_does_not_answer_is_missing_and_said_and_its_late_answer_deleted(tmp_path, store):
-    ranks = [live_rank(tmp_path / "logs", r, 3, 5) for r in range(3)]
+    ranks = [live_rank(tmp_path / "logs", r, 3, 5 + r) for r in range(3)]  # (three kinds: each log whole)
     request = gather.ask(store)
     for rec in ranks[:2]:
         share.answer(rec, store, request)
@@ -264,9 +264,10 @@ def test_a_rank_that_does_not_answer_is_missing_and_said_and_its_late_answer_del
     share.answer(ranks[2], store, request)  # after the checker stopped waiting
     key, prefix = answer_keys(request, 2)
     count, slot = arrival_keys(request, 3)
-    assert store.check([key, prefix + "0", slot])
+    late_kind = kind_key(request, share.kind_digest(ranks[2].writer.header, read_tail(ranks[2].writer.path).checkpoint))
+    assert store.check([key, prefix + "0", slot, late_kind])
     snap.forget(store, 3)
-    assert not any(store.check([k]) for k in (key, prefix + "0", count, slot, arrival_keys(request, 1)[1]))
+    assert not any(store.check([k]) for k in (key, prefix + "0", count, slot, arrival_keys(request, 1)[1], late_kind))
 
 
 def test_the_log_a_rank_left_when_it_closed_it_is_taken_and_one_of_another_restart_is_not(tmp_path, store):
@@ -363,6 +364,10 @@ HOSTILE = {
                              files=[["../x", 1], ["a/b", 2]]), [zlib.compress(DATA)]),
     "a negative restart": (_good(DATA, restart=-1), [zlib.compress(DATA)]),
     "a restart as a path": (_good(DATA, restart="../../x"), [zlib.compress(DATA)]),
+    "an end that is no bytes": ({"v": 1, "rank": 0, "restart": 0, "log": 10, "tail": "../x"}, []),
+    "an end of another rank": ({"v": 1, "rank": 1, "restart": 0, "log": 10, "tail": DATA}, []),
+    "an end past its cap": ({"v": 1, "rank": 0, "restart": 0, "log": 10, "tail": b"x" * (share.MAX_END + 1)}, []),
+    "an empty end": ({"v": 1, "rank": 0, "restart": 0, "log": 10, "tail": b""}, []),
 }
 
 

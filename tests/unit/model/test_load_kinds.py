@@ -194,3 +194,20 @@ def test_the_end_of_a_log_is_read_by_its_kind_and_never_in_full(tmp_path, monkey
     assert "rank(s) 1-3,5: only the end of the log came (its checkpoint), and no log of the same kind came whole: " \
            "not read" in run.warnings
     assert not any("no log for rank(s) 1" in w for w in run.warnings)
+
+
+def test_what_comes_as_the_end_of_a_log_and_is_not_one_of_its_rank_is_left_out_and_said(tmp_path):
+    """`ends` are data: junk, or the end of another rank's log, is no rank of the run."""
+    from collcheck.capture.live.share import end_of_log
+    from collcheck.logfile.reader import read_header
+    from collcheck.logfile.tail import read_tail
+
+    paths = running_run(str(tmp_path), world=4, culprit=3)
+    header, checkpoint = read_header(paths[1]), read_tail(paths[1]).checkpoint
+    for rank in (1, 2):
+        os.unlink(paths[rank])
+    run = load_run(str(tmp_path), running=set(range(4)), ends={1: b"\x00junk" * 50, 2: end_of_log(header, checkpoint, 40)})
+    assert sorted(run.ranks) == [0, 3]
+    assert "rank(s) 1-2: what came as the end of the log was not one: not read" in run.warnings
+    run = load_run(str(tmp_path), running=set(range(4)), ends={1: end_of_log(header, checkpoint, 40)})
+    assert sorted(run.ranks) == [0, 1, 3] and run.ranks[1].like is run.ranks[0] and len(run.ranks[1]) == 40
