@@ -157,15 +157,33 @@ def _arrived(store, snap: Snapshot, world: int, pending: set) -> list[tuple[int,
     count = store.add(count_key, 0)
     upto = min(count, snap.seen + world, 2 * world)
     ranks = []
-    for value in _fetch(store, [arrival_keys(snap.request, i)[1] for i in range(snap.seen + 1, upto + 1)]):
-        if value is None:
-            break  # (counted, its slot not written yet: read at the next look)
+    for value in _written(store, [arrival_keys(snap.request, i)[1] for i in range(snap.seen + 1, upto + 1)]):
         snap.seen += 1
         if isinstance(value, bytes) and value.isdigit() and len(value) < 10 and int(value) in pending:
             ranks.append(int(value))
     ranks = sorted(set(ranks))
     keys = [answer_keys(snap.request, r)[0] for r in ranks]
     return [(r, raw) for r, raw in zip(ranks, _fetch(store, keys)) if raw is not None]
+
+
+def _written(store, keys: list[str]) -> list:
+    """The values of the longest run of `keys` from the first that are all in the store: a slot
+    counted whose rank has not written it yet ends it (read at the next look). A check and a
+    multi_get per KEYS_PER_CHECK keys, and a few checks (halving) where one is missing."""
+    out = []
+    for i in range(0, len(keys), KEYS_PER_CHECK):
+        batch = keys[i:i + KEYS_PER_CHECK]
+        there, missing = (len(batch), None) if store.check(batch) else (0, len(batch))
+        while missing is not None and missing - there > 1:  # (batch[:there] all there, batch[:missing] not)
+            mid = (there + missing) // 2
+            if store.check(batch[:mid]):
+                there = mid
+            else:
+                missing = mid
+        out += store.multi_get(batch[:there]) if there else []
+        if there < len(batch):
+            break
+    return out
 
 
 def _left(store, ranks: list[int]) -> list[tuple[int, bytes]]:

@@ -426,3 +426,19 @@ def test_a_left_log_whose_generation_is_not_a_number_is_refused(tmp_path, store)
     snap = gather.gather(store, request, 1, 0, wait_s=1.0)
     snap.remove()
     assert snap.notes and "not a log of it" in snap.notes[0]
+
+
+def test_arrivals_are_read_up_to_the_first_slot_not_written_yet_in_a_few_requests(store):
+    """A rank counted among the answers that has not written its slot yet ends what is read at
+    this look (the rest at the next one), found by halving: a few checks, not one per slot."""
+    keys = [f"slot/{i}" for i in range(1200)]
+    for i, k in enumerate(keys):
+        if i != 700:
+            store.set(k, str(i))
+    counting = Counting(store)
+    got = gather._written(counting, keys)
+    assert got == [str(i).encode() for i in range(700)]
+    assert counting.calls.count("check") <= 2 + 10 and counting.calls.count("multi_get") == 2
+    store.set(keys[700], "700")
+    assert gather._written(store, keys[700:]) == [str(i).encode() for i in range(700, 1200)]
+    assert gather._written(store, []) == []
