@@ -161,9 +161,10 @@ def _open_parts(rec, most: int, ending: bool = False) -> tuple[list[tuple], int,
         w.write()
         if ending and rec.active and not w.closed and w.stopped is None and w.header is not None and \
                 sum(p[2] for p in w.parts()) <= most:
+            segment = w.segment
             end = (rec.write_checkpoint("share"), w.colls_written())
-            if w.stopped is not None:
-                end = None  # (the disk refused it: the log as it is)
+            if w.stopped is not None or w.segment != segment:
+                end = None  # (the disk refused it, or a new segment follows it: the log as it is, whole)
         parts = w.parts()
         try:
             for path, segment, size in choose(parts, most):

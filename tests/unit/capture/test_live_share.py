@@ -442,3 +442,20 @@ def test_arrivals_are_read_up_to_the_first_slot_not_written_yet_in_a_few_request
     store.set(keys[700], "700")
     assert gather._written(store, keys[700:]) == [str(i).encode() for i in range(700, 1200)]
     assert gather._written(store, []) == []
+
+
+def test_a_log_whose_checkpoint_starts_a_new_segment_is_sent_whole(tmp_path, store):
+    """The checkpoint written for the answer fills the segment: the log's last frames are the new
+    segment's, not the checkpoint; the log goes whole, not as an end of its kind."""
+    ranks = [live_rank(tmp_path / "logs", r, 8, 20, max_mb=1.0) for r in range(2)]
+    counters = ranks[1].writer.counters
+    counters.segment_bytes = counters.written + 1  # (its next frame fills the segment)
+    request = gather.ask(store)
+    for rec in ranks:
+        share.answer(rec, store, request)
+    snap = gather.gather(store, request, 2, 0, wait_s=0.3)
+    try:
+        assert ranks[1].writer.segment == 1 and snap.ends == {}
+        assert files_of(snap.folder) == ["rank-00000.0.msgpack", "rank-00001.0.msgpack"]
+    finally:
+        snap.remove()
