@@ -11,9 +11,10 @@ shape at a known slot (collcheck.synth's shape_mismatch fault). In `--processes`
 threads take the publishers' turns (one turn of Publisher.run's loop: the summary, the signal
 counter and what it stands for; `--interval` s after the end of the last one, as run() waits).
 This process serves the store and runs rank 0's `Checker` (capture/live/checker.py, unchanged);
-at its suspicion every rank sends its log through the store (capture/live/share.py: the logs
-collcheck.synth wrote with the same fault), which the checker gathers and hands to the judge it
-starts (`python -m collcheck.cli.live`).
+at its suspicion every rank answers through the store (capture/live/share.py: the logs
+collcheck.synth wrote with the same fault, each ended by the checkpoint the recorder writes at the
+request): the first rank of each kind its whole log, the others its end; the checker gathers them
+and hands them to the judge it starts (`python -m collcheck.cli.live`).
 The finding must be the injected one (kind, slot, culprit), or the benchmark fails. Measured: the
 checker's polls (time, CPU, bytes, requests), every key read idle in its batches and in one
 request, each step from the slot's issue to the finding, each publish (CPU, wall) and each rank's
@@ -475,7 +476,7 @@ ROWS = (  # (label, the cell from a size's figures)
     ("  the last rank's summary", lambda r: f"{r['last_sent_s']:.2f}"),
     ("  the checker's suspicion", lambda r: f"{r['suspected_s']:.2f}"),
     ("  the judge's finding", lambda r: f"{r['named_s']:.2f}"),
-    ("  of which every rank's log through the store", lambda r: f"{r['logs_s']:.2f}"),
+    ("  of which the logs through the store (whole, or their ends)", lambda r: f"{r['logs_s']:.2f}"),
     ("  of which the judge (analysis process)", lambda r: f"{r['judge_s']:.2f}"),
     ("publishes before the suspicion", lambda r: f"{r['publishes']:,}"),
     ("  CPU µs: median / p99 / max", lambda r: _three(r["publish_cpu_us"], 0)),
