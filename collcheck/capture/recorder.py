@@ -308,16 +308,22 @@ class Recorder:
             return
         with w.lock:
             self.completions.drain(w)
-            issued = self.events_issued()
-            if issued == self._checkpointed:
-                return  # the last one still holds: what came since (completions, ...) follows it
-            self._checkpointed = issued
-            seqs = dict(self.engine.seqs())
-            hashes = self.live.hashes()
-            sequences = [(k, j + 1, hashes.get(k, 0)) for k, j in seqs.items()]
-            open_eids = [eid for eid, _ in self.completions.items()]
-            w.write(checkpoint_record(issued, sequences, why, open_eids, self.completions.failed, w.vocabulary(),
-                                      self.issuer.sizes))
+            if self.events_issued() != self._checkpointed:  # (else the last one still holds: what came
+                self.write_checkpoint(why)                 # since, completions..., follows it)
+
+    def write_checkpoint(self, why: str) -> dict:
+        """Write a P record now and return it (writer lock held, completions drained): live mode's
+        answer to a request for the logs ends the log with one (capture/live/share.py)."""
+        w = self.writer
+        self._checkpointed = issued = self.events_issued()
+        seqs = dict(self.engine.seqs())
+        hashes = self.live.hashes()
+        sequences = [(k, j + 1, hashes.get(k, 0)) for k, j in seqs.items()]
+        open_eids = [eid for eid, _ in self.completions.items()]
+        record = checkpoint_record(issued, sequences, why, open_eids, self.completions.failed, w.vocabulary(),
+                                   self.issuer.sizes)
+        w.write(record)
+        return record
 
     def live_state(self) -> dict:
         """What live/publisher.py publishes (writer lock held): LiveTables.state."""

@@ -18,6 +18,7 @@ import sys
 
 from ..analysis.diff import analyse
 from ..base.errors import UsageError, print_error, run_command
+from ..capture.live.gather import read_ends
 from ..model import load_run
 from ..report import live
 
@@ -31,8 +32,10 @@ def judge(run_dir: str, request: dict) -> str | None:
     request: what the checker suspects ({"kind": "divergence" | "hang", "group", "position",
     "ranks", "running": ranks still running, "wall": when it suspected it}) and where the logs
     are ("snapshot": the folder the checker wrote them into, else RUN_DIR's own; "logs": a line
-    per rank missing from it or sent in part, said in the report)."""
-    run = load_run(request.get("snapshot") or run_dir, running=set(request.get("running") or ()))
+    per rank missing from it or sent in part, said in the report; "ends": the file of the ends
+    of the logs of the ranks that sent only that, of "world" ranks: capture/live/gather.py)."""
+    ends = read_ends(request["ends"], int(request["world"])) if request.get("ends") else None
+    run = load_run(request.get("snapshot") or run_dir, running=set(request.get("running") or ()), ends=ends)
     run.directory = run_dir  # (the snapshot's folder is gone after the answer)
     run.warnings += [str(note) for note in request.get("logs") or ()]
     report = analyse(run)

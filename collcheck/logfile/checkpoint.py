@@ -5,7 +5,8 @@ Per group (and per P2P channel: a `format.seq_key`) the recorder keeps a count a
 the signatures it issued (`signature`, `mix`: also what live mode publishes). A P record writes them
 all down with the number of collectives written before it, the collectives not completed at that
 moment and those that raised. It is written when the process ends (before the trailer or the
-uncaught exception) and when the watchdog finds a collective stuck: the moments a post-mortem reads.
+uncaught exception), when the watchdog finds a collective stuck, and when live mode sends the log
+(capture/live/share.py): the moments a post-mortem or live mode's snapshot reads.
 
 Reading them back is logfile/tail.py's. Standard library only: the recorder imports this.
 """

@@ -207,7 +207,7 @@ SCHEMA: dict[str, tuple[dict, tuple]] = {
                  "launch": _str, "restart": _int(0, MAX_ID), "host": _str, "cpus": _int(0, MAX_ID),
                  "threads": _int(0, MAX_ID), "pid": _int(0, 1 << 31), "argv": _list_of(_str), "wall_ns": _NS,
                  "mono_ns": _NS, "stack": _str, "hang_s": _seconds, "poll_ms": _seconds, "seg": _int(0, MAX_ID), "source": _str,
-                 "notes": _list_of(_str), "unchecked": _list_of(_str), "p2p_unnumbered": _flag},
+                 "notes": _list_of(_str), "unchecked": _list_of(_str), "p2p_unnumbered": _flag, "tail": _flag},
                 ("magic", "v", "rank", "world", "run")),
     lf.STRING: ({"i": _ID, "s": _str}, ("i", "s")),
     lf.SITE: ({"i": _ID, "f": _ID, "l": _LINE, "n": _ID}, ("i", "f", "l", "n")),

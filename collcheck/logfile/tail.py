@@ -17,6 +17,7 @@ import msgpack
 
 from . import format as lf
 from .frames import frame_at
+from .reader import LogError, check_header
 from .records import problem
 
 TAIL_READS = (1 << 10, 1 << 14, 1 << 18, 1 << 21)  # bytes read from a log's end to find its last checkpoint
@@ -83,6 +84,29 @@ def _tail_in(data: bytes, whole: bool):
     """_tail_of, tried first on the last SHORT bytes (the usual end: fewer frames to check)."""
     tail = _tail_of(data[-SHORT:], False) if len(data) > SHORT else None
     return tail if tail is not None else _tail_of(data, whole)
+
+
+def tail_of(data: bytes) -> Tail | None:
+    """The last checkpoint of a whole log held in memory, as read_tail."""
+    tail = _tail_of(data, True)
+    return tail if tail else None
+
+
+def read_end(data: bytes, name: str, seen: dict | None = None) -> tuple[dict, Tail | None]:
+    """A log's end held in memory (live mode's: a frame holding its header, then its last frames):
+    the checked header (a LogError when it is none) and its last checkpoint as `read_tail` finds
+    it. `seen`: bytes after the header -> Tail, of the ends read before (ranks of one kind send
+    the same: each read once)."""
+    found = frame_at(data, 0)
+    records = _decode(memoryview(data)[found[0]:found[1]]) if found.__class__ is tuple else None
+    if not records:
+        raise LogError(f"{name}: not the end of a collcheck log (no readable header)")
+    header = check_header(records[0], name)
+    rest = bytes(data[found[1]:])
+    seen = {} if seen is None else seen
+    if rest not in seen:
+        seen[rest] = tail_of(rest)
+    return header, seen[rest]
 
 
 def _tail_of(data: bytes, whole: bool):

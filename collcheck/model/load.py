@@ -6,6 +6,11 @@ completed, those that raised. Ranks whose checkpoints and endings are the same a
 one of them is read in full, the others share its columns (`RankLog.like`) and keep what is
 their own (header, path, error texts, exception message). A rank whose log has no usable
 checkpoint at its end (killed before one was written, damaged, capped, format 1) is read in full.
+
+A log whose header says `tail` holds only its header and its last checkpoint (live mode's answer
+of a rank whose kind another rank sent whole: capture/live/share.py), and so does each of the
+`ends` given (bytes in memory, no file): it is read as a rank of its kind, never in full; without
+a log of its kind read in full it is left out, and the run says so.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from ..inputs.discover import Source, discover
 from ..logfile import format as lf
 from ..logfile.reader import LogError, read_ends, read_header, segment_paths
 from ..logfile.scan import Scan, in_workers, scan_many
-from ..logfile.tail import TAIL_READS, Tail, read_tail
+from ..logfile.tail import TAIL_READS, Tail, read_end, read_tail
 from .liveness import process_alive
 from .ranks import rank_ranges
 from .run import RankLog, Run, Signature
@@ -30,7 +35,7 @@ FOLD_FROM = 8  # ranks from which loading compares checkpoints before reading lo
 
 
 def load_run(target: str | list[str] | Source, workers: int | None = None, preview: int | None = None,
-             running=None, times: bool = False, known: dict | None = None) -> Run:
+             running=None, times: bool = False, known: dict | None = None, ends: dict | None = None) -> Run:
     """Load a run directory (or a log file, a list of log files, Flight Recorder dumps: what
     inputs.discover finds for `target`, or found) and check that they belong together; the
     cycle collector paused meanwhile (base/collector.py).
@@ -41,13 +46,14 @@ def load_run(target: str | list[str] | Source, workers: int | None = None, previ
     whose process is alive (liveness.py). `times`: the times of the collectives of each log read
     in full kept too (`RankLog.times`), for the statistics. `known`: path -> (header, Tail or
     None), what another process read of the logs' ends already (the TUI's loader): used as read,
-    and what is read here is added to it."""
+    and what is read here is added to it. `ends`: rank -> the end of a log (its header and
+    checkpoint, as bytes: live mode's snapshot), ranks of the run known only so."""
     with collector.paused():
-        return _load_run(target, workers, preview, running, times, known)
+        return _load_run(target, workers, preview, running, times, known, ends)
 
 
 def _load_run(target: str | list[str] | Source, workers: int | None, preview: int | None, running,
-              times: bool = False, known: dict | None = None) -> Run:
+              times: bool = False, known: dict | None = None, ends: dict | None = None) -> Run:
     source = target if isinstance(target, Source) else discover(target)
     paths = source.logs  # (Flight Recorder dumps: converted to logs once)
     run = Run(source.path if source.path is not None else os.path.commonpath(paths))
@@ -55,6 +61,11 @@ def _load_run(target: str | list[str] | Source, workers: int | None, preview: in
         workers = Settings.from_env().check("COLLCHECK_WORKERS").workers or (os.cpu_count() or 1)
     fold = preview is None and len(paths) >= FOLD_FROM
     summaries = _summaries(paths, workers, fold, source.headers, known)
+    if preview is None and not fold and (ends or any(h.get("tail") for h, _ in summaries)):  # (ends: by kinds)
+        summaries = [s if s[1] is not None else _summary(p, True, s[0]) for p, s in zip(paths, summaries)]
+    if ends:
+        more = _ends(run.directory, ends, run)
+        paths, summaries = paths + [p for p, _ in more], summaries + [s for _, s in more]
     headers = [h for h, _ in summaries]
     kept = _same_run(paths, headers)
     if len(kept) < len(paths):
@@ -65,7 +76,10 @@ def _load_run(target: str | list[str] | Source, workers: int | None, preview: in
     # converted Flight Recorder dumps: what they could not support (each note once)
     run.warnings += dict.fromkeys(n for h in headers for n in h.get("notes", ()) if isinstance(n, str))
     run.unchecked += dict.fromkeys(n for h in headers for n in h.get("unchecked", ()) if isinstance(n, str))
-    kinds = _kinds(paths, summaries)
+    kinds, unread = _kinds(paths, summaries)
+    if unread:
+        run.unchecked.append(f"rank(s) {rank_ranges(unread)}: only the end of the log came (its checkpoint), and no "
+                             "log of the same kind came whole: not read")
     read = [members[0][0] for members in kinds]
     for scan, members in zip(scan_many(read, workers, preview, times), kinds):
         sig_map = [run.sig_id(Signature(*t)) for t in scan.signatures]
@@ -73,7 +87,7 @@ def _load_run(target: str | list[str] | Source, workers: int | None, preview: in
         for path, header, tail in members[1:]:
             _add(run, RankLog(run, _scan_like(scan, path, header, tail), sig_map, like=first), running)
     run.world = headers[0]["world"]
-    missing = sorted(set(range(run.world)) - set(run.ranks))
+    missing = sorted(set(range(run.world)) - set(run.ranks) - set(unread))  # (those said above)
     if missing:
         run.unchecked.append(
             f"no Flight Recorder dump for rank(s) {rank_ranges(missing)} (a process killed before it could dump, "
@@ -158,6 +172,26 @@ def _summaries(paths: list[str], workers: int, fold: bool, headers: list | None,
     return [summary for chunk in done for summary in chunk]
 
 
+def _ends(folder: str, ends: dict, run: Run) -> list[tuple[str, tuple]]:
+    """[(a name for it, (header, Tail or None))] of each log known by its end only (bytes): named
+    as its file would be in `folder` (there is none). One that is no log's end of its rank is
+    left out, and the run says so."""
+    out, bad, seen = [], [], {}
+    for rank, data in sorted(ends.items()):
+        path = os.path.join(folder, f"rank-{rank:05d}.end{lf.LOG_SUFFIX}")
+        try:
+            header, tail = read_end(data, path, seen)
+        except LogError:
+            header = tail = None
+        if header is None or header["rank"] != rank or header.get("v", 1) < 2:
+            bad.append(rank)
+            continue
+        out.append((path, ({**header, "tail": 1}, tail if tail is not None and tail.complete else None)))
+    if bad:
+        run.unchecked.append(f"rank(s) {rank_ranges(bad)}: what came as the end of the log was not one: not read")
+    return out
+
+
 CHUNK = 256  # logs whose ends one worker process reads at once, READERS at a time (I/O overlaps)
 READERS = 8
 
@@ -176,14 +210,23 @@ def _chunk_summaries(items: list, fold: bool) -> list:
     return out
 
 
-def _kinds(paths: list[str], summaries: list) -> list[list[tuple]]:
+def _kinds(paths: list[str], summaries: list) -> tuple[list[list[tuple]], list[int]]:
     """The logs grouped by kind, each group [(path, header, tail), ...] with the one read in full
-    first; a log without a usable checkpoint is a kind of its own."""
+    first; a log without a usable checkpoint is a kind of its own. And the ranks of the logs
+    that hold only their end (`tail`) with no log of their kind to read in full: left out."""
     kinds: dict[object, list] = {}
     for n, (path, (header, tail)) in enumerate(zip(paths, summaries)):
-        key = (tail.key(), header.get("restart", 0), header.get("backend")) if tail is not None else n
+        key = (tail.key(), header.get("restart", 0), header.get("backend"), header.get("seg", 0)) \
+            if tail is not None else n
         kinds.setdefault(key, []).append((path, header, tail))
-    return list(kinds.values())
+    out, unread = [], []
+    for members in kinds.values():
+        members.sort(key=lambda m: bool(m[1].get("tail")))  # (stable: a whole log first)
+        if members[0][1].get("tail"):
+            unread += [m[1]["rank"] for m in members]
+        else:
+            out.append(members)
+    return out, sorted(unread)
 
 
 def _scan_like(scan: Scan, path: str, header: dict, tail: Tail) -> Scan:

@@ -106,9 +106,12 @@ def _header(prog: Program, rank: int, wall_ns: int, host: str = "synth") -> dict
 
 
 def write_run(directory: str, prog: Program, faults=(), done: bool = True, trailer: bool = True,
-              wall_ns: int = 1_700_000_000_000_000_000, hosts: dict | None = None) -> list[str]:
+              wall_ns: int = 1_700_000_000_000_000_000, hosts: dict | None = None,
+              checkpoint: str | None = None) -> list[str]:
     """One log per rank (rank-00000.0.msgpack, ...) in `directory`; returns their paths. `hosts`:
-    rank -> the host its header names (default "synth")."""
+    rank -> the host its header names (default "synth"). `checkpoint`: without a trailer, the logs
+    end with a checkpoint written for this reason (a running rank's log as live mode's answer to
+    a request ends it: "share")."""
     per_rank = rank_events(prog, faults)
     paths = []
     for rank in range(prog.world):
@@ -161,11 +164,12 @@ def write_run(directory: str, prog: Program, faults=(), done: bool = True, trail
                 w.write(rec, n)
                 if done:
                     w.queue({"k": lf.DONE, "i": n, "r": e.ts + 5, "c": e.ts + 40})
-            if trailer:  # (a rank that ends with a trailer wrote its checkpoint just before it)
+            if trailer or checkpoint:  # (a rank that ends with a trailer wrote its checkpoint just before it)
                 issued = len(per_rank[rank])
                 sequences = [(k, j + 1, hashes[k]) for k, j in seqs.items()]
-                w.write(checkpoint_record(issued, sequences, "end", () if done else range(issued),
-                                          interned=w.vocabulary()))
+                w.write(checkpoint_record(issued, sequences, "end" if trailer else checkpoint,
+                                          () if done else range(issued), interned=w.vocabulary()))
+            if trailer:
                 last = per_rank[rank][-1].ts if per_rank[rank] else 0
                 w.write({"k": lf.TRAILER, "ts": last + 1000, "wall_ns": wall_ns + (last + 1000) * 1000})
         w.close()

@@ -116,7 +116,8 @@ class Checker(threading.Thread):
         try:
             return self.consult({"kind": suspicion.kind, "group": suspicion.group, "position": suspicion.position,
                                  "ranks": suspicion.ranks, "running": suspicion.running, "wall": wall,
-                                 "snapshot": snap.folder, "logs": snap.notes})
+                                 "snapshot": snap.folder, "logs": snap.notes, "ends": snap.ends_file,
+                                 "world": self.world})
         finally:
             snap.remove()
 

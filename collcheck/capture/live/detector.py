@@ -107,8 +107,11 @@ class Detector:
         if len({(g[0], g[1]) for g in per_rank.values()}) == 1:
             self.checked[key] = max(self.checked.get(key, 0), end)
             return None
+        windows = list(per_rank.values())
+        if all(g[2].__class__ is bytes for g in windows):  # (thousands of ranks: a few counts and windows)
+            windows = {(g[0], None, g[2]) for g in windows}
         for j in range(max(self.checked.get(key, 0), end - RING), end):  # (no rank holds older ones)
-            sigs = {_sig_at(g, j) for g in per_rank.values()} - {None}  # (a rank far ahead: out of its window)
+            sigs = {_sig_at(g, j) for g in windows} - {None}  # (a rank far ahead: out of its window)
             if len(sigs) > 1:
                 return self._suspect(key, group, j, per_rank)
         self.checked[key] = max(self.checked.get(key, 0), end)

@@ -10,6 +10,11 @@ decompresses to CHUNK bytes at most; what is written must hash to what its manif
 rank counts as missing. Files are created new (O_EXCL, never through a link) in a folder made by
 mkdtemp (mode 0700), removed after the report. A rank that did not answer in time is missing
 from the snapshot, and the report says so (`Snapshot.notes`).
+
+The ranks that sent only their log's end (share.py: a rank of a kind another sent whole) are no
+files of their own: their ends go into one file of the folder (ENDS_FILE: msgpack {"v": 1,
+"ends": [[rank, bytes], ...]}), which the judge hands to load_run (`ends`) as it reads it back
+(`read_ends`): thousands of them cost one file, not thousands.
 """
 
 from __future__ import annotations
@@ -34,13 +39,16 @@ from .keys import (
     answer_keys,
     arrival_keys,
     final_keys,
+    kind_key,
 )
-from .share import CHUNK, LOG_CAP, REQUEST_BUDGET, cap
+from .share import CHUNK, LOG_CAP, MAX_END, REQUEST_BUDGET, cap
 
-MAX_MANIFEST = 1 << 16  # bytes of a manifest (a real one: about 100, plus 10 a segment)
+MAX_MANIFEST = (1 << 16) + MAX_END  # bytes of a manifest (a real one: about 100, plus 10 a segment, or a log's end)
+ENDS_FILE = "ends.bin"  # the logs' ends, in the snapshot's folder (no log's name: not read as one)
 MAX_PARTS = 1 << 12  # segments listed in one
 MAX_STORED = CHUNK + CHUNK // 8 + (1 << 16)  # a compressed chunk at most (zlib grows incompressible data by ~0.03%)
 MAX_RESTART = 1 << 20
+HEX = frozenset("0123456789abcdef")
 POLL_S = 0.05
 LOOK_S = 0.5  # while no answer comes, the logs left by the ranks not in yet are looked for this often
 OWN_AFTER_S = 0.3  # the checking rank answers no sooner: a collective's completion reaches its log in 0.2 s
@@ -62,13 +70,18 @@ class Snapshot:
     late: list[int] = field(default_factory=list)
     seen: int = 0  # the answers' arrival slots read (keys.arrival_keys)
     taken: list[tuple[int, int]] = field(default_factory=list)  # (rank, chunks) of each answer read
+    kinds: set[str] = field(default_factory=set)  # the kinds' digests the whole logs named (share.py)
+    ends: dict[int, bytes] = field(default_factory=dict)  # rank -> the end of its log, when it sent that
+    ends_file: str | None = None  # where they are (ENDS_FILE), once written
 
     def forget(self, store, world: int) -> None:
         """Delete the request's keys: the answers read, those that came too late (past `seen`),
-        the arrival counter and slots (after the report: off the way to it)."""
+        the kinds' counters, the arrival counter and slots (after the report: off the way to it)."""
         for rank, chunks in self.taken:
             _delete(store, *answer_keys(self.request, rank), chunks)
-        self.taken = []
+        for digest in self.kinds:
+            store.delete_key(kind_key(self.request, digest))
+        self.taken, self.kinds = [], set()
         _forget_arrivals(store, self.request, self.seen, world)
 
     def remove(self) -> None:
@@ -122,6 +135,8 @@ def gather(store, request: int, world: int, restart: int, wait_s: float, ended=(
                 break
             time.sleep(POLL_S)
         store.set(REQUEST_KEY, NO_REQUEST)  # (not deleted: a publisher that saw it set reads it without waiting)
+        if snap.ends:
+            snap.ends_file = _write_ends(snap)
     except BaseException:
         snap.remove()
         raise
@@ -142,15 +157,33 @@ def _arrived(store, snap: Snapshot, world: int, pending: set) -> list[tuple[int,
     count = store.add(count_key, 0)
     upto = min(count, snap.seen + world, 2 * world)
     ranks = []
-    for value in _fetch(store, [arrival_keys(snap.request, i)[1] for i in range(snap.seen + 1, upto + 1)]):
-        if value is None:
-            break  # (counted, its slot not written yet: read at the next look)
+    for value in _written(store, [arrival_keys(snap.request, i)[1] for i in range(snap.seen + 1, upto + 1)]):
         snap.seen += 1
         if isinstance(value, bytes) and value.isdigit() and len(value) < 10 and int(value) in pending:
             ranks.append(int(value))
     ranks = sorted(set(ranks))
     keys = [answer_keys(snap.request, r)[0] for r in ranks]
     return [(r, raw) for r, raw in zip(ranks, _fetch(store, keys)) if raw is not None]
+
+
+def _written(store, keys: list[str]) -> list:
+    """The values of the longest run of `keys` from the first that are all in the store: a slot
+    counted whose rank has not written it yet ends it (read at the next look). A check and a
+    multi_get per KEYS_PER_CHECK keys, and a few checks (halving) where one is missing."""
+    out = []
+    for i in range(0, len(keys), KEYS_PER_CHECK):
+        batch = keys[i:i + KEYS_PER_CHECK]
+        there, missing = (len(batch), None) if store.check(batch) else (0, len(batch))
+        while missing is not None and missing - there > 1:  # (batch[:there] all there, batch[:missing] not)
+            mid = (there + missing) // 2
+            if store.check(batch[:mid]):
+                there = mid
+            else:
+                missing = mid
+        out += store.multi_get(batch[:there]) if there else []
+        if there < len(batch):
+            break
+    return out
 
 
 def _left(store, ranks: list[int]) -> list[tuple[int, bytes]]:
@@ -174,7 +207,14 @@ def _keep(store, request: int, found: dict, restart: int, most: int, snap: Snaps
             snap.taken.append((rank, m["chunks"] if m is not None else 0))
         if m is None:
             continue
-        if not answered and m["restart"] != restart:
+        if answered and m["kind"] is not None:
+            snap.kinds.add(m["kind"])
+        if m["tail"] is not None:  # (only an answer's: a left log is whole)
+            if answered:
+                snap.ends[rank] = m["tail"]
+            else:
+                snap.notes.append(_refused(rank, "a left log that is only its end"))
+        elif not answered and m["restart"] != restart:
             stale.add(rank)  # (a log of an earlier restart of the job)
         elif not answered and m["gen"] is None:
             snap.notes.append(_refused(rank, "no generation"))
@@ -191,7 +231,7 @@ def _keep(store, request: int, found: dict, restart: int, most: int, snap: Snaps
             except BadManifest as why:
                 snap.notes.append(_refused(rank, why))
                 continue
-            if m["size"] < m["log"]:
+            if m["size"] < m["log"] and not m["tail"]:  # (a log's end: a rank of a kind another sent whole)
                 first, last = m["parts"][0][0], m["parts"][-1][0]
                 snap.notes.append(f"rank {rank}: its log is {_mib(m['log'])}, over the {_mib(most)} a rank sends: "
                                   f"its newest {_mib(m['size'])} in the snapshot (segments {first}-{last})")
@@ -231,7 +271,7 @@ def manifest(raw: bytes, rank: int, most: int) -> dict:
     if not isinstance(raw, bytes) or len(raw) > MAX_MANIFEST:
         raise BadManifest("a manifest too large")
     try:
-        m = msgpack.unpackb(raw, raw=False, strict_map_key=False, max_str_len=MAX_MANIFEST, max_bin_len=0,
+        m = msgpack.unpackb(raw, raw=False, strict_map_key=False, max_str_len=MAX_MANIFEST, max_bin_len=MAX_END,
                             max_array_len=MAX_PARTS, max_map_len=64)
     except Exception:
         raise BadManifest("not a manifest") from None
@@ -244,18 +284,28 @@ def manifest(raw: bytes, rank: int, most: int) -> dict:
             raise BadManifest(f"{name} out of range")
         return v
 
+    tail = m.get("tail")
+    if tail is not None:  # the end of the log, in the manifest (share.py)
+        if tail.__class__ is not bytes or not tail or m.get("rank") != rank:
+            raise BadManifest("an end of a log that is not one")
+        return {"tail": tail, "size": len(tail), "chunks": 0, "hash": None, "parts": [], "log": number("log", 1 << 62),
+                "restart": number("restart", MAX_RESTART), "kind": None, "gen": None}
+
     size, chunks = number("size", most), number("chunks", most // CHUNK + 1)
     if chunks != -(-size // CHUNK) or m.get("rank") != rank:
         raise BadManifest("sizes that do not add up")
     digest = m.get("hash")
-    if not isinstance(digest, str) or len(digest) != 32 or not all(c in "0123456789abcdef" for c in digest):
+    if not isinstance(digest, str) or len(digest) != 32 or not all(c in HEX for c in digest):
         raise BadManifest("no hash")
     parts = m.get("parts")
     if not isinstance(parts, list) or any(not isinstance(p, list) or len(p) != 2 or any(
             x.__class__ is not int or x < 0 for x in p) for p in parts) or sum(p[1] for p in parts) != size:
         raise BadManifest("parts that do not add up")
+    kind = m.get("kind")
+    if kind is not None and (not isinstance(kind, str) or len(kind) != 32 or not all(c in HEX for c in kind)):
+        raise BadManifest("a kind that is not a digest")
     return {"size": size, "chunks": chunks, "hash": digest, "parts": parts, "log": number("log", 1 << 62),
-            "restart": number("restart", MAX_RESTART),
+            "restart": number("restart", MAX_RESTART), "tail": None, "kind": kind,
             "gen": m.get("gen") if m.get("gen").__class__ is int and 0 <= m.get("gen") < 1 << 63 else None}
 
 
@@ -289,6 +339,32 @@ def _write(m: dict, chunks: list, path: str) -> None:
     os.close(fd)
 
 
+def _write_ends(snap: Snapshot) -> str:
+    """The ends the ranks sent, into ENDS_FILE of the snapshot's folder (new, never through a link)."""
+    path = os.path.join(snap.folder, ENDS_FILE)
+    data = memoryview(msgpack.packb({"v": 1, "ends": sorted(snap.ends.items())}))
+    fd = os.open(path, WRITE, 0o600)
+    try:
+        while data:
+            data = data[os.write(fd, data):]
+    finally:
+        os.close(fd)
+    return path
+
+
+def read_ends(path: str, world: int) -> dict[int, bytes]:
+    """ENDS_FILE read back (the judge): rank -> the end of its log, ranks below `world`, each
+    MAX_END bytes at most; ValueError when it is not such a file."""
+    with open(path, "rb") as f:
+        data = f.read(world * (MAX_END + 16) + 64)
+    d = msgpack.unpackb(data, raw=False, strict_map_key=False, max_bin_len=MAX_END, max_array_len=max(world, 2))
+    ends = d.get("ends") if isinstance(d, dict) else None
+    if not isinstance(ends, list) or not all(isinstance(e, list) and len(e) == 2 and e[0].__class__ is int and
+                                            0 <= e[0] < world and e[1].__class__ is bytes for e in ends):
+        raise ValueError(f"{path}: not the logs' ends")
+    return dict(ends)
+
+
 def _delete(store, key: str, prefix: str, chunks: int) -> None:
     for i in range(chunks):
         store.delete_key(f"{prefix}{i}")
@@ -307,9 +383,12 @@ def _forget_arrivals(store, request: int, seen: int, world: int) -> None:
             key, prefix = answer_keys(request, int(value))
             if store.check([key]):
                 try:
-                    chunks = manifest(store.get(key), int(value), LOG_CAP)["chunks"]
+                    m = manifest(store.get(key), int(value), LOG_CAP)
                 except BadManifest:
-                    chunks = 0
+                    m = {"chunks": 0, "kind": None}
+                chunks = m["chunks"]
+                if m["kind"] is not None:
+                    store.delete_key(kind_key(request, m["kind"]))
                 _delete(store, key, prefix, chunks)
     for i in range(1, count + 1):
         store.delete_key(arrival_keys(request, i)[1])

@@ -20,6 +20,12 @@ def answer_keys(request: int, rank: int) -> tuple[str, str]:
     return key, key + "/"
 
 
+def kind_key(request: int, digest: str) -> str:
+    """The counter of a request's answers of one kind (share.kind_digest): the rank that finds it
+    at 1 sends its whole log, the others only its end."""
+    return f"{LOG_PREFIX}{request}/kind/{digest}"
+
+
 def arrival_keys(request: int, i: int) -> tuple[str, str]:
     """(the counter of a request's answers, the key of the i-th answer's rank): a rank that has
     answered adds 1 to the counter and writes its rank under the number it got, so that the

@@ -16,7 +16,18 @@ the first file and older segments left out; a log with no later segment that fit
 The stream goes in CHUNK pieces, each zlib-compressed, under `<prefix><i>`, then a manifest
 under its key, whose presence says the pieces are there: msgpack {"v", "rank", "restart",
 "size" (bytes sent), "chunks", "hash" (blake2b-128 of them), "log" (bytes of the whole log),
-"parts" ([segment, bytes sent] each), "gen" (a left log's)}. Memory: one chunk at a time.
+"parts" ([segment, bytes sent] each), "gen" (a left log's), "kind" (the kind's digest, when it
+sent the whole log for its kind)}. Memory: one chunk at a time.
+
+Thousands of ranks issue the same collectives: a rank answering a request first ends its log with
+a checkpoint (logfile/checkpoint.py: every group's count and rolling hash, the collectives open
+and failed, what it interned), then counts itself in under the digest of that checkpoint
+(`kind_key`, one `add`). The first rank of a kind sends its whole log; the others send only its
+end, in the manifest itself ({"v", "rank", "restart", "log", "tail": bytes}, no chunks): a log of
+two frames, their header (marked `tail`) and the checkpoint, which the judge reads as a rank of
+that kind (model/load.py folds ranks whose checkpoints are equal: one read in full, the others
+share its columns) and never in full. A rank whose log does not fit whole, or that cannot write
+a checkpoint now (recording paused or stopped), sends its log as before.
 
 Standard library, msgpack and torch's store only: this runs in the training job.
 """
@@ -31,7 +42,8 @@ import zlib
 
 import msgpack
 
-from .keys import answer_keys, arrival_keys, final_keys
+from ...logfile import format as lf
+from .keys import answer_keys, arrival_keys, final_keys, kind_key
 
 VERSION = 1
 LOG_CAP = 32 << 20  # a rank's log sent at most: the newest later segments that fit, past it
@@ -39,6 +51,7 @@ CHUNK = 4 << 20  # bytes of the log in one value of the store (before compressio
 REQUEST_BUDGET = 4 << 30  # every rank's answer to one request, at most: the cap shrinks past 128 ranks
 FINAL_BUDGET = 256 << 20  # the logs left in the store at most (until the job ends): shrinks past 8 ranks
 LEVEL = 1  # zlib's fastest: a log of interned records compresses well at any level
+MAX_END = 1 << 16  # a log's end sent in its manifest, at most (header and checkpoint: a few hundred bytes)
 
 _lock = threading.Lock()
 _answered: dict[int, int] = {}  # rank -> the last request answered here (its publisher and its checker both may)
@@ -74,7 +87,7 @@ def answer(rec, store, request: int) -> bool:
             return False
         _answered[rank] = request
     key, prefix = answer_keys(request, rank)
-    send(rec, store, key, prefix, REQUEST_BUDGET)
+    send(rec, store, key, prefix, REQUEST_BUDGET, request=request)
     count, _ = arrival_keys(request, 0)
     store.set(arrival_keys(request, store.add(count, 1))[1], str(rank))  # (after the manifest: it is there)
     return True
@@ -93,16 +106,25 @@ def leave(rec, store) -> None:
             store.delete_key(f"{before[0]}{i}")
 
 
-def send(rec, store, key: str, prefix: str, budget: int, **meta) -> int:
+def send(rec, store, key: str, prefix: str, budget: int, request: int | None = None, **meta) -> int:
     """The log's chosen parts in chunks under `prefix`, then the manifest under `key`; returns the
-    number of chunks."""
+    number of chunks. `request`: in answer to it (a rank of a kind another rank sends whole
+    sends only its end), else (a closed log, left) the whole log."""
     w = rec.writer
     header = w.header or {}
     world = header.get("world", 1)
-    files, total = _open_parts(rec, cap(world, budget))
+    files, total, end = _open_parts(rec, cap(world, budget), request is not None)
     sent = {"v": VERSION, "rank": rec.rank, "restart": header.get("restart", 0), "log": total, **meta}
     try:
-        sent.update(_send_files(store, prefix, files))
+        ending = end_of_log(header, *end) if end is not None else b""
+        if 0 < len(ending) <= MAX_END:
+            digest = kind_digest(header, end[0])
+            if store.add(kind_key(request, digest), 1) == 1:
+                sent["kind"] = digest  # (the first of its kind: the whole log)
+            else:
+                sent["tail"] = ending
+        if "tail" not in sent:
+            sent.update(_send_files(store, prefix, files))
     finally:
         for fd, _, _ in files:
             os.close(fd)
@@ -110,16 +132,39 @@ def send(rec, store, key: str, prefix: str, budget: int, **meta) -> int:
     return sent.get("chunks", 0)
 
 
-def _open_parts(rec, most: int) -> tuple[list[tuple], int]:
-    """The chosen parts of the log, opened, as (fd, segment, bytes), and the whole log's bytes:
-    the queued records written first, the files noted and opened under the writer lock (the
-    writer deletes old segments under it), read after."""
+def kind_digest(header: dict, checkpoint: dict) -> str:
+    """The digest of what ranks of one kind share (logfile/tail.py Tail.key, with nothing after
+    the checkpoint; model/load.py's kinds): their checkpoints but for why it was written, their
+    restart and backend."""
+    fields = sorted((k, v) for k, v in checkpoint.items() if k != "w")
+    text = repr((header.get("restart", 0), header.get("backend"), fields)).encode()
+    return hashlib.blake2b(text, digest_size=16).hexdigest()
+
+
+def end_of_log(header: dict, checkpoint: dict, colls: int) -> bytes:
+    """A log's end as a log of its own: its header marked `tail` (model/load.py never reads it
+    in full), then the checkpoint (`colls`: the collectives written before it)."""
+    pack = msgpack.Packer(use_bin_type=True).pack
+    return lf.frame(pack({**header, "tail": 1}), 0) + lf.frame(pack(checkpoint), colls)
+
+
+def _open_parts(rec, most: int, ending: bool = False) -> tuple[list[tuple], int, tuple | None]:
+    """The chosen parts of the log, opened, as (fd, segment, bytes), the whole log's bytes, and
+    with `ending` (checkpoint, collectives before it) when the log could end with a checkpoint
+    now and fits whole: the queued records written first, the files noted and opened under
+    the writer lock (the writer deletes old segments under it), read after."""
     w = rec.writer
-    opened = []
+    opened, end = [], None
     with w.lock:
         if rec.active and not w.closed:
             rec.drain_completions()  # (completions the watchdog has not taken yet)
         w.write()
+        if ending and rec.active and not w.closed and w.stopped is None and w.header is not None and \
+                sum(p[2] for p in w.parts()) <= most:
+            segment = w.segment
+            end = (rec.write_checkpoint("share"), w.colls_written())
+            if w.stopped is not None or w.segment != segment:
+                end = None  # (the disk refused it, or a new segment follows it: the log as it is, whole)
         parts = w.parts()
         try:
             for path, segment, size in choose(parts, most):
@@ -127,8 +172,8 @@ def _open_parts(rec, most: int) -> tuple[list[tuple], int]:
         except OSError:
             for fd, _, _ in opened:
                 os.close(fd)
-            opened = []  # (a file of the log cannot be read: nothing sent, the manifest says so)
-    return opened, sum(p[2] for p in parts)
+            opened, end = [], None  # (a file of the log cannot be read: nothing sent, the manifest says so)
+    return opened, sum(p[2] for p in parts), end
 
 
 def _send_files(store, prefix: str, files: list[tuple]) -> dict:

@@ -53,6 +53,21 @@ def test_a_slot_where_signatures_differ_is_suspected_there_and_nowhere_else(sigs
     assert det.update(2.0, {r: summary(3, {"0": group_entry(s)}, e=len(s)) for r, s in seqs.items()}) is None
 
 
+def test_among_many_ranks_at_a_few_counts_one_rank_that_differs_is_suspected_at_its_slot():
+    """Thousands of ranks publish a few distinct windows (their counts differ by when they
+    published): each window is compared once; the one rank whose window differs is found."""
+    base = [(7 * j + 1) % 2**32 for j in range(300)]
+    odd = list(base)
+    odd[250] += 1
+    sums = {r: summary(1, {"0": group_entry((odd if r == 777 else base)[:252 + r % 9])}, e=252 + r % 9)
+            for r in range(1024)}
+    det = Detector(1024, HANG_S, 5.0)
+    found = det.update(0.0, sums)
+    assert found is not None and (found.kind, found.group, found.position) == ("divergence", "0", 250)
+    det.clear(found)
+    assert det.update(1.0, {r: dict(s, q=2) for r, s in sums.items()}) is None
+
+
 def test_ranks_further_apart_than_the_window_are_compared_where_they_overlap():
     det = Detector(2, HANG_S, 5.0)
     behind, ahead = list(range(10)), list(range(200))

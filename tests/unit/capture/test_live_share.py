@@ -8,6 +8,7 @@ file, never names a path, and is never read past the caps."""
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import zlib
 
@@ -15,6 +16,7 @@ import msgpack
 import pytest
 from torch.distributed import PrefixStore, TCPStore
 
+from collcheck.analysis.diff import analyse
 from collcheck.base.settings import Settings
 from collcheck.capture.live import gather, share
 from collcheck.capture.live.keys import (
@@ -24,12 +26,16 @@ from collcheck.capture.live.keys import (
     answer_keys,
     arrival_keys,
     final_keys,
+    kind_key,
 )
 from collcheck.capture.live.publisher import Publisher
 from collcheck.capture.recorder import Recorder
+from collcheck.cli.live import judge
 from collcheck.logfile import format as lf
-from collcheck.logfile.reader import read_bytes
-from collcheck.model import load_run
+from collcheck.logfile.checkpoint import signature
+from collcheck.logfile.reader import parse_header, read_bytes
+from collcheck.logfile.tail import read_tail, tail_of
+from collcheck.model import load, load_run
 
 TIMEOUT = datetime.timedelta(seconds=10)
 
@@ -51,23 +57,29 @@ def store(client, request):
     return PrefixStore(request.node.name, client)
 
 
-def live_rank(directory, rank: int, world: int, calls: int, max_mb: float = 64.0, unwritten: bool = False) -> Recorder:
+def live_rank(directory, rank: int, world: int, calls: int, max_mb: float = 64.0, unwritten: bool = False,
+              odd: int | None = None) -> Recorder:
     """A recorder's log as a running rank has it: its header, the world group, `calls` all_reduces
-    (records as the recorder writes them; with `unwritten`, the last one queued, not yet written)."""
+    (records as the recorder writes them, its counters and rolling hashes advanced as Issuer.emit
+    does; with `unwritten`, the last one queued, not yet written; collective `odd` of another shape)."""
     rec = Recorder(Settings(directory=str(directory), run_id="share", max_mb=max_mb))
     rec.open(rank, world, "gloo")
     w = rec.writer
+    key = lf.seq_key(0, "allreduce_", None)
     with w.lock:
         site = w.site_id("/job/train.py", 10, "step")
         w.keep({"k": lf.GROUP, "op": "seen", "gid": 0, "g": "0", "d": "default_pg", "r": list(range(world))})
         w.write({"k": lf.GROUP, "op": "init", "ts": 0, "gid": 0, "g": "0", "r": list(range(world)), "s": site})
-        for j in range(calls):
+        for n in range(calls):
+            tensors = (("float32", (4, n % 7 + (n == odd))),)
+            eid, j = rec.engine.next_eid(), rec.engine.next_seq(key)
+            rec.live.mix(key, j, signature("allreduce_", tensors, 0, None), 0, None)
             record = {"k": lf.COLL, "o": w.string_id("allreduce_"), "g": 0, "ts": 10 * j, "j": j, "s": site,
-                      "t": w.tspec_id((("float32", (4, j % 7)),))}
-            if unwritten and j == calls - 1:
+                      "t": w.tspec_id(tensors), "r": 0}
+            if unwritten and n == calls - 1:
                 w.queue(record)
             else:
-                w.write(record, j)
+                w.write(record, eid)
     return rec
 
 
@@ -76,7 +88,7 @@ def files_of(folder: str) -> list[str]:
 
 
 def test_each_rank_log_comes_through_the_store_whole_into_files_the_checker_names(tmp_path, store):
-    ranks = [live_rank(tmp_path / "logs", r, 2, 40, unwritten=r == 1) for r in range(2)]
+    ranks = [live_rank(tmp_path / "logs", r, 2, 40 + r, unwritten=r == 1) for r in range(2)]  # (two kinds)
     request = gather.ask(store)
     for rec in ranks:
         assert share.answer(rec, store, request)
@@ -91,7 +103,7 @@ def test_each_rank_log_comes_through_the_store_whole_into_files_the_checker_name
             assert os.stat(path).st_mode & 0o777 == 0o600
         assert os.stat(snap.folder).st_mode & 0o777 == 0o700
         run = load_run(snap.folder, running={0, 1})
-        assert sorted(run.ranks) == [0, 1] and [len(run.ranks[r]) for r in (0, 1)] == [40, 40]
+        assert sorted(run.ranks) == [0, 1] and [len(run.ranks[r]) for r in (0, 1)] == [40, 41]
         # the answers and the request are gone from the store, once the checker is done with them
         snap.forget(store, 2)
         keys = [k for r in (0, 1) for k in (answer_keys(request, r)[0], answer_keys(request, r)[1] + "0",
@@ -101,6 +113,118 @@ def test_each_rank_log_comes_through_the_store_whole_into_files_the_checker_name
     finally:
         snap.remove()
     assert not os.path.exists(snap.folder)
+
+
+def shared_run(tmp_path, store, world: int = 8, odd_rank: int = 5):
+    """`world` running ranks, `odd_rank` issuing collective #20 of another shape, each answering one
+    request: (the ranks, the request, the snapshot)."""
+    ranks = [live_rank(tmp_path / "logs", r, world, 30, odd=20 if r == odd_rank else None) for r in range(world)]
+    request = gather.ask(store)
+    for rec in ranks:
+        share.answer(rec, store, request)
+    return ranks, request, gather.gather(store, request, world, 0, wait_s=5.0)
+
+
+def test_ranks_of_one_kind_send_their_whole_log_once_and_the_others_only_its_end(tmp_path, store):
+    ranks, request, snap = shared_run(tmp_path, store)
+    try:
+        # the first of the clean kind and the odd rank (a kind of its own) whole, the others' ends in one file
+        assert files_of(snap.folder) == [gather.ENDS_FILE, "rank-00000.0.msgpack", "rank-00005.0.msgpack"]
+        assert snap.notes == [] and snap.ends_file == os.path.join(snap.folder, gather.ENDS_FILE)
+        ends = gather.read_ends(snap.ends_file, 8)
+        assert sorted(ends) == [1, 2, 3, 4, 6, 7]
+        for rec in ranks:
+            tail = read_tail(rec.writer.path)  # its log ends with the checkpoint it answered with
+            assert tail.complete and tail.after == [] and (tail.checkpoint["w"], tail.checkpoint["n"]) == ("share", 30)
+            if rec.rank in ends:  # its header, marked, and that checkpoint
+                assert parse_header(ends[rec.rank], "end") == {**rec.writer.header, "tail": 1}
+                assert tail_of(ends[rec.rank]).checkpoint == tail.checkpoint and len(ends[rec.rank]) < 1024
+            else:
+                with open(os.path.join(snap.folder, f"rank-{rec.rank:05d}.0.msgpack"), "rb") as f:
+                    assert f.read() == read_bytes(rec.writer.path)
+        run = load_run(snap.folder, running=set(range(8)), ends=ends)
+        assert sorted(run.ranks) == list(range(8)) and {len(log) for log in run.ranks.values()} == {30}
+        assert all(run.ranks[r].like is run.ranks[0] for r in (1, 2, 3, 4, 6, 7)) and run.ranks[5].like is None
+        assert [r.header.get("tail") for r in run.ranks.values()].count(1) == 6
+        kinds = [kind_key(request, share.kind_digest(ranks[r].writer.header, read_tail(ranks[r].writer.path).checkpoint))
+                 for r in (0, 5)]
+        assert all(store.check([k]) for k in kinds)
+        snap.forget(store, 8)
+        assert not any(store.check([k]) for k in kinds)  # (the kinds' counters go with the answers)
+    finally:
+        snap.remove()
+
+
+def test_the_judge_finds_in_a_share_what_every_log_read_whole_shows(tmp_path, store):
+    """The judge's report on the snapshot (logs of the odd rank and of one clean rank whole, the
+    others their ends: read by their checkpoints, also in a run too small to be read by kinds
+    otherwise) is the analysis of every rank's own log read in full: its finding and rank states."""
+    ranks, _, snap = shared_run(tmp_path, store, world=4, odd_rank=2)
+    try:
+        assert load.FOLD_FROM > 4 and snap.notes == []
+        report_dir = tmp_path / "report"
+        report_dir.mkdir()
+        line = judge(str(report_dir), {"kind": "divergence", "running": list(range(4)), "snapshot": snap.folder,
+                                       "logs": snap.notes, "ends": snap.ends_file, "world": 4})
+        assert sorted(gather.read_ends(snap.ends_file, 4)) == [1, 3]
+    finally:
+        snap.remove()
+    whole = analyse(load_run(os.path.dirname(ranks[0].writer.path), running=set(range(4))))
+    with open(report_dir / "live-report.json") as f:
+        shared = json.load(f)
+    f0, first = whole.findings[0], shared["live"]["first"]
+    assert line is not None and "rank 2" in line
+    assert (first["kind"], first["group"], first["position"], first["ranks"], first["message"]) == (
+        f0.kind, f0.group, f0.position, list(f0.ranks), f0.message)
+    assert (f0.position, list(f0.ranks)) == (20, [2])
+    assert {r: s["state"] for r, s in shared["ranks"].items()} == {
+        str(r): s.state for r, s in whole.hang.states.items()} and len(shared["ranks"]) == 4
+    assert not any("not read" in w for w in shared["warnings"])
+
+
+def test_a_rank_whose_log_went_on_after_its_last_answer_is_compared_by_its_new_end(tmp_path, store):
+    """A second request: each rank ends its log with a new checkpoint; the rank that went on
+    (and diverged) since the first is a kind of its own, its log sent whole again."""
+    ranks, _, snap = shared_run(tmp_path, store, odd_rank=-1)
+    snap.remove()
+    assert snap.notes == []
+    rec = ranks[6]
+    key = lf.seq_key(0, "allreduce_", None)
+    with rec.writer.lock:  # one more collective on rank 6 alone
+        eid, j = rec.engine.next_eid(), rec.engine.next_seq(key)
+        rec.live.mix(key, j, signature("allreduce_", (("float32", (9,)),), 0, None), 0, None)
+        rec.writer.write({"k": lf.COLL, "o": rec.writer.string_id("allreduce_"), "g": 0, "ts": 999, "j": j,
+                          "s": 0, "t": rec.writer.tspec_id((("float32", (9,)),)), "r": 0}, eid)
+    request = gather.ask(store)
+    for r in ranks:
+        share.answer(r, store, request)
+    snap = gather.gather(store, request, 8, 0, wait_s=5.0)
+    try:
+        assert sorted(snap.ends) == [1, 2, 3, 4, 5, 7]  # (rank 0 and 6 whole)
+        run = load_run(snap.folder, running=set(range(8)), ends=gather.read_ends(snap.ends_file, 8))
+        assert len(run.ranks[6]) == 31 and run.ranks[6].like is None and run.ranks[7].like is run.ranks[0]
+        assert {len(run.ranks[r]) for r in range(8) if r != 6} == {30}
+    finally:
+        snap.remove()
+
+
+def test_a_log_that_cannot_end_with_a_checkpoint_now_is_sent_whole(tmp_path, store):
+    """Recording paused (or the log over its cap, or the disk full): no checkpoint is written, the
+    log goes whole as it stands, whatever the others of its kind sent."""
+    ranks = [live_rank(tmp_path / "logs", r, 8, 10) for r in range(3)]
+    ranks[1].active = False
+    request = gather.ask(store)
+    for rec in ranks:
+        share.answer(rec, store, request)
+    snap = gather.gather(store, request, 3, 0, wait_s=0.5)  # (the ranks 3-7 do not answer here)
+    try:
+        for rec in ranks[:2]:
+            with open(os.path.join(snap.folder, f"rank-{rec.rank:05d}.0.msgpack"), "rb") as f:
+                assert f.read() == read_bytes(rec.writer.path)
+        assert read_tail(ranks[1].writer.path) is None  # (no checkpoint written while paused)
+        assert sorted(snap.ends) == [2]
+    finally:
+        snap.remove()
 
 
 def test_a_log_over_the_cap_sends_its_newest_segments_which_read_on_their_own(tmp_path, store, monkeypatch):
@@ -130,7 +254,7 @@ def test_a_log_over_the_cap_sends_its_newest_segments_which_read_on_their_own(tm
 
 
 def test_a_rank_that_does_not_answer_is_missing_and_said_and_its_late_answer_deleted(tmp_path, store):
-    ranks = [live_rank(tmp_path / "logs", r, 3, 5) for r in range(3)]
+    ranks = [live_rank(tmp_path / "logs", r, 3, 5 + r) for r in range(3)]  # (three kinds: each log whole)
     request = gather.ask(store)
     for rec in ranks[:2]:
         share.answer(rec, store, request)
@@ -140,9 +264,10 @@ def test_a_rank_that_does_not_answer_is_missing_and_said_and_its_late_answer_del
     share.answer(ranks[2], store, request)  # after the checker stopped waiting
     key, prefix = answer_keys(request, 2)
     count, slot = arrival_keys(request, 3)
-    assert store.check([key, prefix + "0", slot])
+    late_kind = kind_key(request, share.kind_digest(ranks[2].writer.header, read_tail(ranks[2].writer.path).checkpoint))
+    assert store.check([key, prefix + "0", slot, late_kind])
     snap.forget(store, 3)
-    assert not any(store.check([k]) for k in (key, prefix + "0", count, slot, arrival_keys(request, 1)[1]))
+    assert not any(store.check([k]) for k in (key, prefix + "0", count, slot, arrival_keys(request, 1)[1], late_kind))
 
 
 def test_the_log_a_rank_left_when_it_closed_it_is_taken_and_one_of_another_restart_is_not(tmp_path, store):
@@ -239,6 +364,10 @@ HOSTILE = {
                              files=[["../x", 1], ["a/b", 2]]), [zlib.compress(DATA)]),
     "a negative restart": (_good(DATA, restart=-1), [zlib.compress(DATA)]),
     "a restart as a path": (_good(DATA, restart="../../x"), [zlib.compress(DATA)]),
+    "an end that is no bytes": ({"v": 1, "rank": 0, "restart": 0, "log": 10, "tail": "../x"}, []),
+    "an end of another rank": ({"v": 1, "rank": 1, "restart": 0, "log": 10, "tail": DATA}, []),
+    "an end past its cap": ({"v": 1, "rank": 0, "restart": 0, "log": 10, "tail": b"x" * (share.MAX_END + 1)}, []),
+    "an empty end": ({"v": 1, "rank": 0, "restart": 0, "log": 10, "tail": b""}, []),
 }
 
 
@@ -297,3 +426,36 @@ def test_a_left_log_whose_generation_is_not_a_number_is_refused(tmp_path, store)
     snap = gather.gather(store, request, 1, 0, wait_s=1.0)
     snap.remove()
     assert snap.notes and "not a log of it" in snap.notes[0]
+
+
+def test_arrivals_are_read_up_to_the_first_slot_not_written_yet_in_a_few_requests(store):
+    """A rank counted among the answers that has not written its slot yet ends what is read at
+    this look (the rest at the next one), found by halving: a few checks, not one per slot."""
+    keys = [f"slot/{i}" for i in range(1200)]
+    for i, k in enumerate(keys):
+        if i != 700:
+            store.set(k, str(i))
+    counting = Counting(store)
+    got = gather._written(counting, keys)
+    assert got == [str(i).encode() for i in range(700)]
+    assert counting.calls.count("check") <= 2 + 10 and counting.calls.count("multi_get") == 2
+    store.set(keys[700], "700")
+    assert gather._written(store, keys[700:]) == [str(i).encode() for i in range(700, 1200)]
+    assert gather._written(store, []) == []
+
+
+def test_a_log_whose_checkpoint_starts_a_new_segment_is_sent_whole(tmp_path, store):
+    """The checkpoint written for the answer fills the segment: the log's last frames are the new
+    segment's, not the checkpoint; the log goes whole, not as an end of its kind."""
+    ranks = [live_rank(tmp_path / "logs", r, 8, 20, max_mb=1.0) for r in range(2)]
+    counters = ranks[1].writer.counters
+    counters.segment_bytes = counters.written + 1  # (its next frame fills the segment)
+    request = gather.ask(store)
+    for rec in ranks:
+        share.answer(rec, store, request)
+    snap = gather.gather(store, request, 2, 0, wait_s=0.3)
+    try:
+        assert ranks[1].writer.segment == 1 and snap.ends == {}
+        assert files_of(snap.folder) == ["rank-00000.0.msgpack", "rank-00001.0.msgpack"]
+    finally:
+        snap.remove()

@@ -109,3 +109,105 @@ def test_a_folded_rank_keeps_its_own_error_and_exception_text(tmp_path, monkeypa
         assert log.exception[:2] == ("RuntimeError", f"rank {rank} gave up")
         assert log.state == whole.run.ranks[rank].state == "raised"
     assert outcome(folded) == outcome(whole)
+
+
+def running_run(directory: str, world: int = 16, culprit: int = 7, slot: int = 20) -> list[str]:
+    """A running job's logs as live mode's answer leaves them (no trailer, a checkpoint at their
+    end), `culprit` issuing another shape at collective `slot`."""
+    prog = synth.Program(world, {"0": tuple(range(world))}, [])
+    s = prog.add_site()
+    prog.ops = [synth.Op("allreduce_", "0", (("float32", (8 + j % 3,)),), 0, site=s) for j in range(40)]
+    return synth.write_run(directory, prog, [synth.Fault("shape_mismatch", culprit, slot)], trailer=False,
+                           checkpoint="share")
+
+
+def both_ways_running(directory: str, monkeypatch, world: int = 16) -> tuple:
+    """both_ways, every rank running."""
+    folded = analyse(load_run(directory, running=set(range(world))))
+    with monkeypatch.context() as m:
+        m.setattr(load, "FOLD_FROM", 1 << 30)
+        whole = analyse(load_run(directory, running=set(range(world))))
+    return folded, whole
+
+
+def test_running_logs_that_end_with_a_checkpoint_fold_and_read_as_rank_by_rank(tmp_path, monkeypatch):
+    running_run(str(tmp_path))
+    folded, whole = both_ways_running(str(tmp_path), monkeypatch)
+    assert len({id(log.sig) for log in folded.run.ranks.values()}) == 2  # the clean kind and the culprit
+    assert len({id(log.sig) for log in whole.run.ranks.values()}) == 16
+    assert outcome(folded) == outcome(whole)
+    assert [(f.kind, f.position, f.ranks) for f in folded.findings][:1] == [("shape_mismatch", 20, [7])]
+    assert {log.state for log in folded.run.ranks.values()} == {"running"}
+
+
+def _one_more_collective(path: str) -> None:
+    """Append a copy of the log's last collective, its next one, after its checkpoint."""
+    from collcheck.logfile.reader import LogStream, read_bytes
+
+    records = [rec for _, rec, _ in LogStream(read_bytes(path), path)]
+    last = dict(next(r for r in reversed(records) if r.get("k") == lf.COLL))
+    last.pop("d", None)
+    checkpoint = next(r for r in reversed(records) if r.get("k") == lf.CHECKPOINT)
+    w = LogWriter(os.open(path, os.O_WRONLY | os.O_APPEND), path)
+    w.colls = checkpoint["n"]
+    with w.lock:
+        w.write({**last, "j": last["j"] + 1, "ts": last["ts"] + 100}, checkpoint["n"])
+    w.close()
+
+
+def test_a_rank_whose_log_went_on_after_its_checkpoint_is_read_in_full(tmp_path, monkeypatch):
+    """A collective after the last checkpoint: the checkpoint does not stand for the log, which is
+    read in full (its extra collective found), never folded with the ranks it equalled there."""
+    paths = running_run(str(tmp_path))
+    _one_more_collective(paths[3])
+    folded, whole = both_ways_running(str(tmp_path), monkeypatch)
+    assert folded.run.ranks[3].like is None and len(folded.run.ranks[3]) == 41
+    assert {len(log) for r, log in folded.run.ranks.items() if r != 3} == {40}
+    assert len({id(log.sig) for log in folded.run.ranks.values()}) == 3
+    assert outcome(folded) == outcome(whole)
+
+
+def test_the_end_of_a_log_is_read_by_its_kind_and_never_in_full(tmp_path, monkeypatch):
+    """Logs that hold only their header and checkpoint (live mode's `tail` answers) read as ranks of
+    their kind: the run's analysis is that of every log whole. With no log of their kind whole,
+    they are left out and said, never read as ranks that issued nothing."""
+    from collcheck.capture.live.share import end_of_log
+    from collcheck.logfile.reader import read_header
+    from collcheck.logfile.tail import read_tail
+
+    whole_dir, tails_dir = tmp_path / "whole", tmp_path / "tails"
+    whole_dir.mkdir()
+    tails_dir.mkdir()
+    running_run(str(whole_dir), world=6, culprit=4)
+    paths = running_run(str(tails_dir), world=6, culprit=4)
+    for rank in (1, 2, 3, 5):
+        header, checkpoint = read_header(paths[rank]), read_tail(paths[rank]).checkpoint
+        with open(paths[rank], "wb") as f:
+            f.write(end_of_log(header, checkpoint, checkpoint["n"]))
+    shared, whole = both_ways_running(str(tails_dir), monkeypatch, 6)[0], both_ways_running(str(whole_dir),
+                                                                                              monkeypatch, 6)[1]
+    assert shared.run.ranks[2].like is shared.run.ranks[0] and {len(log) for log in shared.run.ranks.values()} == {40}
+    assert outcome(shared) == outcome(whole)
+    os.unlink(paths[0])  # the only whole log of the clean kind
+    run = load_run(str(tails_dir), running=set(range(6)))
+    assert sorted(run.ranks) == [4]
+    assert "rank(s) 1-3,5: only the end of the log came (its checkpoint), and no log of the same kind came whole: " \
+           "not read" in run.warnings
+    assert not any("no log for rank(s) 1" in w for w in run.warnings)
+
+
+def test_what_comes_as_the_end_of_a_log_and_is_not_one_of_its_rank_is_left_out_and_said(tmp_path):
+    """`ends` are data: junk, or the end of another rank's log, is no rank of the run."""
+    from collcheck.capture.live.share import end_of_log
+    from collcheck.logfile.reader import read_header
+    from collcheck.logfile.tail import read_tail
+
+    paths = running_run(str(tmp_path), world=4, culprit=3)
+    header, checkpoint = read_header(paths[1]), read_tail(paths[1]).checkpoint
+    for rank in (1, 2):
+        os.unlink(paths[rank])
+    run = load_run(str(tmp_path), running=set(range(4)), ends={1: b"\x00junk" * 50, 2: end_of_log(header, checkpoint, 40)})
+    assert sorted(run.ranks) == [0, 3]
+    assert "rank(s) 1-2: what came as the end of the log was not one: not read" in run.warnings
+    run = load_run(str(tmp_path), running=set(range(4)), ends={1: end_of_log(header, checkpoint, 40)})
+    assert sorted(run.ranks) == [0, 1, 3] and run.ranks[1].like is run.ranks[0] and len(run.ranks[1]) == 40
