@@ -19,7 +19,7 @@ from ..base.settings import Settings
 from ..base.untrusted import one_line
 from ..inputs.discover import Source, discover
 from ..logfile import format as lf
-from ..logfile.reader import LogError, read_ends, read_header, segment_paths
+from ..logfile.reader import LogError, existing, read_ends, read_header, segment_paths
 from ..logfile.scan import Scan, in_workers, scan_many
 from ..logfile.tail import TAIL_READS, Tail, read_tail
 from .liveness import process_alive
@@ -67,11 +67,15 @@ def _load_run(target: str | list[str] | Source, workers: int | None, preview: in
     run.unchecked += dict.fromkeys(n for h in headers for n in h.get("unchecked", ()) if isinstance(n, str))
     kinds = _kinds(paths, summaries)
     read = [members[0][0] for members in kinds]
+    dumps = existing([p[: -len(lf.LOG_SUFFIX)] + lf.SIGTERM_SUFFIX for p in paths])  # (one listing, not one look a log)
     for scan, members in zip(scan_many(read, workers, preview, times), kinds):
         sig_map = [run.sig_id(Signature(*t)) for t in scan.signatures]
-        first = _add(run, RankLog(run, scan, sig_map), running)
+        first = RankLog(run, scan, sig_map, dump=_dump_of(scan.path, dumps))
+        kind = first.kind_state() if len(members) > 1 else None
+        _add(run, first, running)
         for path, header, tail in members[1:]:
-            _add(run, RankLog(run, _scan_like(scan, path, header, tail), sig_map, like=first), running)
+            log = RankLog.of_kind(kind, scan, path, header, *_own(scan, tail), dump=_dump_of(path, dumps))
+            _add(run, log, running)
     run.world = headers[0]["world"]
     missing = sorted(set(range(run.world)) - set(run.ranks))
     if missing:
@@ -186,9 +190,9 @@ def _kinds(paths: list[str], summaries: list) -> list[list[tuple]]:
     return list(kinds.values())
 
 
-def _scan_like(scan: Scan, path: str, header: dict, tail: Tail) -> Scan:
-    """The Scan of a log of `scan`'s kind: its columns, with this log's own header, error texts
-    and exception message (the tail's records; the kind fixed which collectives raised)."""
+def _own(scan: Scan, tail: Tail) -> tuple[dict, tuple | None]:
+    """(error texts, exception) of a log of `scan`'s kind: its kind's, with this log's own texts
+    and message (the tail's records; the kind fixed which collectives raised)."""
     errors = dict(scan.errors)
     exception = scan.exception
     for rec in tail.after:
@@ -200,10 +204,12 @@ def _scan_like(scan: Scan, path: str, header: dict, tail: Tail) -> Scan:
         elif kind == lf.EXCEPTION and exception is not None:
             message = rec.get("m")
             exception = (exception[0], message if isinstance(message, str) else "", exception[2])
-    own = object.__new__(Scan)  # (dataclasses.replace checks every field, copy.copy reduces: thousands wait)
-    own.__dict__.update(scan.__dict__)
-    own.path, own.header, own.errors, own.exception = path, header, errors, exception
-    return own
+    return errors, exception
+
+
+def _dump_of(path: str, dumps: set[str]) -> bool:
+    """Whether a SIGTERM dump may lie beside the log at `path` (`dumps`: those that may)."""
+    return path[: -len(lf.LOG_SUFFIX)] + lf.SIGTERM_SUFFIX in dumps
 
 
 def _same_run(paths: list[str], headers: list[dict]) -> list[str]:
