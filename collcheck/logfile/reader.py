@@ -115,6 +115,23 @@ def segment_paths(path: str) -> list[str]:
     return [os.path.join(directory, n) for n in segments.get(base, ())]
 
 
+def segmented(paths: list[str]) -> set[str]:
+    """The paths of `paths` that have later segments (`segment_paths` not empty), with one look at
+    each directory instead of one per log."""
+    by_dir: dict[str, list[tuple[str, str]]] = {}
+    for path in paths:
+        directory, base = os.path.split(path)
+        by_dir.setdefault(directory or ".", []).append((path, base))
+    out: set[str] = set()
+    for directory, items in by_dir.items():
+        try:
+            segments = _segments_in(directory, os.stat(directory).st_mtime_ns)
+        except OSError:
+            continue
+        out.update(path for path, base in items if base in segments)
+    return out
+
+
 def file_kind(mode: int) -> str:
     """What a path that is not a regular file is, in words (for the one-line refusal)."""
     for test, what in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),

@@ -19,7 +19,7 @@ from ..base.settings import Settings
 from ..base.untrusted import one_line
 from ..inputs.discover import Source, discover
 from ..logfile import format as lf
-from ..logfile.reader import LogError, existing, read_ends, read_header, segment_paths
+from ..logfile.reader import LogError, existing, read_ends, read_header, segment_paths, segmented
 from ..logfile.scan import Scan, in_workers, scan_many
 from ..logfile.tail import TAIL_READS, Tail, read_tail
 from .liveness import process_alive
@@ -130,12 +130,13 @@ def _add(run: Run, log: RankLog, running) -> RankLog:
     return log
 
 
-def _summary(path: str, fold: bool, header: dict | None = None) -> tuple[dict, Tail | None]:
+def _summary(path: str, fold: bool, header: dict | None = None, capped: set | None = None) -> tuple[dict, Tail | None]:
     """A log's header (read unless given), and its last checkpoint when it can stand for the
-    whole log; folding, both from one open of the file (its first and last bytes)."""
+    whole log; folding, both from one open of the file (its first and last bytes). `capped`: the
+    logs with later segments, when known (reader.segmented: one look at the directory)."""
     ends = read_ends(path, TAIL_READS[0]) if fold else None
     header = header if header is not None else read_header(path, ends[0] if ends is not None else None)
-    if not fold or header.get("v", 1) < 2 or segment_paths(path):
+    if not fold or header.get("v", 1) < 2 or (path in capped if capped is not None else segment_paths(path)):
         return header, None
     tail = read_tail(path, ends[1:] if ends is not None else None)
     return header, tail if tail is not None and tail.complete else None
@@ -156,7 +157,8 @@ def _summaries(paths: list[str], workers: int, fold: bool, headers: list | None,
         return [known[p] for p in paths]
     items = list(zip(paths, headers or [None] * len(paths)))
     if len(items) < 2048:
-        return [_summary(path, fold, header) for path, header in items]
+        capped = segmented(paths) if fold else None
+        return [_summary(path, fold, header, capped) for path, header in items]
     chunks = [items[k:k + CHUNK] for k in range(0, len(items), CHUNK)]
     done = in_workers(functools.partial(_chunk_summaries, fold=fold), chunks, workers, "reading checkpoints", size=len)
     return [summary for chunk in done for summary in chunk]
@@ -169,8 +171,10 @@ READERS = 8
 def _chunk_summaries(items: list, fold: bool) -> list:
     """The chunk's summaries, READERS threads each reading every READERS-th log (a task per log
     would cost the pool about as much as the read)."""
+    capped = segmented([path for path, _ in items]) if fold else None
+
     def read(k: int) -> list:
-        return [_summary(path, fold, header) for path, header in items[k::READERS]]
+        return [_summary(path, fold, header, capped) for path, header in items[k::READERS]]
 
     with ThreadPoolExecutor(READERS) as pool:
         parts = list(pool.map(read, range(READERS)))
