@@ -260,7 +260,7 @@ def analyse_hang(run: Run, sequences: Sequences | None = None) -> HangAnalysis:
     if run.on_streams and run.source != "flight-recorder":
         _stream_order_edges(run, states, waiting, g)
     cycles = []
-    for cyc in nx.simple_cycles(g):
+    for cyc in nx.simple_cycles(g) if g.number_of_edges() else ():  # (no edge, no cycle: a clean run's ranks not walked)
         # (within one group, collectives alone cannot form a cycle: positions only grow; P2P can)
         if len(cyc) > 1:
             cycles.append(cyc)

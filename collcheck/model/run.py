@@ -568,7 +568,7 @@ class Run:
     @property
     def hosts(self) -> list[str]:
         """The hosts the ranks ran on, each once (sorted)."""
-        return sorted({h for h in map(self.host_of, self.ranks) if h is not None})
+        return sorted({h for h in (log.header.get("host") for log in self.ranks.values()) if isinstance(h, str) and h})
 
     @property
     def poll_ms(self) -> float | None:
