@@ -19,7 +19,14 @@ from ..base.settings import Settings
 from ..base.untrusted import one_line
 from ..inputs.discover import Source, discover
 from ..logfile import format as lf
-from ..logfile.reader import LogError, existing, read_ends, read_header, segment_paths, segmented
+from ..logfile.reader import (
+    LogError,
+    existing,
+    read_ends,
+    read_header,
+    segment_paths,
+    segmented,
+)
 from ..logfile.scan import Scan, in_workers, scan_many
 from ..logfile.tail import TAIL_READS, Tail, read_tail
 from .liveness import process_alive
