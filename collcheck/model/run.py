@@ -335,7 +335,9 @@ class RankLog:
     def crash(self) -> str | None:
         """'Fatal Python error: Aborted' (etc.) when the rank died of a fatal signal: the dump starts
         with it (a SIGTERM dump that faulthandler could not finish has it further down: a kill)."""
-        first = next((line.strip() for line in (self.sigterm_dump or "").splitlines() if line.strip()), "")
+        if not self.sigterm_dump:
+            return None
+        first = next((line.strip() for line in self.sigterm_dump.splitlines() if line.strip()), "")
         return first if first.startswith("Fatal Python error") else None
 
     @cached_property
