@@ -24,7 +24,9 @@ headless (`App.run_test`) at a fixed terminal size. Reported separately:
 there was one); `auto` (the default) as `collcheck tui` does. `--bare` times the same loading
 work in this process without the app: what the interface costs the worker thread. `--summaries N`
 times the read of the first N logs' summaries (header and last checkpoint, what the loader reads
-of every log) one after another in this process: µs of one core per log.
+of every log) one after another in this process: µs of one core per log. `--stages` times the
+loader process's steps to the first screen with its verdict one by one in this process: every
+log's summary read, the ranks built, the analysis, the grid, the panes, the first page.
 """
 
 from __future__ import annotations
@@ -138,6 +140,41 @@ def _bare(directory: str) -> dict:
     return {"imports_s": imported - t, "bare_s": time.perf_counter() - imported}
 
 
+def _stages(directory: str) -> dict:
+    """The loader process's way to the first screen with its verdict, step by step in this process
+    (the cycle collector paused, as there): every log's summary read (in worker processes), the
+    ranks built from them, the analysis, the grid, the panes and the first page, in seconds."""
+    from collcheck.analysis.diff import analyse
+    from collcheck.base import collector
+    from collcheck.inputs.discover import discover
+    from collcheck.model import load, load_run
+    from collcheck.tui import navigation
+    from collcheck.tui.grid import Grid
+    from collcheck.tui.page import first_page
+    from collcheck.tui.plain import summary_facts, to_plain
+    from collcheck.tui.widgets import panes
+
+    source, known, out = discover(directory), {}, {}
+
+    def step(name, work):
+        t = time.perf_counter()
+        result = work()
+        out[name + "_s"] = time.perf_counter() - t
+        return result
+
+    workers = os.cpu_count() or 1
+    with collector.paused():
+        step("summaries", lambda: load._summaries(source.logs, workers, True, source.headers, known))
+        run = step("build", lambda: load_run(source, known=known))
+        report = step("analyse", lambda: analyse(run))
+        group = navigation.default_group(report, navigation.MERGED)
+        grid = step("grid", lambda: Grid(report, None if group == navigation.MERGED else group))
+        step("panes", lambda: (summary_facts(report), to_plain(panes.overview(report)), to_plain(panes.waitfor(report))))
+        marks, culprits = navigation.marks(report, grid, -1)
+        step("page", lambda: first_page(report, grid, marks, culprits))
+    return out
+
+
 def _summaries(directory: str, n: int) -> dict:
     """The loader's read of each log's header and last checkpoint (model/load.py's `_summary`),
     for the first `n` logs in turn, three times: the best, per log."""
@@ -195,6 +232,8 @@ def main(argv=None) -> int:
                         "`collcheck tui` chooses (auto, the default)")
     p.add_argument("--bare", action="store_true",
                    help="time the app's loading work in this process with no interface, instead of the app")
+    p.add_argument("--stages", action="store_true",
+                   help="time the loader process's steps to the first screen with its verdict, in this process")
     p.add_argument("--summaries", type=int, metavar="N",
                    help="time the read of the first N logs' summaries instead of the app (µs per log)")
     p.add_argument("--json", action="store_true")
@@ -211,6 +250,11 @@ def main(argv=None) -> int:
             res = _summaries(tmp, args.summaries)
             print(json.dumps(res) if args.json else f"{res['logs']} logs' summaries (header and last checkpoint): "
                   f"{res['summary_us']:.0f} µs of one core per log")
+            return 0
+        if args.stages:
+            res = _stages(tmp)
+            print(json.dumps(res) if args.json else f"{args.ranks} ranks x {args.events} collectives, the loader's steps: "
+                  + ", ".join(f"{k[:-2]} {v:.2f} s" for k, v in res.items()))
             return 0
         if args.bare:
             res = _bare(tmp)

@@ -76,6 +76,8 @@ def _inside(states: dict) -> set[int]:
 def blocked_events(run: Run, rank: int) -> list:
     """Events the rank never completed, or that failed (timeout, connection reset)."""
     log = run.ranks[rank]
+    if not log.pending and not log.errors:  # (most ranks: thousands ask)
+        return []
     return [log.event(i) for i in sorted(log.pending | set(log.errors))]
 
 
@@ -260,7 +262,7 @@ def analyse_hang(run: Run, sequences: Sequences | None = None) -> HangAnalysis:
     if run.on_streams and run.source != "flight-recorder":
         _stream_order_edges(run, states, waiting, g)
     cycles = []
-    for cyc in nx.simple_cycles(g):
+    for cyc in nx.simple_cycles(g) if g.number_of_edges() else ():  # (no edge, no cycle: a clean run's ranks not walked)
         # (within one group, collectives alone cannot form a cycle: positions only grow; P2P can)
         if len(cyc) > 1:
             cycles.append(cyc)

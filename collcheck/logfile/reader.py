@@ -84,6 +84,25 @@ def may_exist(path: str) -> bool:
         return True  # (not known: the caller looks)
 
 
+def existing(paths: list[str]) -> set[str]:
+    """The paths of `paths` that may exist (`may_exist` of each), with one look at each directory
+    instead of one per path: thousands of ranks ask whether a dump lies beside their log."""
+    by_dir: dict[str, list[tuple[str, str]]] = {}
+    for path in paths:
+        directory, base = os.path.split(path)
+        by_dir.setdefault(directory or ".", []).append((path, base))
+    out: set[str] = set()
+    for directory, items in by_dir.items():
+        try:
+            mtime = os.stat(directory).st_mtime_ns
+            names = _names_in(directory, mtime) if time.time_ns() - mtime > SETTLED_NS else None
+        except OSError:
+            out.update(path for path, _ in items)  # (not known: the caller looks)
+            continue
+        out.update(path for path, base in items if (base in names if names is not None else os.path.lexists(path)))
+    return out
+
+
 def segment_paths(path: str) -> list[str]:
     """The later segments of a capped log (`<path>.1`, `<path>.2`, ...: the oldest may have been
     deleted), in order."""
@@ -94,6 +113,23 @@ def segment_paths(path: str) -> list[str]:
     except OSError:
         return []
     return [os.path.join(directory, n) for n in segments.get(base, ())]
+
+
+def segmented(paths: list[str]) -> set[str]:
+    """The paths of `paths` that have later segments (`segment_paths` not empty), with one look at
+    each directory instead of one per log."""
+    by_dir: dict[str, list[tuple[str, str]]] = {}
+    for path in paths:
+        directory, base = os.path.split(path)
+        by_dir.setdefault(directory or ".", []).append((path, base))
+    out: set[str] = set()
+    for directory, items in by_dir.items():
+        try:
+            segments = _segments_in(directory, os.stat(directory).st_mtime_ns)
+        except OSError:
+            continue
+        out.update(path for path, base in items if base in segments)
+    return out
 
 
 def file_kind(mode: int) -> str:

@@ -24,7 +24,14 @@ from ..base.settings import Settings
 from ..base.untrusted import one_line
 from ..inputs.discover import Source, discover
 from ..logfile import format as lf
-from ..logfile.reader import LogError, read_ends, read_header, segment_paths
+from ..logfile.reader import (
+    LogError,
+    existing,
+    read_ends,
+    read_header,
+    segment_paths,
+    segmented,
+)
 from ..logfile.scan import Scan, in_workers, scan_many
 from ..logfile.tail import TAIL_READS, Tail, read_end, read_tail
 from .liveness import process_alive
@@ -81,11 +88,15 @@ def _load_run(target: str | list[str] | Source, workers: int | None, preview: in
         run.unchecked.append(f"rank(s) {rank_ranges(unread)}: only the end of the log came (its checkpoint), and no "
                              "log of the same kind came whole: not read")
     read = [members[0][0] for members in kinds]
+    dumps = existing([p[: -len(lf.LOG_SUFFIX)] + lf.SIGTERM_SUFFIX for p in paths])  # (one listing, not one look a log)
     for scan, members in zip(scan_many(read, workers, preview, times), kinds):
         sig_map = [run.sig_id(Signature(*t)) for t in scan.signatures]
-        first = _add(run, RankLog(run, scan, sig_map), running)
+        first = RankLog(run, scan, sig_map, dump=_dump_of(scan.path, dumps))
+        kind = first.kind_state() if len(members) > 1 else None
+        _add(run, first, running)
         for path, header, tail in members[1:]:
-            _add(run, RankLog(run, _scan_like(scan, path, header, tail), sig_map, like=first), running)
+            log = RankLog.of_kind(kind, scan, path, header, *_own(scan, tail), dump=_dump_of(path, dumps))
+            _add(run, log, running)
     run.world = headers[0]["world"]
     missing = sorted(set(range(run.world)) - set(run.ranks) - set(unread))  # (those said above)
     if missing:
@@ -140,12 +151,13 @@ def _add(run: Run, log: RankLog, running) -> RankLog:
     return log
 
 
-def _summary(path: str, fold: bool, header: dict | None = None) -> tuple[dict, Tail | None]:
+def _summary(path: str, fold: bool, header: dict | None = None, capped: set | None = None) -> tuple[dict, Tail | None]:
     """A log's header (read unless given), and its last checkpoint when it can stand for the
-    whole log; folding, both from one open of the file (its first and last bytes)."""
+    whole log; folding, both from one open of the file (its first and last bytes). `capped`: the
+    logs with later segments, when known (reader.segmented: one look at the directory)."""
     ends = read_ends(path, TAIL_READS[0]) if fold else None
     header = header if header is not None else read_header(path, ends[0] if ends is not None else None)
-    if not fold or header.get("v", 1) < 2 or segment_paths(path):
+    if not fold or header.get("v", 1) < 2 or (path in capped if capped is not None else segment_paths(path)):
         return header, None
     tail = read_tail(path, ends[1:] if ends is not None else None)
     return header, tail if tail is not None and tail.complete else None
@@ -166,7 +178,8 @@ def _summaries(paths: list[str], workers: int, fold: bool, headers: list | None,
         return [known[p] for p in paths]
     items = list(zip(paths, headers or [None] * len(paths)))
     if len(items) < 2048:
-        return [_summary(path, fold, header) for path, header in items]
+        capped = segmented(paths) if fold else None
+        return [_summary(path, fold, header, capped) for path, header in items]
     chunks = [items[k:k + CHUNK] for k in range(0, len(items), CHUNK)]
     done = in_workers(functools.partial(_chunk_summaries, fold=fold), chunks, workers, "reading checkpoints", size=len)
     return [summary for chunk in done for summary in chunk]
@@ -199,8 +212,10 @@ READERS = 8
 def _chunk_summaries(items: list, fold: bool) -> list:
     """The chunk's summaries, READERS threads each reading every READERS-th log (a task per log
     would cost the pool about as much as the read)."""
+    capped = segmented([path for path, _ in items]) if fold else None
+
     def read(k: int) -> list:
-        return [_summary(path, fold, header) for path, header in items[k::READERS]]
+        return [_summary(path, fold, header, capped) for path, header in items[k::READERS]]
 
     with ThreadPoolExecutor(READERS) as pool:
         parts = list(pool.map(read, range(READERS)))
@@ -229,9 +244,9 @@ def _kinds(paths: list[str], summaries: list) -> tuple[list[list[tuple]], list[i
     return out, sorted(unread)
 
 
-def _scan_like(scan: Scan, path: str, header: dict, tail: Tail) -> Scan:
-    """The Scan of a log of `scan`'s kind: its columns, with this log's own header, error texts
-    and exception message (the tail's records; the kind fixed which collectives raised)."""
+def _own(scan: Scan, tail: Tail) -> tuple[dict, tuple | None]:
+    """(error texts, exception) of a log of `scan`'s kind: its kind's, with this log's own texts
+    and message (the tail's records; the kind fixed which collectives raised)."""
     errors = dict(scan.errors)
     exception = scan.exception
     for rec in tail.after:
@@ -243,10 +258,12 @@ def _scan_like(scan: Scan, path: str, header: dict, tail: Tail) -> Scan:
         elif kind == lf.EXCEPTION and exception is not None:
             message = rec.get("m")
             exception = (exception[0], message if isinstance(message, str) else "", exception[2])
-    own = object.__new__(Scan)  # (dataclasses.replace checks every field, copy.copy reduces: thousands wait)
-    own.__dict__.update(scan.__dict__)
-    own.path, own.header, own.errors, own.exception = path, header, errors, exception
-    return own
+    return errors, exception
+
+
+def _dump_of(path: str, dumps: set[str]) -> bool:
+    """Whether a SIGTERM dump may lie beside the log at `path` (`dumps`: those that may)."""
+    return path[: -len(lf.LOG_SUFFIX)] + lf.SIGTERM_SUFFIX in dumps
 
 
 def _same_run(paths: list[str], headers: list[dict]) -> list[str]:

@@ -13,7 +13,7 @@ from array import array
 from bisect import bisect_left
 from collections import OrderedDict
 from dataclasses import dataclass, replace
-from functools import cached_property
+from functools import cache, cached_property
 from itertools import accumulate
 
 import numpy as np
@@ -162,14 +162,44 @@ class Event:
         return sites.short(self.site)
 
 
+def _completion(scan: Scan) -> tuple[set, set]:
+    """(pending, unknown completion) of a scanned log: collectives issued before damage, or before
+    recording stopped, never completed as far as the log shows are neither pending nor completed."""
+    pending, unknown = scan.pending, set()
+    if scan.damage:
+        last = max(d[0] for d in scan.damage)
+        unknown = {i for i in scan.pending if scan.off[i] < last}
+        pending -= unknown  # (in place: the ranks of its kind share the set, as they always did)
+    if scan.disabled is not None:  # (their completions would have been written after it)
+        unknown |= pending
+        pending = set()
+    return pending, unknown
+
+
+@cache
+def _cached_names() -> frozenset:
+    """RankLog's cached properties: computed per rank when asked, never shared by `kind_state`."""
+    return frozenset(n for n, v in vars(RankLog).items() if isinstance(v, cached_property))
+
+
+def _sigterm_dump(path: str, dump: bool | None) -> str | None:
+    """The SIGTERM dump beside a log (faulthandler's stacks), or None; `dump` False: surely none."""
+    name = path[: -len(lf.LOG_SUFFIX)] + lf.SIGTERM_SUFFIX
+    if dump is False or (dump is None and not may_exist(name)):
+        return None
+    return read_text(name) or None
+
+
 _DUMP_FRAME = re.compile(r'^\s+File "(.+)", line (\d+) in (.+)$')  # faulthandler's frame lines
 
 
 class RankLog:
     """One rank: compact columns for the matcher, events decoded on demand for reports."""
 
-    def __init__(self, run: "Run", scan: Scan, sig_map: list[int], like: "RankLog | None" = None):
-        """`like`: a rank of the same kind (model/load.py), whose columns this one shares."""
+    def __init__(self, run: "Run", scan: Scan, sig_map: list[int], like: "RankLog | None" = None,
+                 dump: bool | None = None):
+        """`like`: a rank of the same kind (model/load.py), whose columns this one shares. `dump`:
+        whether a SIGTERM dump may lie beside the log (None: looked at here)."""
         h = scan.header
         self.run = run
         self.rank: int = h["rank"]
@@ -189,19 +219,11 @@ class RankLog:
         else:
             self.groups = [Group(name, ranks, desc) for name, ranks, desc in scan.groups]
             self.creations = [GroupCreation(*c) for c in scan.creations]
-        self.pending: set[int] = scan.pending
-        # never completed as far as the log shows, but issued before damage that may have held
-        # their completion: neither pending nor completed
-        self.unknown_completion: set[int] = set()
-        if scan.damage:
-            last = max(d[0] for d in scan.damage)
-            self.unknown_completion = {i for i in scan.pending if scan.off[i] < last}
-            self.pending -= self.unknown_completion
+        # unknown_completion: never completed as far as the log shows, but issued before damage that
+        # may have held their completion (neither pending nor completed)
+        self.pending, self.unknown_completion = _completion(scan)
         self.disabled = scan.disabled  # recording stopped (a Q record): what came after is not known
         self.stop_error = scan.stop_error
-        if self.disabled is not None:  # (their completions would have been written after it)
-            self.unknown_completion |= self.pending
-            self.pending = set()
         self.errors: dict[int, str] = scan.errors
         self.unconfirmed: list[int] = scan.unconfirmed  # returned, completion unknown (scan.Scan)
         self.non_member = scan.non_member  # [(api, site, ts)] calls torch skipped: not in the group
@@ -239,8 +261,33 @@ class RankLog:
         self.chain_sites = scan.chain_sites
         self.base_us = h.get("wall_ns", 0) // 1000
         self._by_group: dict[str, object] | None = like.by_group if like is not None else None
-        dump = self.path[: -len(lf.LOG_SUFFIX)] + lf.SIGTERM_SUFFIX
-        self.sigterm_dump = (read_text(dump) or None) if may_exist(dump) else None
+        self.sigterm_dump = _sigterm_dump(self.path, dump)
+
+    @classmethod
+    def of_kind(cls, kind: dict, scan: Scan, path: str, header: dict, errors: dict, exception,
+                dump: bool | None = None) -> RankLog:
+        """A rank of a kind (model/load.py) read from its checkpoint: what
+        RankLog(run, <scan's columns with this log's path, header, errors, exception>, ..., like=first)
+        gives, from `kind` (the first rank's attributes as built, `kind_state`) without a Scan
+        or the attributes set again: thousands of ranks of one kind are built in a blink."""
+        log = object.__new__(cls)
+        d = log.__dict__
+        d.update(kind)
+        d["rank"], d["path"], d["header"] = header["rank"], path, header
+        d["pending"], d["unknown_completion"] = _completion(scan)
+        d["errors"], d["exception"] = errors, exception
+        d["base_us"] = header.get("wall_ns", 0) // 1000
+        d["sigterm_dump"] = _sigterm_dump(path, dump)
+        return log
+
+    def kind_state(self) -> dict:
+        """This rank's attributes as shared by the ranks of its kind built by `of_kind` (its
+        columns, groups, event grouping), those of their own set there."""
+        self.by_group  # noqa: B018 - (computed once, shared)
+        cached = _cached_names()
+        state = {k: v for k, v in self.__dict__.items() if k not in cached}
+        state.update(like=self, running=False, times=None, time_sites=None, _by_group=self._by_group)
+        return state
 
     def __len__(self) -> int:
         return len(self.sig)
@@ -288,7 +335,9 @@ class RankLog:
     def crash(self) -> str | None:
         """'Fatal Python error: Aborted' (etc.) when the rank died of a fatal signal: the dump starts
         with it (a SIGTERM dump that faulthandler could not finish has it further down: a kill)."""
-        first = next((line.strip() for line in (self.sigterm_dump or "").splitlines() if line.strip()), "")
+        if not self.sigterm_dump:
+            return None
+        first = next((line.strip() for line in self.sigterm_dump.splitlines() if line.strip()), "")
         return first if first.startswith("Fatal Python error") else None
 
     @cached_property
@@ -521,7 +570,7 @@ class Run:
     @property
     def hosts(self) -> list[str]:
         """The hosts the ranks ran on, each once (sorted)."""
-        return sorted({h for h in map(self.host_of, self.ranks) if h is not None})
+        return sorted({h for h in (log.header.get("host") for log in self.ranks.values()) if isinstance(h, str) and h})
 
     @property
     def poll_ms(self) -> float | None:
@@ -541,7 +590,8 @@ class Run:
         """The collectives ran on streams, as under NCCL (a Flight Recorder dump, the simulated
         NCCL backend): a call returned at once, and collectives that completed were paired by
         their position in the group, whatever their ops and sizes (NCCL checks nothing)."""
-        return any("nccl" in str(log.header.get("backend", "")).lower() for log in self.ranks.values())
+        backends = {str(log.header.get("backend", "")) for log in self.ranks.values()}  # (a few, for thousands of ranks)
+        return any("nccl" in b.lower() for b in backends)
 
     def sig_id(self, sig: Signature) -> int:
         i = self._sig_ids.get(sig)

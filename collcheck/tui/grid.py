@@ -58,7 +58,7 @@ class RankSeq:
         self.idx: dict[str, object] = {}
         self.sig: dict[str, array] = {}
         self.channels: list[str] = []
-        self.unfinished = sorted(set(log.pending) | set(log.errors))
+        self.unfinished = sorted(set(log.pending) | set(log.errors)) if log.pending or log.errors else []
 
     def add_channel(self, name: str, ix: list[int], sig: array) -> None:
         """The rank's sends (or recvs) of one point-to-point channel, as a pseudo-group."""

@@ -43,12 +43,16 @@ def test_bench_tui_previews_then_scrolls():
 @pytest.mark.timeout(300)
 def test_bench_tui_times_the_partial_first_screen_then_the_verdicts():
     """From 1,024 logs the loader process's first screen is partial (its first 256 logs), then
-    the first screen with its verdict comes; --summaries times a log's summary read."""
+    the first screen with its verdict comes; --summaries times a log's summary read, --stages the
+    loader's steps to the first screen with its verdict."""
     (res,) = run_json("bench_tui", "--ranks", "1024", "--events", "40", "--pages", "2", "--child", "on")
     assert res["first"] == "loader process" and res["partial"] in (None, {"read": 256, "total": 1024})
     assert 0 < res["first_screen_s"] <= res["judged_s"] <= res["full_s"] and res["columns"] == 1
     (timed,) = run_json("bench_tui", "--ranks", "16", "--events", "40", "--summaries", "8")
     assert timed["logs"] == 8 and timed["summary_us"] > 0
+    (steps,) = run_json("bench_tui", "--ranks", "16", "--events", "40", "--stages")
+    assert list(steps) == [f"{s}_s" for s in ("summaries", "build", "analyse", "grid", "panes", "page")]
+    assert all(v > 0 for v in steps.values())
 
 
 @pytest.mark.timeout(300)

@@ -22,11 +22,14 @@ from collcheck import synth
 from collcheck.logfile.reader import (
     SETTLED_NS,
     LogError,
+    existing,
     may_exist,
     parse_header,
     read_ends,
     read_header,
     read_prefix,
+    segment_paths,
+    segmented,
 )
 from collcheck.logfile.tail import SHORT, TAIL_READS, _tail_of, read_tail
 from collcheck.model.load import _summary
@@ -173,3 +176,24 @@ def test_a_file_beside_the_logs_is_looked_up_in_one_listing_once_the_directory_s
     assert not may_exist(str(d / "c"))
     (d / "c").unlink()
     assert not may_exist(str(d / "c"))  # (changed now: looked at)
+
+
+def test_many_paths_looked_up_at_once_say_what_each_looked_up_alone_says(tmp_path):
+    """existing (thousands of SIGTERM dumps looked for) and segmented (thousands of logs' later
+    segments) give, with one look at each directory, what may_exist and segment_paths give path by
+    path: in a directory just changed and in a settled one, with segments, and in a directory
+    that is not there."""
+    d, e = tmp_path / "run", tmp_path / "other"
+    d.mkdir(), e.mkdir()
+    for name in ("a", "a.1", "a.2", "b", "c.7", "x.txt"):
+        (d / name).write_bytes(b"")
+    (e / "a").write_bytes(b"")
+    paths = [str(p / n) for p in (d, e) for n in ("a", "b", "c", "x.txt", "y.txt")] + [str(tmp_path / "gone" / "a")]
+    for settled in (False, True):
+        if settled:
+            old = time.time_ns() - 10 * SETTLED_NS
+            os.utime(d, ns=(old, old))
+        assert existing(paths) == {p for p in paths if may_exist(p)}
+        assert segmented(paths) == {p for p in paths if segment_paths(p)} == {str(d / "a"), str(d / "c")}
+    assert str(d / "b") in existing(paths) and str(d / "y.txt") not in existing(paths)
+    assert str(tmp_path / "gone" / "a") in existing(paths)  # (not known: the caller looks)

@@ -211,3 +211,56 @@ def test_what_comes_as_the_end_of_a_log_and_is_not_one_of_its_rank_is_left_out_a
     assert "rank(s) 1-2: what came as the end of the log was not one: not read" in run.warnings
     run = load_run(str(tmp_path), running=set(range(4)), ends={1: end_of_log(header, checkpoint, 40)})
     assert sorted(run.ranks) == [0, 1, 3] and run.ranks[1].like is run.ranks[0] and len(run.ranks[1]) == 40
+
+
+def test_a_rank_built_from_its_kind_is_the_rank_built_from_its_kinds_scan(tmp_path):
+    """RankLog.of_kind (thousands of ranks built from their kind's attributes) gives each rank what
+    RankLog(run, <the kind's scan with this log's path, header, error texts, exception>, like=first)
+    gives: every attribute, on a run of two kinds (their last collective raised, each rank with its
+    own text; a clean end), a rank with no checkpoint and a SIGTERM dump beside one log."""
+    from dataclasses import replace
+
+    from collcheck.logfile.scan import scan_file
+    from collcheck.model import RankLog, Signature
+
+    prog = synth.Program(16, {"0": tuple(range(16))}, [])
+    s = prog.add_site()
+    prog.ops = [synth.Op("allreduce_", "0", (("float32", (8,)),), 0, site=s)] * 3
+    paths = synth.write_run(str(tmp_path), prog, trailer=False)
+    for rank, path in enumerate(paths[:15]):  # rank 15: killed before a checkpoint
+        w = LogWriter(os.open(path, os.O_WRONLY | os.O_APPEND), path)
+        w.colls = 3
+        with w.lock:
+            if rank < 8:
+                w.write(checkpoint_record(3, [(0, 3, 7)], "exception", [2], [], 1))
+                w.write({"k": lf.DONE, "i": 2, "r": 400, "e": f"RuntimeError: rank {rank} timed out"})
+                w.write({"k": lf.EXCEPTION, "t": "RuntimeError", "m": f"rank {rank} gave up", "ts": 500})
+            else:
+                w.write(checkpoint_record(3, [(0, 3, 7)], "end", [], [], 1))
+        w.close()
+    with open(paths[5][: -len(lf.LOG_SUFFIX)] + lf.SIGTERM_SUFFIX, "w") as f:
+        f.write('Current thread 0x1 (most recent call first):\n  File "train.py", line 7 in step\n')
+    run = load_run(str(tmp_path))
+    folded = [log for log in run.ranks.values() if log.like is not None]
+    assert len(folded) == 13 and len({log.like.rank for log in folded}) == 2 and run.ranks[15].like is None
+    assert run.ranks[5].sigterm_dump and not run.ranks[4].sigterm_dump
+    assert run.ranks[6].errors == {2: "RuntimeError: rank 6 timed out"}
+    scans = {}
+    for log in folded:
+        first = log.like
+        scan = scans[first.path] = scans.get(first.path) or scan_file(first.path)
+        sig_map = [run.sig_id(Signature(*t)) for t in scan.signatures]
+        old = RankLog(run, replace(scan, path=log.path, header=log.header, errors=log.errors,
+                                   exception=log.exception), sig_map, like=first)
+        old.running = log.running
+        assert comparable(old) == comparable(log), log.rank
+    assert run.ranks[5].dump_site == ("train.py", 7, "step")
+
+
+def comparable(log) -> dict:
+    """A rank's attributes, its scan's event-id lookup by what it gives and its tables (decoded
+    again by the test's own scan) by kind."""
+    out = dict(vars(log))
+    out["eid_of"] = [log.eid_of(i) for i in range(len(log))]
+    out["tables"] = type(log.tables)
+    return out

@@ -19,8 +19,9 @@ from collcheck.analysis.diff import analyse
 from collcheck.logfile import wire
 from collcheck.base.errors import LogError
 from collcheck.inputs.discover import discover
-from collcheck.model import load_run
+from collcheck.model import load, load_run
 from collcheck.synth import write_clean_run
+from collcheck.synth.bulk import Divergence
 from collcheck.tui import loader, navigation
 from collcheck.tui.app import CollcheckApp
 from collcheck.tui.grid import Grid
@@ -246,3 +247,23 @@ def test_the_partial_first_screen_says_what_is_pending_and_is_replaced(hang_dir,
 
     asyncio.run(main())
     assert app.error is None and app.loader_died is None
+
+
+@pytest.mark.parametrize("kind", ["missing", "shape"])
+def test_the_first_screen_of_ranks_built_by_kinds_is_the_first_screen_of_ranks_read_one_by_one(tmp_path, monkeypatch,
+                                                                                                  kind):
+    """The loader builds thousands of ranks from their kind (model RankLog.of_kind) and answers
+    the analysis' questions per kind: on a run of several kinds (two subgroups) with one rank out
+    of step, its first screen (verdict, findings, panes, the page's cells) is the one of the run
+    read rank by rank, each log in full."""
+    write_clean_run(str(tmp_path), 96, 400, groups=[list(range(k, 96, 2)) for k in range(2)],
+                    diverge=Divergence(37, 150, kind))
+    by_kinds = load_run(str(tmp_path))
+    assert len({id(log.sig) for log in by_kinds.ranks.values()}) == 3
+    first = wire.unpack(wire.pack(loader._first_screen(by_kinds)))
+    monkeypatch.setattr(load, "FOLD_FROM", 1 << 30)
+    one_by_one = load_run(str(tmp_path))
+    assert all(log.like is None for log in one_by_one.ranks.values())
+    assert first == wire.unpack(wire.pack(loader._first_screen(one_by_one)))
+    report = analyse(load_run(str(tmp_path)))
+    assert first["facts"]["verdict"] == report.verdict != "clean" and report.findings[0].ranks == [37]
