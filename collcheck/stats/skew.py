@@ -134,5 +134,6 @@ def _charge(run: Run, table: dict, slots: Slots, counted: np.ndarray, last: np.n
         straggler.last_in = lasts[r]
         straggler.slots, straggler.expected_last = part.get(r, (0, 0.0))
     sites = run.sites
-    return list(zip([slots.group[i] for i in k.tolist()], [slots.position[i] for i in k.tolist()], last[k].tolist(),
+    names = slots.names
+    return list(zip([names[g] for g in slots.group[k].tolist()], slots.position[k].tolist(), last[k].tolist(),
                     waited[k].tolist(), [sites[s] if s >= 0 else None for s in site[k].tolist()], latest[k].tolist()))
