@@ -17,9 +17,12 @@ class Sample:
 
     def __init__(self, values: np.ndarray, weights: np.ndarray | None = None):
         values = np.asarray(values)
-        order = np.argsort(values, kind="stable")
-        self.values = values[order]
-        w = np.ones(len(values), dtype=np.int64) if weights is None else np.asarray(weights, dtype=np.int64)[order]
+        w = np.ones(len(values), dtype=np.int64) if weights is None else np.asarray(weights, dtype=np.int64)
+        if values.dtype.kind in "iu" and (not len(w) or (w == w[0]).all()):  # (equal ints: any order)
+            self.values = np.sort(values)
+        else:
+            order = np.argsort(values, kind="stable")
+            self.values, w = values[order], w[order]
         self.ends = np.cumsum(w)  # sorted position after each value's copies
         self.weights = w
 
