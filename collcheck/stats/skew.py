@@ -69,10 +69,10 @@ def arrival_skew(run: Run, timings: Timings) -> Skew:
         off = np.array(by_class, dtype=object if issue.dtype == object else float)[slots.cls]
         arrival = issue - off
         latest = np.maximum.reduceat(arrival, slots.start)
-        at_latest = arrival == latest[entry]
-        last = np.minimum.reduceat(np.where(at_latest, slots.rank, np.iinfo(np.int64).max), slots.start)
+        latest_at = latest[entry]
+        last = np.minimum.reduceat(np.where(arrival == latest_at, slots.rank, np.iinfo(np.int64).max), slots.start)
         is_last = slots.rank == last[entry]
-        waiting = latest[entry] - arrival
+        waiting = latest_at - arrival
         waited = np.add.reduceat(waiting * slots.weight, slots.start)
         # how much of each member's waiting the last rank's longer work explains (all of it when unknown;
         # the last rank's class waited for nobody)

@@ -162,15 +162,19 @@ def _gather(timings: Timings, first: dict, classes: list, blocks: dict, entries:
         return Slots(empty, [], empty, np.zeros(0, dtype=bool), empty, empty, empty, empty, empty, empty, empty,
                      empty, np.zeros(0, dtype=bool), classes)
     complete = np.logical_and.reduceat(ok, first_entry)
-    keep = np.repeat(complete, width)
-    kept_width = width[complete]
+    if complete.all():  # (nothing to leave out: the columns as they are)
+        slot, entry = (lambda a: a), (lambda a: a)
+    else:
+        keep = np.repeat(complete, width)
+        slot, entry = (lambda a: a[complete]), (lambda a: a[keep])
+    kept_width = slot(width)
     lowest = np.array([rs[0] for rs in classes], dtype=np.int64)
     weight = np.array([len(rs) for rs in classes], dtype=np.int64)
-    kept = cls[keep]
-    return Slots(group[complete], groups, (within + np.repeat(starts, counts))[complete],
-                 np.logical_or.reduceat(startup, first_entry)[complete], np.cumsum(kept_width) - kept_width, kept,
-                 lowest[kept], weight[kept], values["issue"][keep], values["done"][keep], values["site"][keep],
-                 values["work"][keep], worked[keep], classes)
+    kept = entry(cls)
+    return Slots(slot(group), groups, slot(within + np.repeat(starts, counts)),
+                 slot(np.logical_or.reduceat(startup, first_entry)), np.cumsum(kept_width) - kept_width, kept,
+                 lowest[kept], weight[kept], entry(values["issue"]), entry(values["done"]), entry(values["site"]),
+                 entry(values["work"]), entry(worked), classes)
 
 
 def _places(parts: list) -> tuple:
