@@ -83,3 +83,21 @@ def weighted(parts: list[tuple[np.ndarray, int]]) -> Sample:
         return Sample(np.zeros(0, np.int64))
     values = np.concatenate([a for a, _ in parts])
     return Sample(values, np.repeat([w for _, w in parts], [len(a) for a, _ in parts]))
+
+
+def sorted_by_key(key: np.ndarray, values: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The values sorted by key, then value, and the running sum of their weights. Equal pairs may
+    come in any order (the value at each running position is the same): one sort of a key and value
+    made one int64 where they fit, of the values alone where every weight is the same."""
+    if len(values) and values.dtype != object:
+        low = int(values.min())
+        span = int(values.max()) - low + 1
+        if (int(key.max()) + 1) * span < 1 << 62:
+            joined = key * span + (values - low)
+            if (weight == weight[0]).all():
+                joined.sort()
+                return joined % span + low, np.arange(1, len(joined) + 1) * weight[0]
+            order = np.argsort(joined)
+            return values[order], np.cumsum(weight[order])
+    order = np.lexsort((values, key))
+    return values[order], np.cumsum(weight[order])

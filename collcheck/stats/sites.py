@@ -14,7 +14,7 @@ import numpy as np
 
 from ..model import Run
 from ..model.timing import Timings, first_seen, stable_order, summable
-from .sample import Sample, median, percentile
+from .sample import Sample, median, percentile, sorted_by_key
 
 # wire op -> bus bandwidth factor for a group of n ranks
 _BUS = {"allreduce_": lambda n: 2 * (n - 1) / n, "allreduce_coalesced_": lambda n: 2 * (n - 1) / n,
@@ -131,30 +131,12 @@ def site_stats(run: Run, timings: Timings) -> tuple[list[SiteStats], dict[str, G
 def _median_bytes(key: np.ndarray, nbytes: np.ndarray, weight: np.ndarray, n_keys: int) -> list[int]:
     """Per key, the median of its calls' bytes over every rank (each value `weight` times; from the
     middle two as statistics.median takes them, made an int)."""
-    sizes, ends = _sorted_by_key(key, nbytes, weight)
+    sizes, ends = sorted_by_key(key, nbytes, weight)
     counts = np.bincount(key, weights=weight, minlength=n_keys).astype(np.int64)
     start = np.cumsum(counts) - counts
     at = np.searchsorted(ends, np.concatenate([start + (counts - 1) // 2, start + counts // 2]), side="right")
     lo, hi = sizes[at[:n_keys]].tolist(), sizes[at[n_keys:]].tolist()
     return [a if n % 2 else int((a + b) / 2) for a, b, n in zip(lo, hi, counts.tolist())]
-
-
-def _sorted_by_key(key: np.ndarray, values: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The values sorted by key, then value, and the running sum of their weights. Equal pairs may
-    come in any order (the value at each running position is the same): one sort of a key and value
-    made one int64 where they fit, of the values alone where every weight is the same."""
-    if len(values) and values.dtype != object:
-        low = int(values.min())
-        span = int(values.max()) - low + 1
-        if (int(key.max()) + 1) * span < 1 << 62:
-            joined = key * span + (values - low)
-            if (weight == weight[0]).all():
-                joined.sort()
-                return joined % span + low, np.arange(1, len(joined) + 1) * weight[0]
-            order = np.argsort(joined)
-            return values[order], np.cumsum(weight[order])
-    order = np.lexsort((values, key))
-    return values[order], np.cumsum(weight[order])
 
 
 def _group_stats(run: Run, timings: Timings, fold: np.ndarray, nbytes: np.ndarray) -> dict[str, GroupStats]:

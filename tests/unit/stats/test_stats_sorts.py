@@ -60,3 +60,20 @@ def test_samples_read_as_the_lists_they_stand_for(seed):
         assert [percentile(sample, q) for q in (0, 0.25, 0.5, 0.99, 1)] == [percentile(listed, q)
                                                                             for q in (0, 0.25, 0.5, 0.99, 1)]
         assert fmean(sample) == statistics.fmean(listed)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_clock_offsets_are_statistics_medians_per_class(seed):
+    """skew.py's per-class medians of completion differences (odd and even counts, negative
+    differences, Python ints beyond int64) as statistics.median of each class's list."""
+    from collcheck.stats.skew import _medians
+
+    rng = np.random.default_rng(seed)
+    n = 5
+    at = rng.permutation(np.concatenate([np.arange(n), rng.integers(0, n, 400)])).astype(np.int64)
+    diffs = rng.integers(-10_000, 10_000, len(at)).astype(np.int64)
+    lists = [[d for a, d in zip(at.tolist(), diffs.tolist()) if a == k] for k in range(n)]
+    want = [statistics.median(v) for v in lists]
+    assert _medians(at, diffs, n) == want and [type(x) for x in _medians(at, diffs, n)] == [type(x) for x in want]
+    huge = np.array([d + (1 << 70) for d in diffs.tolist()], dtype=object)
+    assert _medians(at, huge, n) == [statistics.median([d + (1 << 70) for d in v]) for v in lists]
