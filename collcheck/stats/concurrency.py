@@ -157,7 +157,7 @@ def _measure(load: HostLoad, run: Run, timings: Timings, cols: dict, api: np.nda
     """The host's groups, its most frequent kind of collective (op, bytes) and that kind's durations
     by the number of groups with a collective in flight at each one's midpoint."""
     issue, end, weight, nbytes = cols["issue"], cols["done"], cols["weight"], cols["nbytes"]
-    load.groups = sorted(timings.groups[g] for g in np.unique(cols["group"]).tolist())
+    load.groups = sorted(timings.groups[g] for g in np.flatnonzero(np.bincount(cols["group"])).tolist())
     times, active = _busy_edges(cols["group"], issue, np.maximum(end, issue + 1))
     kind = api[cols["sig"]]
     size_id = np.unique(nbytes, return_inverse=True)[1].reshape(-1)
