@@ -70,7 +70,7 @@ def _busy_edges(group: np.ndarray, begin: np.ndarray, end: np.ndarray) -> tuple:
     largest end of the group's intervals so far (a running maximum of keys that order by group, then end)."""
     if begin.dtype == object or end.dtype == object:
         return _busy_edges_exact(group, begin, end)
-    by_start = np.argsort(begin)  # (the order of equal starts changes no piece)
+    by_start = np.argsort(begin, kind="stable")  # (each fold's starts ascend: runs timsort merges)
     order = by_start[stable_order(group[by_start])]
     g, a, b = group[order].astype(np.int64), begin[order], end[order]
     low, span = int(a.min()), int(b.max()) - int(a.min()) + 1
@@ -88,7 +88,8 @@ def _busy_edges(group: np.ndarray, begin: np.ndarray, end: np.ndarray) -> tuple:
     last = np.append(starts[1:], len(g)) - 1
     t = np.concatenate([a[starts], reach[last]])
     d = np.repeat(np.array([1, -1], dtype=np.int64), len(starts))
-    order = np.argsort(t)  # (the count after the last edge at or before an instant: equal instants in any order)
+    order = np.argsort(t, kind="stable")  # (runs again; the count after the last edge at or before an
+    # instant is what is read: equal instants in any order)
     return t[order], np.cumsum(d[order])
 
 
@@ -156,7 +157,7 @@ def _measure(load: HostLoad, run: Run, timings: Timings, cols: dict, api: np.nda
     """The host's groups, its most frequent kind of collective (op, bytes) and that kind's durations
     by the number of groups with a collective in flight at each one's midpoint."""
     issue, end, weight, nbytes = cols["issue"], cols["done"], cols["weight"], cols["nbytes"]
-    load.groups = sorted(timings.groups[g] for g in np.unique(cols["group"]).tolist())
+    load.groups = sorted(timings.groups[g] for g in np.flatnonzero(np.bincount(cols["group"])).tolist())
     times, active = _busy_edges(cols["group"], issue, np.maximum(end, issue + 1))
     kind = api[cols["sig"]]
     size_id = np.unique(nbytes, return_inverse=True)[1].reshape(-1)

@@ -17,9 +17,12 @@ class Sample:
 
     def __init__(self, values: np.ndarray, weights: np.ndarray | None = None):
         values = np.asarray(values)
-        order = np.argsort(values, kind="stable")
-        self.values = values[order]
-        w = np.ones(len(values), dtype=np.int64) if weights is None else np.asarray(weights, dtype=np.int64)[order]
+        w = np.ones(len(values), dtype=np.int64) if weights is None else np.asarray(weights, dtype=np.int64)
+        if values.dtype.kind in "iu" and (not len(w) or (w == w[0]).all()):  # (equal ints: any order)
+            self.values = np.sort(values)
+        else:
+            order = np.argsort(values, kind="stable")
+            self.values, w = values[order], w[order]
         self.ends = np.cumsum(w)  # sorted position after each value's copies
         self.weights = w
 
@@ -80,3 +83,21 @@ def weighted(parts: list[tuple[np.ndarray, int]]) -> Sample:
         return Sample(np.zeros(0, np.int64))
     values = np.concatenate([a for a, _ in parts])
     return Sample(values, np.repeat([w for _, w in parts], [len(a) for a, _ in parts]))
+
+
+def sorted_by_key(key: np.ndarray, values: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The values sorted by key, then value, and the running sum of their weights. Equal pairs may
+    come in any order (the value at each running position is the same): one sort of a key and value
+    made one int64 where they fit, of the values alone where every weight is the same."""
+    if len(values) and values.dtype != object:
+        low = int(values.min())
+        span = int(values.max()) - low + 1
+        if (int(key.max()) + 1) * span < 1 << 62:
+            joined = key * span + (values - low)
+            if (weight == weight[0]).all():
+                joined.sort()
+                return joined % span + low, np.arange(1, len(joined) + 1) * weight[0]
+            order = np.argsort(joined)
+            return values[order], np.cumsum(weight[order])
+    order = np.lexsort((values, key))
+    return values[order], np.cumsum(weight[order])

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..model import Run
 from ..model.timing import Timings, first_seen, stable_order, summable
-from .sample import Sample, median, percentile
+from .sample import Sample, median, percentile, sorted_by_key
 
 # wire op -> bus bandwidth factor for a group of n ranks
 _BUS = {"allreduce_": lambda n: 2 * (n - 1) / n, "allreduce_coalesced_": lambda n: 2 * (n - 1) / n,
@@ -131,8 +131,7 @@ def site_stats(run: Run, timings: Timings) -> tuple[list[SiteStats], dict[str, G
 def _median_bytes(key: np.ndarray, nbytes: np.ndarray, weight: np.ndarray, n_keys: int) -> list[int]:
     """Per key, the median of its calls' bytes over every rank (each value `weight` times; from the
     middle two as statistics.median takes them, made an int)."""
-    order = np.lexsort((nbytes, key))
-    sizes, ends = nbytes[order], np.cumsum(weight[order])
+    sizes, ends = sorted_by_key(key, nbytes, weight)
     counts = np.bincount(key, weights=weight, minlength=n_keys).astype(np.int64)
     start = np.cumsum(counts) - counts
     at = np.searchsorted(ends, np.concatenate([start + (counts - 1) // 2, start + counts // 2]), side="right")

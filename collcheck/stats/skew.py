@@ -23,6 +23,7 @@ import numpy as np
 
 from ..model import Run, Sequences
 from ..model.timing import Timings, first_seen, stable_order
+from .sample import sorted_by_key
 from .slots import Slots, completed_slots
 
 
@@ -69,10 +70,10 @@ def arrival_skew(run: Run, timings: Timings) -> Skew:
         off = np.array(by_class, dtype=object if issue.dtype == object else float)[slots.cls]
         arrival = issue - off
         latest = np.maximum.reduceat(arrival, slots.start)
-        at_latest = arrival == latest[entry]
-        last = np.minimum.reduceat(np.where(at_latest, slots.rank, np.iinfo(np.int64).max), slots.start)
+        latest_at = latest[entry]
+        last = np.minimum.reduceat(np.where(arrival == latest_at, slots.rank, np.iinfo(np.int64).max), slots.start)
         is_last = slots.rank == last[entry]
-        waiting = latest[entry] - arrival
+        waiting = latest_at - arrival
         waited = np.add.reduceat(waiting * slots.weight, slots.start)
         # how much of each member's waiting the last rank's longer work explains (all of it when unknown;
         # the last rank's class waited for nobody)
@@ -98,14 +99,21 @@ def _offsets(slots: Slots, ref: int) -> dict[int, float]:
     ref_done[entry[is_ref]] = slots.done[is_ref]
     sel = with_ref[entry]
     classes, class_at = first_seen(slots.cls[sel])
-    diffs = (slots.done[sel] - ref_done[entry[sel]])[stable_order(class_at)].tolist()
-    counts = np.bincount(class_at, minlength=len(classes)).tolist()
-    out, k = {}, 0
-    for c, n in zip(classes.tolist(), counts):
-        offset = statistics.median(diffs[k:k + n])
-        out.update(dict.fromkeys(slots.classes[c], offset))
-        k += n
-    return out
+    medians = _medians(class_at, slots.done[sel] - ref_done[entry[sel]], len(classes))
+    return {r: m for c, m in zip(classes.tolist(), medians) for r in slots.classes[c]}
+
+
+def _medians(at: np.ndarray, values: np.ndarray, n: int) -> list:
+    """Per id of `at` (0..n-1, each used), statistics.median of its values: from one sort of ids
+    and values (Python ints: each id's list sorted by statistics)."""
+    counts = np.bincount(at, minlength=n)
+    if values.dtype == object:
+        ordered, bounds = values[stable_order(at)].tolist(), np.cumsum(counts).tolist()
+        return [statistics.median(ordered[a:b]) for a, b in zip([0, *bounds[:-1]], bounds)]
+    ordered, _ = sorted_by_key(at, values, np.ones(len(values), dtype=np.int64))
+    middle = np.cumsum(counts) - counts + counts // 2
+    hi, lo = ordered[middle].tolist(), ordered[middle - 1 + counts % 2].tolist()
+    return [b if k % 2 else (a + b) / 2 for a, b, k in zip(lo, hi, counts.tolist())]
 
 
 def _charge(run: Run, table: dict, slots: Slots, counted: np.ndarray, last: np.ndarray, waited: np.ndarray,
@@ -134,5 +142,6 @@ def _charge(run: Run, table: dict, slots: Slots, counted: np.ndarray, last: np.n
         straggler.last_in = lasts[r]
         straggler.slots, straggler.expected_last = part.get(r, (0, 0.0))
     sites = run.sites
-    return list(zip([slots.group[i] for i in k.tolist()], [slots.position[i] for i in k.tolist()], last[k].tolist(),
+    names = slots.names
+    return list(zip([names[g] for g in slots.group[k].tolist()], slots.position[k].tolist(), last[k].tolist(),
                     waited[k].tolist(), [sites[s] if s >= 0 else None for s in site[k].tolist()], latest[k].tolist()))

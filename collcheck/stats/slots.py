@@ -6,7 +6,7 @@ their number as the entry's weight. A group of 4,096 ranks of one kind is one en
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -16,14 +16,15 @@ from ..model.timing import Timings, column
 
 @dataclass
 class Slots:
-    """The slots every member completed, flat: per slot its group, position, whether it is some
+    """The slots every member completed, flat: per slot its group (in `names`), position, whether it is some
     member's first collective, and where its entries start; per entry (slot by slot, its classes
     in the order of their first member) the class (`classes`: its ranks), its lowest member, how
     many members it stands for, their issue and completion µs, call site id and work before it (µs,
     where `worked`: the time from its previous collective's completion)."""
 
-    group: list
-    position: list
+    group: np.ndarray  # index in `names`
+    names: list
+    position: np.ndarray
     startup: np.ndarray
     start: np.ndarray
     cls: np.ndarray
@@ -36,8 +37,13 @@ class Slots:
     worked: np.ndarray
     classes: list  # class -> its ranks, ascending
 
+    _entry: np.ndarray | None = field(default=None, init=False, repr=False)
+
     def entry_slot(self) -> np.ndarray:
-        return np.repeat(np.arange(len(self.start)), np.diff(np.append(self.start, len(self.rank))))
+        """Per entry, its slot (computed once)."""
+        if self._entry is None:
+            self._entry = np.repeat(np.arange(len(self.start)), np.diff(np.append(self.start, len(self.rank))))
+        return self._entry
 
     def members(self) -> np.ndarray:
         """Per slot, its members (the entries' weights added)."""
@@ -137,23 +143,14 @@ def _gather(timings: Timings, first: dict, classes: list, blocks: dict, entries:
     cls = np.zeros(entries, dtype=np.int64)
     values = {k: np.zeros(entries, dtype=object if wide and k in ("issue", "done", "work") else np.int64)
               for k in ("issue", "done", "site", "work")}
-    ok, worked, startup = (np.zeros(entries, dtype=bool) for _ in range(3))
+    flags = {k: np.zeros(entries, dtype=bool) for k in ("ok", "worked", "startup")}
     for c, parts in blocks.items():
-        if not parts:
-            continue
-        r = classes[c][0]
-        t = timings[r]
-        lens = [len(ix) for ix, _, _ in parts]
-        ix = column(_joined(ix for ix, _, _ in parts))
-        step = np.repeat([m for _, _, m in parts], lens)
-        at = np.repeat([e for _, e, _ in parts], lens) + step * (np.arange(len(ix)) - np.repeat(np.cumsum(lens) - lens, lens))
-        prev = np.maximum(ix - 1, 0)
-        cls[at] = c
-        values["issue"][at], values["done"][at], values["site"][at] = t.issue[ix], t.done[ix], t.site[ix]
-        values["work"][at] = np.maximum(t.issue[ix] - t.done[prev], 0)
-        worked[at] = (ix > 0) & t.has_done[prev]
-        ok[at] = t.ok[ix] & ~timings.p2p[t.sig[ix]]
-        startup[at] = ix == first.get(r)
+        if parts:
+            src, at = _places(parts)
+            cls[at] = c
+            for name, col in _columns(timings, timings[classes[c][0]], first.get(classes[c][0])).items():
+                (values[name] if name in values else flags[name])[at] = col[src]
+    ok, worked, startup = flags["ok"], flags["worked"], flags["startup"]
     slot_start = np.cumsum([0] + [n * m for n, m in zip(counts, widths)])[:-1]
     # slot k of a group: entries start + k * classes on
     group = np.repeat(np.arange(len(groups)), counts)
@@ -162,19 +159,52 @@ def _gather(timings: Timings, first: dict, classes: list, blocks: dict, entries:
     first_entry = np.repeat(slot_start, counts) + within * width
     if not len(group):
         empty = np.zeros(0, dtype=np.int64)
-        return Slots([], [], np.zeros(0, dtype=bool), empty, empty, empty, empty, empty, empty, empty, empty,
-                     np.zeros(0, dtype=bool), classes)
+        return Slots(empty, [], empty, np.zeros(0, dtype=bool), empty, empty, empty, empty, empty, empty, empty,
+                     empty, np.zeros(0, dtype=bool), classes)
     complete = np.logical_and.reduceat(ok, first_entry)
-    keep = np.repeat(complete, width)
-    kept_width = width[complete]
-    names = [groups[g] for g in group[complete].tolist()]
-    positions = (within + np.repeat(starts, counts))[complete].tolist()
+    if complete.all():  # (nothing to leave out: the columns as they are)
+        slot, entry = (lambda a: a), (lambda a: a)
+    else:
+        keep = np.repeat(complete, width)
+        slot, entry = (lambda a: a[complete]), (lambda a: a[keep])
+    kept_width = slot(width)
     lowest = np.array([rs[0] for rs in classes], dtype=np.int64)
     weight = np.array([len(rs) for rs in classes], dtype=np.int64)
-    kept = cls[keep]
-    return Slots(names, positions, np.logical_or.reduceat(startup, first_entry)[complete],
-                 np.cumsum(kept_width) - kept_width, kept, lowest[kept], weight[kept], values["issue"][keep],
-                 values["done"][keep], values["site"][keep], values["work"][keep], worked[keep], classes)
+    kept = entry(cls)
+    return Slots(slot(group), groups, slot(within + np.repeat(starts, counts)),
+                 slot(np.logical_or.reduceat(startup, first_entry)), np.cumsum(kept_width) - kept_width, kept,
+                 lowest[kept], weight[kept], entry(values["issue"]), entry(values["done"]), entry(values["site"]),
+                 entry(values["work"]), entry(worked), classes)
+
+
+def _places(parts: list) -> tuple:
+    """A class's events in its entries: (where they are in its log, where their entries are), each a
+    slice where it can be (one range of events; one group's entries, every `stride`-th), else an
+    index array."""
+    if len(parts) == 1:
+        ix, e, m = parts[0]
+        at = slice(e, e + m * len(ix), m)
+        if isinstance(ix, range) and ix.step == 1:
+            return slice(ix.start, ix.stop), at
+        return column(ix), at
+    lens = [len(ix) for ix, _, _ in parts]
+    ix = column(_joined(ix for ix, _, _ in parts))
+    step = np.repeat([m for _, _, m in parts], lens)
+    at = np.repeat([e for _, e, _ in parts], lens) + step * (np.arange(len(ix)) - np.repeat(np.cumsum(lens) - lens, lens))
+    return ix, at
+
+
+def _columns(timings: Timings, t, first: int | None) -> dict[str, np.ndarray]:
+    """Per event of a rank's log: what its entry holds (its times, site, the work before it and
+    whether that is known, whether it completed and is not P2P, whether it is the rank's first
+    collective)."""
+    startup = np.zeros(len(t), dtype=bool)
+    if first is not None:
+        startup[first] = True
+    worked = np.concatenate([np.zeros(min(len(t), 1), dtype=bool), t.has_done[:-1]])
+    before = np.concatenate([t.done[:1], t.done[:-1]])  # (the first event's own: as its work, 0 or more)
+    return {"issue": t.issue, "done": t.done, "site": t.site, "work": np.maximum(t.issue - before, 0),
+            "worked": worked, "ok": t.ok & ~timings.p2p[t.sig], "startup": startup}
 
 
 def _joined(pieces) -> array:
