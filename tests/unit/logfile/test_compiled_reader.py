@@ -119,10 +119,10 @@ def test_records_before_a_collective_in_its_frame_read_the_same(clean, data):
     writes what waited for the next collective."""
     frames = frames_of(clean)
     every = data.draw(st.sampled_from([3, 10, 40]))
+    drawn = data.draw(st.lists(st.lists(side, min_size=1, max_size=2), min_size=1, max_size=6))
     for n, (recs, _) in enumerate(frames):
         if n % every == 0 and recs and recs[-1].get("k") == "C":
-            recs[:0] = data.draw(st.lists(side, min_size=1, max_size=2)) if n % (every * 4) == 0 else [
-                {"k": "O", "ts": 1, "o": 0}]
+            recs[:0] = drawn[n // every % len(drawn)] if n % (every * 4) == 0 else [{"k": "O", "ts": 1, "o": 0}]
     try:
         log = pack(frames)
     except (OverflowError, ValueError, TypeError):
