@@ -77,7 +77,7 @@ values = leaf | st.lists(leaf, max_size=3) | st.lists(st.lists(ints, max_size=4)
 keys = ["o", "g", "t", "r", "p", "s", "ch", "ts", "j", "d", "u", "l", "a", "n", "x", "tag", "zz"]
 
 
-@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.data())
 def test_collectives_changed_read_the_same(clean, data):
     """Every collective of one op (or one of them only) with a key set to any value or removed."""
