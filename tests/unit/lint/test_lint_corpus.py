@@ -48,7 +48,7 @@ def _markers(path: Path) -> dict[str, int]:
     return found
 
 
-COLD = {"bug_trainer_callback_gather"}  # reads the transformers package cold (10-30 s): -m slow
+COLD = {"bug_trainer_callback_gather.py"}  # reads the transformers package cold (10-30 s): -m slow
 
 
 def _param(name: str):
