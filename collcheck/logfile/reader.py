@@ -87,12 +87,8 @@ def may_exist(path: str) -> bool:
 def existing(paths: list[str]) -> set[str]:
     """The paths of `paths` that may exist (`may_exist` of each), with one look at each directory
     instead of one per path: thousands of ranks ask whether a dump lies beside their log."""
-    by_dir: dict[str, list[tuple[str, str]]] = {}
-    for path in paths:
-        directory, base = os.path.split(path)
-        by_dir.setdefault(directory or ".", []).append((path, base))
     out: set[str] = set()
-    for directory, items in by_dir.items():
+    for directory, items in _by_directory(paths).items():
         try:
             mtime = os.stat(directory).st_mtime_ns
             names = _names_in(directory, mtime) if time.time_ns() - mtime > SETTLED_NS else None
@@ -101,6 +97,15 @@ def existing(paths: list[str]) -> set[str]:
             continue
         out.update(path for path, base in items if (base in names if names is not None else os.path.lexists(path)))
     return out
+
+
+def _by_directory(paths: list[str]) -> dict[str, list[tuple[str, str]]]:
+    """directory -> [(path, its name)] of the paths in it."""
+    by_dir: dict[str, list[tuple[str, str]]] = {}
+    for path in paths:
+        directory, base = os.path.split(path)
+        by_dir.setdefault(directory or ".", []).append((path, base))
+    return by_dir
 
 
 def segment_paths(path: str) -> list[str]:
@@ -118,12 +123,8 @@ def segment_paths(path: str) -> list[str]:
 def segmented(paths: list[str]) -> set[str]:
     """The paths of `paths` that have later segments (`segment_paths` not empty), with one look at
     each directory instead of one per log."""
-    by_dir: dict[str, list[tuple[str, str]]] = {}
-    for path in paths:
-        directory, base = os.path.split(path)
-        by_dir.setdefault(directory or ".", []).append((path, base))
     out: set[str] = set()
-    for directory, items in by_dir.items():
+    for directory, items in _by_directory(paths).items():
         try:
             segments = _segments_in(directory, os.stat(directory).st_mtime_ns)
         except OSError:
