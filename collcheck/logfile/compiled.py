@@ -9,6 +9,7 @@ one C file that includes only libc's headers, so building it takes a fraction of
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import os
@@ -19,6 +20,8 @@ import tempfile
 
 import numpy as np
 
+from ..base.errors import UsageError
+from ..base.outputs import atomic_output
 from ..base.settings import Settings
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "native", "logscan.c")
@@ -159,7 +162,7 @@ def _built(cache: str) -> str | None:
     try:
         done = subprocess.run([compiler, *CFLAGS, "-o", tmp, SOURCE], capture_output=True, timeout=120)
         if done.returncode != 0:
-            with open(path + ".failed", "wb") as f:
+            with contextlib.suppress(UsageError), atomic_output(path + ".failed", "wb", replace_link=True) as f:
                 f.write(done.stderr[-4000:])
             return None
         os.replace(tmp, path)  # (atomic: a process reading logs beside this one loads either none or all)
