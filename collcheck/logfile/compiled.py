@@ -9,23 +9,15 @@ one C file that includes only libc's headers, so building it takes a fraction of
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
-import hashlib
 import os
-import shutil
-import subprocess
-import sys
-import tempfile
 
 import numpy as np
 
-from ..base.errors import UsageError
-from ..base.outputs import atomic_output
+from ..base.clibrary import built
 from ..base.settings import Settings
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "native", "logscan.c")
-CFLAGS = ("-O2", "-shared", "-fPIC", "-std=c99")
 BATCH = 1 << 16  # records a call takes at most (its columns: about 3 MB)
 KEY_FIELDS = 12  # a template: o t r p s ch u l a n x, and the number of keys but a non-empty d
 ABSENT = -(1 << 63)  # a field absent (or nil) in a template or column
@@ -122,7 +114,7 @@ def _load():
     if settings.reader == "python" or not settings.cache_dir:
         return None
     try:
-        path = _built(settings.cache_dir)
+        path = built(SOURCE, settings.cache_dir)
         if path is None:
             return None
         lib = ctypes.CDLL(path)
@@ -139,36 +131,3 @@ def _load():
     lib.ls_scan.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
                             ctypes.POINTER(Out)]
     return lib
-
-
-def _built(cache: str) -> str | None:
-    """The library's path in `cache`, compiled now unless it was; None: it cannot be (a
-    `.failed` file says why, and it is not tried again for these sources)."""
-    h = hashlib.sha256()
-    with open(SOURCE, "rb") as f:
-        h.update(f.read())
-    h.update(" ".join(CFLAGS).encode() + sys.platform.encode())
-    path = os.path.join(cache, f"logscan-{h.hexdigest()[:16]}.so")
-    if os.path.isfile(path):
-        return path
-    if os.path.exists(path + ".failed"):
-        return None
-    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if compiler is None:
-        return None
-    os.makedirs(cache, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="logscan-", suffix=".so.tmp", dir=cache)
-    os.close(fd)
-    try:
-        done = subprocess.run([compiler, *CFLAGS, "-o", tmp, SOURCE], capture_output=True, timeout=120)
-        if done.returncode != 0:
-            with contextlib.suppress(UsageError), atomic_output(path + ".failed", "wb", replace_link=True) as f:
-                f.write(done.stderr[-4000:])
-            return None
-        os.replace(tmp, path)  # (atomic: a process reading logs beside this one loads either none or all)
-        return path
-    except (OSError, subprocess.SubprocessError):
-        return None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)

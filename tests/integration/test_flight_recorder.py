@@ -104,6 +104,32 @@ def test_the_c_unpickler_in_a_worker_reads_real_dumps_as_the_python_one_does(cor
         assert summary == summarize(0, path, checked, Columns.of_entries(checked["entries"])), path
 
 
+@pytest.mark.recordings("fr_dump_skip_pickle")
+def test_the_compiled_scanner_takes_torchs_own_dumps_as_they_read_otherwise(corpus):
+    """torch's C++ pickler's dumps (memo entries after their maps, shared frames and names): the
+    scanner takes them, and gives the header, columns and summary that reading them as before
+    gives (tests/unit/inputs/test_fr_compiled.py compares on every other shape)."""
+    from collcheck.inputs.flight_recorder import compiled
+    from collcheck.inputs.flight_recorder.columns import Columns
+    from collcheck.inputs.flight_recorder.load import decode_dump
+    from collcheck.inputs.flight_recorder.schema import dump_of
+    from collcheck.inputs.flight_recorder.summary import summarize
+
+    if compiled.library() is None:
+        pytest.skip("no C compiler to build the dump scanner")
+    for path in sorted(str(p) for p in fr_job(corpus, "fr_dump_skip_pickle").iterdir()):
+        with open(path, "rb") as f:
+            got = compiled.scan_dump(path, f.read())
+        assert got is not None, path
+        decoded = decode_dump(path)
+        checked = dump_of(path, decoded.raw, decoded.size)
+        cols = Columns.of_entries(checked["entries"])
+        head = {k: v for k, v in checked.items() if k != "entries"}
+        assert {k: v for k, v in got[0].items() if k != "entries"} == head and len(cols) > 0
+        assert got[1].values() == cols.values()
+        assert summarize(0, path, *got) == summarize(0, path, checked, cols)
+
+
 @pytest.mark.slow
 @pytest.mark.recordings("fr_dump_clean_pickle")
 def test_real_wrapped_dumps_of_a_correct_program(tmp_path, corpus):

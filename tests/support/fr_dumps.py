@@ -55,3 +55,39 @@ def peer_dump(entries, rank):
     return {"version": "2.8", "entries": entries, "pg_config": {
         "0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"},
         "1": {"name": "1", "desc": "sub_pg", "ranks": f"[{rank}]"}}}
+
+
+WORLD = {"0": list(range(12))}  # (more ranks than convert.SHARE_FROM: ranks of one kind share a log)
+
+
+def every_kind(rank: int, skew: int = 0) -> list:
+    """A rank's entries of every kind a signature tells apart: tensors in or out, coalesced,
+    barrier, sizes that may differ (all-to-all), P2P both ways, one not completed."""
+    peer = rank ^ 1
+    rows = [("all_reduce", [4], 1, {}), ("all_reduce", [8], 2, {}), ("all_reduce", [2, 3], 2, {}),
+            ("barrier", [1], 3, {}), ("all_to_all_single", [6 + rank], 4, {}), ("reduce_scatter", [5], 5, {}),
+            (f"send {rank}->{peer}", [3], 5, {"is_p2p": True, "p2p_seq": 1}),
+            (f"recv {rank}<-{peer}", [3], 5, {"is_p2p": True, "p2p_seq": 2}),
+            ("all_reduce", [4], 6, {"state": "scheduled"})]
+    out = []
+    for i, (op, sizes, seq, extra) in enumerate(rows):
+        e = entry(i, "0", seq, op, sizes, **extra)
+        e["time_created_ns"] += skew
+        out.append(e)
+    return out
+
+
+def dumps_of_every_shape() -> list:
+    """Dumps of every shape a reader meets: usual, with texts to escape, without counters, with
+    text numbers (torch's analyzer tests), with a damaged entry."""
+    long = "x" * 200
+    escaped = dump([entry(0, "0", 1, "all_reduce", [4]), entry(1, "0", 2, "broadcast", [2, 2], state="started")],
+                   WORLD)
+    escaped["entries"][0]["thread_name"] = "t\x1b[2J"
+    escaped["entries"][1]["frames"] = [{"name": long, "filename": f"/home/{long}.py", "line": None}]
+    no_counters = dump(every_kind(1), WORLD)
+    for e in no_counters["entries"]:
+        e["duration_ms"], e["retired"], e["pg_id"] = 1.5, None, "0"
+    return [dump(every_kind(0), WORLD), escaped, no_counters,
+            {"version": "2.8", "entries": [fr_event(0, "all_reduce", [[4]], [[4]], seq=1)]},  # not usual: text numbers
+            dump([entry(0, "0", 1, "all_reduce", [4]), {"profiling_name": 3}], WORLD)]  # a damaged entry

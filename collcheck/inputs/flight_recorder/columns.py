@@ -1,4 +1,5 @@
-"""A dump's entries as columns (one list per field), checked a field at a time.
+"""A dump's entries as columns (numbers as arrays, texts and tensor sides as ids of distinct
+values), checked a field at a time, for dumps the compiled scanner (compiled.py) does not read.
 
 schema.entry_of checks an entry field by field in Python: about 20 µs an entry, 40 s for the
 2,000,000 entries of a 1,024-rank job. Almost every dump is usual: every entry a map whose fields
@@ -15,6 +16,8 @@ import math
 from dataclasses import dataclass
 from itertools import chain, repeat
 from operator import itemgetter
+
+import numpy as np
 
 from ...base.untrusted import MAX_TEXT, visible
 from .schema import (
@@ -35,36 +38,79 @@ _LISTS = frozenset((list, tuple))
 
 @dataclass
 class Columns:
-    """The fields of a dump's entries that a conversion reads, normalized as entry_of leaves them
-    (each a sequence: a list or a tuple)."""
+    """The fields of a dump's entries that a conversion reads, normalized as entry_of leaves them:
+    numbers as int64 arrays, texts as ids into `texts` (-1: none), each tensor side (its shapes
+    and dtype names) as an id into `sides`. A summary then works on the ids (a few distinct values,
+    thousands of entries) and meets each distinct value once."""
 
-    record_id: list
-    pg_id: list  # str or None
-    group: list  # (name, description)
-    seq: list  # collective_seq_id
-    name: list  # profiling_name
-    created: list  # time_created_ns
-    completed: list  # time_discovered_completed_ns or None
-    state: list
-    p2p: list  # bool
-    # per tensor: its dimensions, its dtype name (lists or tuples: summary.py makes tuples of the
-    # side an op's signature reads, the one it needs of the two)
-    in_sizes: list
-    in_dtypes: list
-    out_sizes: list
-    out_dtypes: list
+    texts: list  # str
+    sides: list  # (shapes: a tuple of tuples, dtype names: a tuple)
+    record_id: np.ndarray
+    seq: np.ndarray  # collective_seq_id
+    created: np.ndarray  # time_created_ns
+    completed: np.ndarray  # time_discovered_completed_ns, -1: none
+    p2p: np.ndarray  # bool
+    name: np.ndarray  # profiling_name
+    state: np.ndarray  # -1: none ("")
+    pg_id: np.ndarray  # -1: none
+    group: np.ndarray  # its name
+    desc: np.ndarray  # its description
+    in_side: np.ndarray
+    out_side: np.ndarray
+
+    @classmethod
+    def of_values(cls, record_id, pg_id, group, seq, name, created, completed, state, p2p, in_sizes, in_dtypes,
+                  out_sizes, out_dtypes) -> Columns:
+        """The columns of per-entry values (lists as entry_of normalizes them: pg_id a text or
+        None, group a (name, description) pair, completed a number or None)."""
+        texts: dict = {}
+        sides: dict = {}
+
+        def ids(values) -> np.ndarray:
+            return np.array([-1 if v is None else texts.setdefault(v, len(texts)) for v in values], np.int32)
+
+        def side_ids(sizes, dtypes) -> np.ndarray:
+            keys = [(tuple(map(tuple, s)), tuple(d)) for s, d in zip(sizes, dtypes)]
+            return np.array([sides.setdefault(k, len(sides)) for k in keys], np.int32)
+
+        groups = list(group)
+        out = cls([], [], np.array(record_id, np.int64), np.array(seq, np.int64), np.array(created, np.int64),
+                  np.array([-1 if v is None else v for v in completed], np.int64), np.array(p2p, bool),
+                  ids(name), ids(state), ids(pg_id), ids(g[0] for g in groups), ids(g[1] for g in groups),
+                  side_ids(in_sizes, in_dtypes), side_ids(out_sizes, out_dtypes))
+        out.texts, out.sides = list(texts), list(sides)
+        return out
 
     @classmethod
     def of_entries(cls, entries: list[dict]) -> Columns:
         """The columns of entries entry_of checked."""
         def col(key):
             return list(map(itemgetter(key), entries))
-        return cls(col("record_id"), col("pg_id"), col("process_group"), col("collective_seq_id"),
-                   col("profiling_name"), col("time_created_ns"), col("time_discovered_completed_ns"), col("state"),
-                   col("is_p2p"), col("input_sizes"), col("input_dtypes"), col("output_sizes"), col("output_dtypes"))
+        return cls.of_values(col("record_id"), col("pg_id"), col("process_group"), col("collective_seq_id"),
+                             col("profiling_name"), col("time_created_ns"), col("time_discovered_completed_ns"),
+                             col("state"), col("is_p2p"), col("input_sizes"), col("input_dtypes"),
+                             col("output_sizes"), col("output_dtypes"))
 
     def __len__(self) -> int:
         return len(self.record_id)
+
+    def text(self, ids: np.ndarray, none=None) -> list:
+        """The texts of `ids` (`none` for -1)."""
+        return list(map([*self.texts, none].__getitem__, ids.tolist()))
+
+    def values(self) -> dict[str, list]:
+        """Field -> its values entry by entry, as Python values (what two readings compare)."""
+        completed = self.completed.tolist()
+        return {"record_id": self.record_id.tolist(), "pg_id": self.text(self.pg_id),
+                "group": list(zip(self.text(self.group), self.text(self.desc))), "seq": self.seq.tolist(),
+                "name": self.text(self.name), "created": self.created.tolist(),
+                "completed": [None if v < 0 else v for v in completed], "state": self.text(self.state, ""),
+                "p2p": self.p2p.tolist(), "in": [self.sides[i] for i in self.in_side.tolist()],
+                "out": [self.sides[i] for i in self.out_side.tolist()]}
+
+
+def empty_columns() -> Columns:
+    return Columns.of_values(*([] for _ in range(13)))
 
 
 class _Unusual(Exception):
@@ -89,7 +135,7 @@ def usual_columns(entries: list, budget: Budget) -> Columns | None:
     """The entries' columns when every entry is usual; None otherwise (nothing is taken from the
     budget then: entry_of goes over the same entries)."""
     if not entries:
-        return Columns(*([] for _ in range(13)))
+        return empty_columns()
     if set(map(type, entries)) != {dict}:
         return None
     n = len(entries)
@@ -118,8 +164,8 @@ def usual_columns(entries: list, budget: Budget) -> Columns | None:
         return None
     budget.take(spent.total)
     zero = [_or(numbers[k], 0, kinds[k]) for k in ("record_id", "collective_seq_id", "time_created_ns")]
-    return Columns(zero[0], pg_id, group, zero[1], name, zero[2], numbers["time_discovered_completed_ns"], state,
-                   p2p, in_sizes, in_dtypes, out_sizes, out_dtypes)
+    return Columns.of_values(zero[0], pg_id, group, zero[1], name, zero[2], numbers["time_discovered_completed_ns"],
+                             state, p2p, in_sizes, in_dtypes, out_sizes, out_dtypes)
 
 
 def _columns(entries: list) -> dict[str, tuple]:

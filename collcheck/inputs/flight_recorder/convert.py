@@ -12,7 +12,9 @@ buffer wrapped is written as a capped log whose oldest segment was deleted, so t
 aligns every group from the first sequence number all its members still hold.
 
 Thousands of dumps: each is read once, in worker processes (parallel.py), into a summary of a
-few KiB (summary.py); the run's facts come from the summaries. Ranks whose logs would end with the
+few KiB (summary.py); the run's facts come from the summaries. A usual pickled dump is read by the
+compiled scanner (compiled.py) straight into columns, any other by the unpickler (load.py) and the
+checks of columns.py or schema.py. Ranks whose logs would end with the
 same checkpoint (the same collectives, signatures and open ones: of one kind, as model/load.py
 groups them) share a log: the first of each kind is converted in full, the others get its bytes
 behind their own header. No more than one dump per worker is held at a time.
@@ -39,8 +41,9 @@ from ...logfile.frames import frame_at
 from ...logfile.reader import LogError
 from ...logfile.writer import open_exclusive
 from .columns import Columns, usual_columns
+from .compiled import library, scan_dump
 from .entries import group_order
-from .load import decode_dump, read_dump_bytes
+from .load import decode_bytes, decode_dump, read_dump_bytes
 from .parallel import keep, pool_size, run_all
 from .rank_log import LOG_NAME, RankPlan, RankWriter, RunFacts, rank_header
 
@@ -169,9 +172,13 @@ def _ranks_of(paths: list[str]) -> list[int]:
 def _summary_of(job: tuple, fast: bool = True) -> RankSummary:
     """A dump's summary (in a worker process: `fast`, the C unpickler under its limits)."""
     rank, path, crc = job
-    decoded = decode_dump(path, fast)
+    data = read_dump_bytes(path)
+    _same_file(path, crc, zlib.crc32(data))
+    scanned = scan_dump(path, data)  # (the usual dump: compiled; None for any other)
+    if scanned is not None:
+        return summarize(rank, path, *scanned)
+    decoded = decode_bytes(path, data, fast)
     keep(decoded.raw)  # (in a worker: freed by its exit, not object by object)
-    _same_file(path, crc, decoded.crc)
     head, entries, budget = dump_head(path, decoded.raw, decoded.size)
     cols = usual_columns(entries, budget)
     if cols is None:
@@ -192,6 +199,7 @@ def _same_file(path: str, crc: int, now: int) -> None:
 def _plan(paths: dict[int, str], crcs: dict[int, int], workers: int) -> Plan:
     """Every dump read (in `workers` processes), the run's facts and each rank's plan."""
     jobs = [(rank, path, crcs[rank]) for rank, path in paths.items()]
+    library()  # (built or loaded here once, before the workers are forked)
     got: dict[int, RankSummary] = {}
     tables: dict = {}  # one copy of each distinct group table (a world of ranks in each summary)
     results = run_all(_summary_of, jobs, workers, _summary_here)

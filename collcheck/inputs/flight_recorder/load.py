@@ -315,7 +315,11 @@ class Decoded(NamedTuple):
 def decode_dump(path: str, fast: bool = False) -> Decoded:
     """One rank's dump decoded; LogError (one line) for anything else. `fast`: with the C
     unpickler, only in a worker process that may die (see the module's docstring)."""
-    data = read_dump_bytes(path)
+    return decode_bytes(path, read_dump_bytes(path), fast)
+
+
+def decode_bytes(path: str, data: bytes, fast: bool = False) -> Decoded:
+    """decode_dump of the bytes read from `path`."""
     kind = _sniff_bytes(data[:64], lambda: data[:4096])
     if kind is None:
         raise LogError(f"{path}: not a Flight Recorder dump (neither its pickle nor its JSON)")

@@ -14,10 +14,11 @@ writes them.
 
 from __future__ import annotations
 
-import marshal
 from dataclasses import dataclass, field
 from itertools import compress, repeat
-from operator import and_, eq, ge, ne, not_, or_, sub
+from operator import ne, sub
+
+import numpy as np
 
 from ...logfile import format as lf
 from ...logfile.checkpoint import MASK, MULT, signature
@@ -68,81 +69,83 @@ class RankSummary:
 def summarize(rank: int, path: str, head: dict, cols: Columns) -> RankSummary:
     """The summary of a dump whose header and tables are `head` (schema.dump_head) and whose good
     entries are `cols`."""
-    ops = {name: split_name(name) for name in set(cols.name)}  # name -> (backend, op, meta)
-    groups = [g[0] for g in cols.group]
-    descs: dict[str, str] = {}
-    for name, desc in set(cols.group):
-        descs.setdefault(name, desc)
-    if len(descs) < len(set(cols.group)):  # a group named with two descriptions: the first one's
-        descs = {}
-        for name, desc in cols.group:
-            descs.setdefault(name, desc)
-    first_ns = min(filter(None, cols.created), default=0)  # (the earliest known: 0 is none)
+    texts = cols.texts
+    names = np.unique(cols.name).tolist()
+    ops = {i: split_name(texts[i]) for i in names}  # name id -> (backend, op, meta)
+    groups, firsts = np.unique(cols.group, return_index=True)
+    in_order = np.argsort(firsts, kind="stable")  # groups in the order their entries first name them
+    created = cols.created[cols.created > 0]
     s = RankSummary(rank, path, head["version"], head["pg_config"], head["pg_status"], head["damaged"], head["damage"],
-                    len(cols), frozenset(ops[name][0] for name in ops), first_ns,
-                    {name: descs[name] for name in dict.fromkeys(groups)}, {}, set(), {}, {}, False)
-    for pg_id, g in set(zip(cols.pg_id, groups)):
-        s.pg_ids.setdefault(pg_id, set()).add(g)
-    last = {pg: st["last_completed_collective"] for pg, st in head["pg_status"].items()}
-    lasts = list(map(last.get, cols.pg_id))
-    counted = (list(map(ge, lasts, cols.seq)) if None not in lasts  # (the usual dump: every group counted)
-               else [n is not None and seq <= n for n, seq in zip(lasts, cols.seq)])
-    _sequences(s, cols, groups, counted, ops)
-    order = sorted(range(len(cols)), key=cols.record_id.__getitem__)
-    s.wrapped = bool(order) and cols.record_id[order[0]] > 0
-    _blocks(s, cols, order, ops, groups, counted)
+                    len(cols), frozenset(op[0] for op in ops.values()), int(created.min()) if len(created) else 0,
+                    {texts[g]: texts[cols.desc[i]] for g, i in zip(groups[in_order].tolist(),
+                                                                      firsts[in_order].tolist())},
+                    {}, set(), {}, {}, False)
+    for pg, g in set(zip(cols.pg_id.tolist(), cols.group.tolist())):
+        s.pg_ids.setdefault(None if pg < 0 else texts[pg], set()).add(texts[g])
+    counted = _counted(head, cols)
+    _sequences(s, cols, counted, ops)
+    order = np.argsort(cols.record_id, kind="stable")
+    s.wrapped = bool(len(order)) and int(cols.record_id[order[0]]) > 0
+    _blocks(s, cols, order, ops, counted)
     return s
 
 
-def _sequences(s: RankSummary, cols: Columns, groups: list, counted: list, ops: dict) -> None:
+def _counted(head: dict, cols: Columns) -> np.ndarray:
+    """Per entry: whether its group's counters say it completed (its number at most the last
+    completed; a group without counters: no)."""
+    last = {pg: st["last_completed_collective"] for pg, st in head["pg_status"].items()}
+    ids = np.unique(cols.pg_id).tolist()
+    known = {i: last.get(cols.texts[i]) if i >= 0 else None for i in ids}
+    table = np.array([-2 if known[i] is None else known[i] for i in ids], np.int64)  # (-2: none, below any)
+    return cols.seq <= table[np.searchsorted(ids, cols.pg_id)] if ids else np.zeros(0, bool)
+
+
+def _sequences(s: RankSummary, cols: Columns, counted: np.ndarray, ops: dict) -> None:
     """Per group: its collectives' largest sequence number, whether one is 0, and the gloo ones
     its counters say completed."""
-    p2p, seqs = cols.p2p, cols.seq
-    collectives = range(len(seqs)) if True not in p2p else [i for i, x in enumerate(p2p) if not x]
-    one = len(set(groups)) == 1  # (the usual case: no loop over the entries)
-    by_group: dict[str, list] = {}
-    if one and collectives:
-        by_group[groups[0]] = seqs if collectives.__class__ is range else [seqs[i] for i in collectives]
-    for i in () if one else collectives:
-        by_group.setdefault(groups[i], []).append(seqs[i])
-    s.max_seq = {g: max(v) for g, v in by_group.items()}
-    s.seq0 = {g for g, v in by_group.items() if 0 in v}
-    joins = {name for name, (backend, op, _) in ops.items() if backend == "gloo" and op in SYMMETRIC}
+    texts = cols.texts
+    collective = ~cols.p2p
+    groups, seqs = cols.group[collective], cols.seq[collective]
+    for g in _in_order(groups):
+        mine = seqs[groups == g]
+        s.max_seq[texts[g]] = int(mine.max())
+        if (mine == 0).any():
+            s.seq0.add(texts[g])
+    joins = [i for i, (backend, op, _) in ops.items() if backend == "gloo" and op in SYMMETRIC]
     if joins:  # (gloo only)
-        joined: dict[str, set] = {}
-        names = cols.name
-        joining = map(and_, counted, map(joins.__contains__, names))
-        counted_joins = [i for i in compress(range(len(names)), joining) if not p2p[i]]
-        if one:
-            joined[groups[0]] = set(map(seqs.__getitem__, counted_joins))
-        else:
-            for i in counted_joins:
-                joined.setdefault(groups[i], set()).add(seqs[i])
-        s.joined = {g: _runs(v) for g, v in joined.items() if v}
+        joining = counted & np.isin(cols.name, joins) & collective
+        for g in np.unique(cols.group[joining]).tolist():
+            s.joined[texts[g]] = _runs(cols.seq[joining & (cols.group == g)])
 
 
-def _runs(numbers: set) -> list[tuple[int, int]]:
-    """Sorted numbers as runs (first, last) of consecutive ones: a few per group, not thousands
-    (found with passes in C: where the step from one number to the next is not 1)."""
-    if not numbers:
+def _runs(numbers: np.ndarray) -> list[tuple[int, int]]:
+    """The distinct numbers as runs (first, last) of consecutive ones, in order: a few per group,
+    not thousands."""
+    v = np.unique(numbers)
+    if not len(v):
         return []
-    v = sorted(numbers)
-    breaks = list(compress(range(1, len(v)), map(ne, map(sub, v[1:], v), repeat(1))))
-    firsts = [0, *breaks]
-    lasts = [b - 1 for b in breaks] + [len(v) - 1]
-    return list(zip(map(v.__getitem__, firsts), map(v.__getitem__, lasts)))
+    breaks = np.flatnonzero(np.diff(v) != 1) + 1
+    firsts = np.concatenate(([0], breaks))
+    lasts = np.concatenate((breaks - 1, [len(v) - 1]))
+    return list(zip(v[firsts].tolist(), v[lasts].tolist()))
 
 
-def _blocks(s: RankSummary, cols: Columns, order: list, ops: dict, groups: list, counted: list) -> None:
+def _blocks(s: RankSummary, cols: Columns, order: np.ndarray, ops: dict, counted: np.ndarray) -> None:
     """The collectives of the log, in order: each one's signature rolled into its channel's hash,
     the ones not completed listed."""
-    parts = _tensor_keys(cols, ops)
-    wires = {name: FR_OPS.get(op, (op, op, "in"))[0] for name, (_, op, _) in ops.items()}
-    blocks = _block_bounds(cols, order, ops)
-    if blocks is None:
-        _one_entry_each(s, cols, order, (ops, groups, counted, parts, wires))
+    parts = _parts(cols, ops)
+    wires = {i: FR_OPS.get(op, (op, op, "in"))[0] for i, (_, op, _) in ops.items()}
+    if _one_entry_each(cols, order, ops):
+        _each_entry(s, cols, order, (ops, counted, parts, wires))
         return
-    p2p, seqs, names, states = cols.p2p, cols.seq, cols.name, cols.state
+    texts = cols.texts
+    names, groups, seqs = cols.name.tolist(), cols.group.tolist(), cols.seq.tolist()
+    p2p, parts, counted = cols.p2p.tolist(), parts.tolist(), counted.tolist()
+    order = order.tolist()
+    pairs = _group_keys(cols).tolist()  # (name and description: what block_bounds compares)
+    blocks = block_bounds([(ops[names[i]][1], p2p[i], pairs[i], seqs[i]) for i in order])
+    completed = _id(texts, "completed")
+    states = cols.state.tolist()
     s.blocks = len(blocks)
     sigs: dict = {}
     channels = s.channels
@@ -154,8 +157,8 @@ def _blocks(s: RankSummary, cols: Columns, order: list, ops: dict, groups: list,
         key = (wire, *(parts[order[b]] for b in bounds))
         sig = sigs.get(key)
         if sig is None:
-            sig = sigs[key] = block_signature(wire, tuple(map(_part, key[1:])))
-        group = groups[first]
+            sig = sigs[key] = block_signature(wire, tuple(_part(cols, p) for p in key[1:]))
+        group = texts[groups[first]]
         if p2p[first]:
             _, op, meta = ops[name]
             st = channels.setdefault((group, lf.seq_key(0, wire, peer_of(op, meta))), [0, 0, True])
@@ -164,82 +167,87 @@ def _blocks(s: RankSummary, cols: Columns, order: list, ops: dict, groups: list,
             st = channels.setdefault((group, 0), [0, 0, False])
             st[0] = seqs[first]
         st[1] = (st[1] * MULT + sig) & MASK  # (checkpoint.roll)
-        if states[first] != "completed" and (p2p[first] or not counted[first]):
+        if states[first] != completed and (p2p[first] or not counted[first]):
             s.not_done.append((eid, OPEN if p2p[first] else UNDECIDED, group, seqs[first], ops[name][0] == "gloo"))
 
 
-def _one_entry_each(s: RankSummary, cols: Columns, order: list, per_entry: tuple) -> None:
-    """_blocks where every collective is one entry and none is P2P (the usual dump): the
-    signatures of all at once, then each group's rolled."""
-    ops, groups, counted, parts, wires = per_entry
-    in_order = _identity(order)  # (the usual dump: its entries are in record order)
-
-    def ordered(values: list) -> list:
-        return values if in_order else list(map(values.__getitem__, order))
-
-    keys = list(zip(map(wires.__getitem__, ordered(cols.name)), ordered(parts)))
-    sig_of = dict.fromkeys(keys)
-    for key in sig_of:
-        sig_of[key] = block_signature(key[0], (_part(key[1]),))
-    sigs = list(map(sig_of.__getitem__, keys))
-    group_of = ordered(groups)
+def _each_entry(s: RankSummary, cols: Columns, order: np.ndarray, per_entry: tuple) -> None:
+    """_blocks where every collective is one entry and none is P2P (the usual dump): a signature
+    per distinct (name, tensors), then each group's rolled."""
+    ops, counted, parts, wires = per_entry
+    texts = cols.texts
+    pairs = (cols.name.astype(np.int64) << 32 | (parts.astype(np.int64) + 1))[order]
+    distinct, which = np.unique(pairs, return_inverse=True)
+    table = [block_signature(wires[p >> 32], (_part(cols, (p & 0xFFFFFFFF) - 1),)) for p in distinct.tolist()]
+    sigs = np.array(table, np.uint64)[which.reshape(-1)]
+    group_of = cols.group[order]
+    seq_of = cols.seq[order]
     s.blocks = len(order)
-    by_group: dict[str, list] = {}
-    if len(set(group_of)) == 1:
-        by_group[group_of[0]] = sigs
-    else:
-        for g, sig in zip(group_of, sigs):
-            by_group.setdefault(g, []).append(sig)
-    last = dict(zip(group_of, ordered(cols.seq)))  # each group's last collective's number
-    for g, group_sigs in by_group.items():
-        h = 0
-        for sig in group_sigs:
-            h = (h * MULT + sig) & MASK  # (checkpoint.roll)
-        s.channels[(g, 0)] = [last[g], h, False]
-    states, seqs = cols.state, cols.seq
-    done = map(or_, map(eq, ordered(states), repeat("completed")), ordered(counted))
-    for eid in compress(range(len(order)), map(not_, done)):
-        i = order[eid]
-        s.not_done.append((eid, UNDECIDED, groups[i], seqs[i], ops[cols.name[i]][0] == "gloo"))
+    for g in _in_order(group_of):
+        mine = np.flatnonzero(group_of == g)
+        s.channels[(texts[g], 0)] = [int(seq_of[mine[-1]]), rolled(sigs[mine]), False]
+    done = (cols.state[order] == _id(texts, "completed")) | counted[order]
+    for eid in np.flatnonzero(~done).tolist():
+        i = int(order[eid])
+        s.not_done.append((eid, UNDECIDED, texts[cols.group[i]], int(cols.seq[i]), ops[int(cols.name[i])][0] == "gloo"))
 
 
-def _identity(order: list) -> bool:
-    return order == list(range(len(order)))
+def rolled(sigs: np.ndarray) -> int:
+    """checkpoint.roll over `sigs` (uint64) from 0: the sum of each times MULT to the power of
+    those after it, mod 2^64 (numpy's uint64 products and sums wrap mod 2^64)."""
+    if not len(sigs):
+        return 0
+    powers = np.full(len(sigs), MULT, np.uint64)
+    powers[0] = 1
+    return int((sigs * np.cumprod(powers)[::-1]).sum(dtype=np.uint64)) & MASK
 
 
-def _block_bounds(cols: Columns, order: list, ops: dict) -> list | None:
-    """entries.block_bounds of the entries in record order; None when every collective is one
-    entry and none is P2P (found without a loop over them)."""
-    group, seq = cols.group, cols.seq
-    if True not in cols.p2p and not any(ops[name][1] == "coalesced" for name in ops):
-        keys = list(zip(map(group.__getitem__, order), map(seq.__getitem__, order)))
-        if not any(map(tuple.__eq__, keys, keys[1:])):  # no two in a row of one group and number
-            return None
-    return block_bounds([(ops[cols.name[i]][1], cols.p2p[i], group[i], seq[i]) for i in order])
+def _id(texts: list, text: str) -> int:
+    """The id of `text` (-2 where it is not there: no id is)."""
+    try:
+        return texts.index(text)
+    except ValueError:
+        return -2
 
 
-def _tensor_keys(cols: Columns, ops: dict) -> list:
-    """Per entry: a key of the tensors its op has ranks agree on (FR_OPS: inputs or outputs), or
-    None for an op without: (its sizes as marshal bytes, its dtype names as a tuple). Bytes hash
-    once and compare in C, where nested tuples of every entry would be built and hashed again at
-    each lookup; the format (version 2: no references) is a function of the value and its types,
-    so that equal sizes give one key (lists and tuples two, of one signature). `_part` undoes it."""
-    side = {name: FR_OPS.get(op, (None, None, "in"))[2] for name, (_, op, _) in ops.items()}
-    out = list(zip(map(marshal.dumps, cols.in_sizes, repeat(2)), map(tuple, cols.in_dtypes)))
-    if set(side.values()) != {"in"}:
-        for i, name in enumerate(cols.name):
-            which = side[name]
-            if which is None:
-                out[i] = None
-            elif which == "out":
-                out[i] = (marshal.dumps(cols.out_sizes[i], 2), tuple(cols.out_dtypes[i]))
-    return out
+def _one_entry_each(cols: Columns, order: np.ndarray, ops: dict) -> bool:
+    """Whether every collective is one entry and none is P2P: no coalescing marker, and no two
+    entries in a row (record order) of one group and number."""
+    if cols.p2p.any() or any(op[1] == "coalesced" for op in ops.values()):
+        return False
+    g, seq = _group_keys(cols)[order], cols.seq[order]
+    return not ((g[1:] == g[:-1]) & (seq[1:] == seq[:-1])).any()
 
 
-def _part(key) -> tuple:
-    """(sizes, dtypes) as tuples of a `_tensor_keys` key, () for None (marshal bytes this process
-    made of checked sizes: nothing else is ever loaded)."""
-    return () if key is None else (tuple(map(tuple, marshal.loads(key[0]))), key[1])
+def _group_keys(cols: Columns) -> np.ndarray:
+    """Per entry: its group's name and description as one number."""
+    return cols.group.astype(np.int64) << 32 | cols.desc.astype(np.int64)
+
+
+def _in_order(ids: np.ndarray) -> list[int]:
+    """The distinct ids, in the order they first come."""
+    distinct, first = np.unique(ids, return_index=True)
+    return distinct[np.argsort(first, kind="stable")].tolist()
+
+
+def _parts(cols: Columns, ops: dict) -> np.ndarray:
+    """Per entry: the side id of the tensors its op has ranks agree on (FR_OPS: inputs or
+    outputs), or -1 for an op without."""
+    side = {i: FR_OPS.get(op, (None, None, "in"))[2] for i, (_, op, _) in ops.items()}
+    which = set(side.values())
+    if which == {"in"}:
+        return cols.in_side
+    parts = np.full(len(cols), -1, np.int32)
+    for i, where in side.items():
+        mine = cols.name == i
+        if where is not None:
+            parts[mine] = (cols.in_side if where == "in" else cols.out_side)[mine]
+    return parts
+
+
+def _part(cols: Columns, side: int) -> tuple:
+    """(sizes, dtypes) of a side id, () for -1 (an op without tensors)."""
+    return () if side < 0 else cols.sides[side]
 
 
 def block_signature(wire: str, parts: tuple) -> int:

@@ -17,11 +17,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import examples
 from support.cli import run_cli
-from support.fr_dumps import dump, entry, fr_event, write_dumps
+from support.fr_dumps import (
+    WORLD,
+    dump,
+    dumps_of_every_shape,
+    entry,
+    every_kind,
+    write_dumps,
+)
 
 from collcheck.analysis.diff import analyse
 from collcheck.base import progress
 from collcheck.inputs.discover import discover
+from collcheck.inputs.flight_recorder import convert as fr_convert
 from collcheck.inputs.flight_recorder import load as fr_load
 from collcheck.inputs.flight_recorder import parallel
 from collcheck.inputs.flight_recorder.columns import Columns, usual_columns
@@ -34,25 +42,6 @@ from collcheck.logfile.decode import Decoder, Tables
 from collcheck.logfile.reader import LogError, LogStream
 from collcheck.logfile.scan import scan_file
 from collcheck.model import load_run
-
-WORLD = {"0": list(range(SHARE_FROM + 4))}
-
-
-def _entries(rank: int, skew: int = 0) -> list:
-    """A rank's entries of every kind a signature tells apart: tensors in or out, coalesced,
-    barrier, sizes that may differ (all-to-all), P2P both ways, one not completed."""
-    peer = rank ^ 1
-    rows = [("all_reduce", [4], 1, {}), ("all_reduce", [8], 2, {}), ("all_reduce", [2, 3], 2, {}),
-            ("barrier", [1], 3, {}), ("all_to_all_single", [6 + rank], 4, {}), ("reduce_scatter", [5], 5, {}),
-            (f"send {rank}->{peer}", [3], 5, {"is_p2p": True, "p2p_seq": 1}),
-            (f"recv {rank}<-{peer}", [3], 5, {"is_p2p": True, "p2p_seq": 2}),
-            ("all_reduce", [4], 6, {"state": "scheduled"})]
-    out = []
-    for i, (op, sizes, seq, extra) in enumerate(rows):
-        e = entry(i, "0", seq, op, sizes, **extra)
-        e["time_created_ns"] += skew
-        out.append(e)
-    return out
 
 
 def _records(path: str):
@@ -94,7 +83,7 @@ def _two_groups(rank: int) -> list:
             entry(5, "1", 3, "all_gather", [5], state="scheduled")]
 
 
-CASES = {"mixed": (_entries, 8, [7], []), "plain": (_plain, 5, [], []), "gloo": (_gloo, 6, [4, 5], [4, 5]),
+CASES = {"mixed": (every_kind, 8, [7], []), "plain": (_plain, 5, [], []), "gloo": (_gloo, 6, [4, 5], [4, 5]),
          "two groups": (_two_groups, 5, [4], [])}
 
 
@@ -128,7 +117,7 @@ def test_identical_ranks_share_one_log_and_fold(tmp_path):
     """Ranks whose dumps differ only in their times: one log converted in full, the others its
     bytes behind their own header; loaded, they share one set of columns, each under its rank."""
     ranks = len(WORLD["0"])
-    collectives = [e for e in _entries(0) if not e["is_p2p"]]
+    collectives = [e for e in every_kind(0) if not e["is_p2p"]]
     dumps = {}
     for r in range(ranks):
         mine = [dict(e, time_created_ns=e["time_created_ns"] + 7 * r, thread_id=str(100 + r)) for e in collectives]
@@ -170,7 +159,7 @@ def test_a_hostile_dump_among_many_is_one_line_and_exit_2(tmp_path):
         def __reduce__(self):
             return (os.system, (f"touch {tmp_path / 'PWNED'}",))
 
-    d = write_dumps(tmp_path / "dumps", {r: dump(_entries(r), WORLD) for r in range(SHARE_FROM)})
+    d = write_dumps(tmp_path / "dumps", {r: dump(every_kind(r), WORLD) for r in range(SHARE_FROM)})
     (d / f"comm_lib_trace_rank_{SHARE_FROM}").write_bytes(pickle.dumps({"version": "2.10", "entries": [Boom()]}))
     res = run_cli("diff", str(d), env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
     assert res.code == 2 and "refused to load posix.system" in res.err, res.err
@@ -218,25 +207,11 @@ def test_workers_keep_what_they_decode_and_a_new_pool_takes_over(monkeypatch):
     assert parallel._kept is None
 
 
-def _dumps_of_every_shape() -> list:
-    long = "x" * 200
-    escaped = dump([entry(0, "0", 1, "all_reduce", [4]), entry(1, "0", 2, "broadcast", [2, 2], state="started")],
-                   WORLD)
-    escaped["entries"][0]["thread_name"] = "t\x1b[2J"
-    escaped["entries"][1]["frames"] = [{"name": long, "filename": f"/home/{long}.py", "line": None}]
-    no_counters = dump(_entries(1), WORLD)
-    for e in no_counters["entries"]:
-        e["duration_ms"], e["retired"], e["pg_id"] = 1.5, None, "0"
-    return [dump(_entries(0), WORLD), escaped, no_counters,
-            {"version": "2.8", "entries": [fr_event(0, "all_reduce", [[4]], [[4]], seq=1)]},  # not usual: text numbers
-            dump([entry(0, "0", 1, "all_reduce", [4]), {"profiling_name": 3}], WORLD)]  # a damaged entry
-
-
 @pytest.mark.parametrize("case", range(5))
 def test_columns_of_a_usual_dump_are_what_entry_of_gives(case):
     """The same values, the same budget taken, the same summary; an unusual dump takes nothing
     from the budget (it goes entry by entry)."""
-    raw = pickle.loads(pickle.dumps(_dumps_of_every_shape()[case], protocol=2))
+    raw = pickle.loads(pickle.dumps(dumps_of_every_shape()[case], protocol=2))
     head, entries, budget = dump_head("rank_0", raw, 100_000)
     slow_head, _, slow_budget = dump_head("rank_0", raw, 100_000)
     check_entries("rank_0", slow_head, entries, slow_budget)
@@ -247,9 +222,7 @@ def test_columns_of_a_usual_dump_are_what_entry_of_gives(case):
         assert fast is None and budget.left == left
         return
     assert budget.left == slow_budget.left
-    for name in Columns.__dataclass_fields__:
-        a, b = getattr(fast, name), getattr(slow, name)
-        assert [_tuples(x) for x in a] == [_tuples(x) for x in b], name
+    assert fast.values() == slow.values()
     assert summarize(0, "rank_0", head, fast) == summarize(0, "rank_0", slow_head, slow)
 
 
@@ -268,7 +241,7 @@ _ODD = st.one_of(st.none(), st.booleans(), st.integers(-2, 2), st.sampled_from([
 def test_columns_are_taken_only_when_entry_of_takes_every_entry_alike(changes):
     """Fields replaced by values of any type: the columns are either refused (nothing taken from
     the budget) or exactly what entry_of gives, with no entry damaged and the same budget left."""
-    raw = dump(_entries(0), WORLD)
+    raw = dump(every_kind(0), WORLD)
     for i, field, value in changes:
         raw["entries"][i][field] = value
     _, entries, budget = dump_head("rank_0", raw, 100_000)
@@ -283,17 +256,11 @@ def test_columns_are_taken_only_when_entry_of_takes_every_entry_alike(changes):
         assert budget.left == left
         return
     assert slow_head is not None and slow_head["damaged"] == 0 and budget.left == slow_budget.left
-    slow = Columns.of_entries(slow_head["entries"])
-    for name in Columns.__dataclass_fields__:
-        assert [_tuples(x) for x in getattr(fast, name)] == [_tuples(x) for x in getattr(slow, name)], name
-
-
-def _tuples(x):
-    return tuple(_tuples(v) for v in x) if isinstance(x, (list, tuple)) else x
+    assert fast.values() == Columns.of_entries(slow_head["entries"]).values()
 
 
 def test_the_c_unpickler_builds_what_the_python_one_builds():
-    for d in _dumps_of_every_shape()[:3]:
+    for d in dumps_of_every_shape()[:3]:
         for protocol in (2, 4, 5):
             data = pickle.dumps(d, protocol=protocol)
             assert fr_load._unpickle(data, fast=True) == fr_load._unpickle(data, fast=False)
@@ -311,7 +278,7 @@ def test_the_conversion_says_what_it_does(tmp_path):
         def advance(self, n=1):
             self.steps[-1][2] += n
 
-    d = write_dumps(tmp_path / "dumps", {r: dump(_entries(r), WORLD) for r in range(SHARE_FROM)})
+    d = write_dumps(tmp_path / "dumps", {r: dump(every_kind(r), WORLD) for r in range(SHARE_FROM)})
     seen = Seen()
     previous = progress.use(seen)
     try:
@@ -323,16 +290,16 @@ def test_the_conversion_says_what_it_does(tmp_path):
 
 
 def test_a_dump_changed_while_it_is_converted_is_one_line(tmp_path, monkeypatch):
-    d = write_dumps(tmp_path / "dumps", {r: dump(_entries(r), WORLD) for r in range(2)})
+    d = write_dumps(tmp_path / "dumps", {r: dump(every_kind(r), WORLD) for r in range(2)})
     real = fr_load.read_dump_bytes
     calls = []
 
     def changing(path, *args):
         calls.append(path)
         data = real(path, *args)
-        return data + b" " if len(calls) > 2 else data  # after the conversion's hash
+        return data + b" " if len(calls) > 2 else data  # after the conversion's hash (two reads)
 
-    monkeypatch.setattr(fr_load, "read_dump_bytes", changing)  # (not the hash's: convert.py's own name)
+    monkeypatch.setattr(fr_convert, "read_dump_bytes", changing)
     res = run_cli("diff", str(d), env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
     assert res.code == 2 and "changed while the Flight Recorder dumps were converted" in res.err, res.err
 
@@ -397,7 +364,7 @@ def test_a_dump_that_ends_its_worker_is_one_line_and_exit_2(tmp_path, bomb, mess
     only that dump is read again, by the Python unpickler, which refuses the key; or a worker's
     memory runs out (a memo of 16 GiB), under its limit. The command says one line and exits 2:
     no traceback, no fault report of the worker, whatever the worker wrote to its stderr."""
-    d = write_dumps(tmp_path / "dumps", {r: dump(_entries(r), WORLD) for r in range(SHARE_FROM)})
+    d = write_dumps(tmp_path / "dumps", {r: dump(every_kind(r), WORLD) for r in range(SHARE_FROM)})
     (d / f"comm_lib_trace_rank_{SHARE_FROM}").write_bytes(bomb())
     proc = _cli_process(d, tmp_path)
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and "converting" not in ln]
@@ -421,7 +388,7 @@ def test_the_deep_key_kills_the_c_unpickler_for_real():
 def test_keys_that_hash_alike_are_refused_before_the_map_is_built(tmp_path):
     """Read here (few dumps: the Python unpickler): the first key beyond 64 bits is refused, before
     20,000 of them would take seconds to set."""
-    d = write_dumps(tmp_path / "dumps", {1: dump(_entries(1), WORLD)})
+    d = write_dumps(tmp_path / "dumps", {1: dump(every_kind(1), WORLD)})
     (d / "comm_lib_trace_rank_0").write_bytes(_colliding_keys_pickle(20_000))
     t0 = time.monotonic()
     res = run_cli("diff", str(d), env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
@@ -434,7 +401,7 @@ def test_keys_that_hash_alike_are_refused_before_the_map_is_built(tmp_path):
 def test_keys_that_hash_alike_end_their_worker_only(tmp_path):
     """Read by the C unpickler in a worker: building the map runs until the worker's CPU-time limit
     ends it; the Python unpickler then refuses the file's first such key."""
-    d = write_dumps(tmp_path / "dumps", {r: dump(_entries(r), WORLD) for r in range(SHARE_FROM)})
+    d = write_dumps(tmp_path / "dumps", {r: dump(every_kind(r), WORLD) for r in range(SHARE_FROM)})
     (d / f"comm_lib_trace_rank_{SHARE_FROM}").write_bytes(_colliding_keys_pickle(40_000))
     proc = _cli_process(d, tmp_path, timeout=120)
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and "converting" not in ln]

@@ -1,0 +1,740 @@
+/* A Flight Recorder dump's pickle read into the columns of its entries, for the usual dump.
+
+   The pickle is parsed into an arena of nodes (one per value: scalars, texts as spans of the
+   file, containers as runs of node ids), memo references sharing nodes as the unpickler shares
+   objects; nothing of it runs, and every opcode that is not plain data is refused. The entries
+   are then checked as columns.py checks them (the same types, ranges and budget of values walked)
+   and written as columns: numbers, texts as ids of a table of distinct texts, each tensor side
+   (shapes and dtype names) as an id of a table of distinct sides.
+
+   Anything else (another opcode, a text that is not printable ASCII where one is read, a value
+   out of range, more than the budget) makes a call return FR_UNUSUAL: the caller reads that dump
+   the way it did before, which says what is wrong. The work and memory are linear in the file:
+   nodes, memo indices and runs are bounded by its bytes, lists are counted against the budget
+   before they are walked, and an entry or frame map holding more than a few dozen keys is
+   unusual. libc only. */
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FR_OK 0
+#define FR_UNUSUAL 1
+#define FR_MEMORY 2
+
+enum { K_NONE, K_FALSE, K_TRUE, K_INT, K_FLOAT, K_STR, K_LIST, K_TUPLE, K_DICT };
+
+#define MAX_TEXT 4096
+#define MAX_TENSORS (1 << 16)
+#define MAX_DIMS 64
+#define MAX_FRAMES 4096
+#define MAX_LINE (1 << 24)
+#define MAX_KEYS 64 /* keys of an entry or a frame (torch writes 22 and 3) */
+#define N_FIELDS 22
+#define NONE_NODE 0 /* node 0: None, what an absent field reads as */
+
+typedef struct {
+    int64_t a, b;        /* INT: value; FLOAT: its bits; STR: offset, length; containers: -, items */
+    int32_t first, last; /* containers: first and last run */
+    uint8_t kind, plain; /* STR: printable ASCII */
+} node_t;
+
+typedef struct {
+    int64_t start; /* in items */
+    int32_t count, next;
+} run_t;
+
+typedef struct { /* a table of distinct byte strings: id -> (offset, length) in pool */
+    uint8_t *pool;
+    int64_t npool, cpool;
+    int64_t *spans; /* offset, length of each */
+    int64_t n, cap;
+    int32_t *slots; /* open addressing: id + 1, 0 free */
+    int64_t nslots;
+} table_t;
+
+typedef struct {
+    const uint8_t *d;
+    int64_t size, max_nodes;
+    node_t *nodes;
+    int64_t nn, cn;
+    int32_t *items;
+    int64_t ni, ci;
+    run_t *runs;
+    int64_t nr, cr;
+    int32_t *stack;
+    int64_t ns, cs;
+    int64_t *marks;
+    int64_t nm, cm;
+    int32_t *memo;
+    int64_t cmemo;
+    int32_t root;
+    int32_t *text_of;  /* node -> text id + 1 */
+    uint8_t *seen;     /* node: a frame already checked */
+    uint8_t *field_of; /* a key's node: 128 | 64 for frames' keys | its field + 1 (0: none): see field() */
+    int64_t cnodes;    /* the capacity of these three */
+    table_t texts, sides;
+    uint8_t *enc; /* a side's encoding being built */
+    int64_t nenc, cenc;
+} fr_t;
+
+typedef struct { /* where fr_columns writes (arrays of `n` the caller allocates) */
+    int64_t *record_id, *seq, *created, *completed; /* completed: -1 for none */
+    uint8_t *p2p;
+    int32_t *name, *state, *pg, *gname, *gdesc, *in_side, *out_side; /* -1: none */
+    int64_t spent;
+} fr_out;
+
+#define GROW(ptr, count, cap, need, type)                                                   \
+    do {                                                                                    \
+        if ((count) + (need) > (cap)) {                                                     \
+            int64_t c_ = (cap) ? (cap) : 64;                                                \
+            while (c_ < (count) + (need)) c_ *= 2;                                          \
+            void *p_ = realloc((ptr), (size_t)c_ * sizeof(type));                           \
+            if (!p_) return FR_MEMORY;                                                      \
+            (ptr) = (type *)p_;                                                             \
+            (cap) = c_;                                                                     \
+        }                                                                                   \
+    } while (0)
+
+/* ------------------------------------------------------------------------------------------ */
+/* parsing                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+static int new_node(fr_t *p, uint8_t kind, int64_t a, int64_t b, int32_t *id) {
+    if (p->nn >= p->max_nodes) return FR_UNUSUAL;
+    GROW(p->nodes, p->nn, p->cn, 1, node_t);
+    node_t *n = &p->nodes[p->nn];
+    n->kind = kind, n->a = a, n->b = b, n->first = n->last = -1, n->plain = 0;
+    *id = (int32_t)p->nn++;
+    return FR_OK;
+}
+
+static int push(fr_t *p, int32_t id) {
+    GROW(p->stack, p->ns, p->cs, 1, int32_t);
+    p->stack[p->ns++] = id;
+    return FR_OK;
+}
+
+static int64_t fence(const fr_t *p) { return p->nm ? p->marks[p->nm - 1] : 0; }
+
+/* items stack[from:to] appended to container `c` as one run */
+static int add_run(fr_t *p, int32_t c, int64_t from, int64_t to) {
+    int64_t k = to - from;
+    if (k == 0) return FR_OK;
+    if (k > INT32_MAX) return FR_UNUSUAL;
+    GROW(p->items, p->ni, p->ci, k, int32_t);
+    GROW(p->runs, p->nr, p->cr, 1, run_t);
+    memcpy(p->items + p->ni, p->stack + from, (size_t)k * sizeof(int32_t));
+    run_t *r = &p->runs[p->nr];
+    r->start = p->ni, r->count = (int32_t)k, r->next = -1;
+    p->ni += k;
+    node_t *n = &p->nodes[c];
+    if (n->last >= 0) p->runs[n->last].next = (int32_t)p->nr;
+    else n->first = (int32_t)p->nr;
+    n->last = (int32_t)p->nr++;
+    n->b += k;
+    return FR_OK;
+}
+
+static int string(fr_t *p, int64_t at, int64_t len) {
+    if (len < 0 || at + len > p->size) return FR_UNUSUAL;
+    const uint8_t *s = p->d + at;
+    uint8_t plain = 1;
+    for (int64_t i = 0; i < len; i++) {
+        if (s[i] >= 0x80) return FR_UNUSUAL; /* (UTF-8 beyond ASCII: the unpickler's to decode) */
+        if (s[i] < 0x20 || s[i] == 0x7f) plain = 0;
+    }
+    int32_t id;
+    int rc = new_node(p, K_STR, at, len, &id);
+    if (rc) return rc;
+    p->nodes[id].plain = plain;
+    return push(p, id);
+}
+
+static int memo_put(fr_t *p, int64_t idx) {
+    if (p->ns <= fence(p) || idx < 0 || idx > p->size) return FR_UNUSUAL;
+    if (idx >= p->cmemo) {
+        int64_t c = p->cmemo ? p->cmemo : 256;
+        while (c <= idx) c *= 2;
+        int32_t *m = realloc(p->memo, (size_t)c * sizeof(int32_t));
+        if (!m) return FR_MEMORY;
+        for (int64_t i = p->cmemo; i < c; i++) m[i] = -1;
+        p->memo = m, p->cmemo = c;
+    }
+    p->memo[idx] = p->stack[p->ns - 1];
+    return FR_OK;
+}
+
+static int memo_get(fr_t *p, int64_t idx) {
+    if (idx < 0 || idx >= p->cmemo || p->memo[idx] < 0) return FR_UNUSUAL;
+    return push(p, p->memo[idx]);
+}
+
+static uint64_t le(const uint8_t *s, int k) {
+    uint64_t v = 0;
+    for (int i = k - 1; i >= 0; i--) v = (v << 8) | s[i];
+    return v;
+}
+
+#define NEED(k)                                     \
+    do {                                            \
+        if (i + (k) > n) return FR_UNUSUAL;         \
+    } while (0)
+#define TRY(x)                                      \
+    do {                                            \
+        int rc_ = (x);                              \
+        if (rc_) return rc_;                        \
+    } while (0)
+
+static int scalar(fr_t *p, uint8_t kind, int64_t a) {
+    int32_t id;
+    TRY(new_node(p, kind, a, 0, &id));
+    return push(p, id);
+}
+
+static int tuple_of(fr_t *p, int64_t from) {
+    int32_t id;
+    TRY(new_node(p, K_TUPLE, 0, 0, &id));
+    TRY(add_run(p, id, from, p->ns));
+    p->ns = from;
+    return push(p, id);
+}
+
+static int pop_mark(fr_t *p, int64_t *m) {
+    if (!p->nm) return FR_UNUSUAL;
+    *m = p->marks[--p->nm];
+    return FR_OK;
+}
+
+/* APPEND(S), SETITEM(S): stack[from:] into the container below them */
+static int fill(fr_t *p, int64_t from, uint8_t kind) {
+    if (from < 1 || from - 1 < fence(p)) return FR_UNUSUAL;
+    int32_t c = p->stack[from - 1];
+    if (p->nodes[c].kind != kind) return FR_UNUSUAL;
+    if (kind == K_DICT) {
+        if ((p->ns - from) % 2) return FR_UNUSUAL;
+        for (int64_t k = from; k < p->ns; k += 2)
+            if (p->nodes[p->stack[k]].kind != K_STR) return FR_UNUSUAL; /* keys: texts only */
+    }
+    TRY(add_run(p, c, from, p->ns));
+    p->ns = from;
+    return FR_OK;
+}
+
+static int parse(fr_t *p) {
+    const uint8_t *d = p->d;
+    int64_t n = p->size, i = 2;
+    if (n < 2 || d[0] != 0x80 || d[1] < 2 || d[1] > 5) return FR_UNUSUAL;
+    while (i < n) {
+        uint8_t op = d[i++];
+        int64_t m, k;
+        switch (op) {
+        case '.':                          /* STOP */
+            if (p->ns != 1 || p->nm) return FR_UNUSUAL;
+            p->root = p->stack[0];
+            return FR_OK;
+        case '(':
+            GROW(p->marks, p->nm, p->cm, 1, int64_t);
+            p->marks[p->nm++] = p->ns;
+            break;
+        case '}': TRY(scalar(p, K_DICT, 0)); break;
+        case ']': TRY(scalar(p, K_LIST, 0)); break;
+        case ')': TRY(tuple_of(p, p->ns)); break;
+        case 't': TRY(pop_mark(p, &m)); TRY(tuple_of(p, m)); break;
+        case 0x85: case 0x86: case 0x87:
+            k = op - 0x84;
+            if (p->ns - fence(p) < k) return FR_UNUSUAL;
+            TRY(tuple_of(p, p->ns - k));
+            break;
+        case 'a':
+            if (p->ns - fence(p) < 2) return FR_UNUSUAL;
+            TRY(fill(p, p->ns - 1, K_LIST));
+            break;
+        case 'e': TRY(pop_mark(p, &m)); TRY(fill(p, m, K_LIST)); break;
+        case 's':
+            if (p->ns - fence(p) < 3) return FR_UNUSUAL;
+            TRY(fill(p, p->ns - 2, K_DICT));
+            break;
+        case 'u': TRY(pop_mark(p, &m)); TRY(fill(p, m, K_DICT)); break;
+        case 'X': NEED(4); k = (int64_t)le(d + i, 4); i += 4; TRY(string(p, i, k)); i += k; break;
+        case 0x8c: NEED(1); k = d[i++]; TRY(string(p, i, k)); i += k; break;
+        case 0x8d:
+            NEED(8);
+            if (le(d + i, 8) > (uint64_t)n) return FR_UNUSUAL;
+            k = (int64_t)le(d + i, 8); i += 8; TRY(string(p, i, k)); i += k;
+            break;
+        case 'J': NEED(4); TRY(scalar(p, K_INT, (int32_t)(uint32_t)le(d + i, 4))); i += 4; break;
+        case 'K': NEED(1); TRY(scalar(p, K_INT, d[i])); i += 1; break;
+        case 'M': NEED(2); TRY(scalar(p, K_INT, (int64_t)le(d + i, 2))); i += 2; break;
+        case 0x8a: /* LONG1: little-endian two's complement, at most 8 bytes here */
+            NEED(1); k = d[i++];
+            if (k > 8) return FR_UNUSUAL;
+            NEED(k);
+            {
+                uint64_t v = le(d + i, (int)k);
+                if (k && k < 8 && (d[i + k - 1] & 0x80)) v |= ~(uint64_t)0 << (8 * k);
+                TRY(scalar(p, K_INT, (int64_t)v));
+            }
+            i += k;
+            break;
+        case 'N': TRY(scalar(p, K_NONE, 0)); break;
+        case 0x88: TRY(scalar(p, K_TRUE, 0)); break;
+        case 0x89: TRY(scalar(p, K_FALSE, 0)); break;
+        case 'G': {
+            NEED(8);
+            uint64_t v = 0;
+            for (int j = 0; j < 8; j++) v = (v << 8) | d[i + j];
+            i += 8;
+            TRY(scalar(p, K_FLOAT, (int64_t)v));
+            break;
+        }
+        case 'q': NEED(1); TRY(memo_put(p, d[i])); i += 1; break;
+        case 'r': NEED(4); TRY(memo_put(p, (int64_t)le(d + i, 4))); i += 4; break;
+        case 'h': NEED(1); TRY(memo_get(p, d[i])); i += 1; break;
+        case 'j': NEED(4); TRY(memo_get(p, (int64_t)le(d + i, 4))); i += 4; break;
+        default: return FR_UNUSUAL;
+        }
+    }
+    return FR_UNUSUAL; /* no STOP */
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* tables of distinct byte strings                                                             */
+/* ------------------------------------------------------------------------------------------ */
+
+static uint64_t hash_bytes(const uint8_t *s, int64_t len) {
+    uint64_t h = 1469598103934665603ULL;
+    for (int64_t i = 0; i < len; i++) h = (h ^ s[i]) * 1099511628211ULL;
+    return h;
+}
+
+static int intern(table_t *t, const uint8_t *s, int64_t len, int32_t *id) {
+    if (t->n * 2 >= t->nslots) {
+        int64_t ns = t->nslots ? t->nslots * 2 : 1024;
+        int32_t *slots = calloc((size_t)ns, sizeof(int32_t));
+        if (!slots) return FR_MEMORY;
+        for (int64_t j = 0; j < t->n; j++) {
+            uint64_t h = hash_bytes(t->pool + t->spans[2 * j], t->spans[2 * j + 1]) & (uint64_t)(ns - 1);
+            while (slots[h]) h = (h + 1) & (uint64_t)(ns - 1);
+            slots[h] = (int32_t)j + 1;
+        }
+        free(t->slots);
+        t->slots = slots, t->nslots = ns;
+    }
+    uint64_t h = hash_bytes(s, len) & (uint64_t)(t->nslots - 1);
+    while (t->slots[h]) {
+        int64_t j = t->slots[h] - 1;
+        if (t->spans[2 * j + 1] == len && !memcmp(t->pool + t->spans[2 * j], s, (size_t)len)) {
+            *id = (int32_t)j;
+            return FR_OK;
+        }
+        h = (h + 1) & (uint64_t)(t->nslots - 1);
+    }
+    GROW(t->pool, t->npool, t->cpool, len, uint8_t);
+    GROW(t->spans, 2 * t->n, t->cap, 2, int64_t);
+    if (len) memcpy(t->pool + t->npool, s, (size_t)len);
+    t->spans[2 * t->n] = t->npool, t->spans[2 * t->n + 1] = len;
+    t->npool += len;
+    t->slots[h] = (int32_t)t->n + 1;
+    *id = (int32_t)t->n++;
+    return FR_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* the entries, checked as columns.py checks them                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+enum {
+    F_RECORD_ID, F_PG_ID, F_PROCESS_GROUP, F_SEQ, F_P2P_SEQ, F_OP_ID, F_NAME, F_CREATED, F_STATE,
+    F_STARTED, F_COMPLETED, F_DURATION, F_IS_P2P, F_RETIRED, F_TIMEOUT, F_THREAD_ID, F_THREAD_NAME,
+    F_IN_SIZES, F_OUT_SIZES, F_IN_DTYPES, F_OUT_DTYPES, F_FRAMES
+};
+static const char *FIELDS[N_FIELDS] = {
+    "record_id", "pg_id", "process_group", "collective_seq_id", "p2p_seq_id", "op_id", "profiling_name",
+    "time_created_ns", "state", "time_discovered_started_ns", "time_discovered_completed_ns", "duration_ms",
+    "is_p2p", "retired", "timeout_ms", "thread_id", "thread_name", "input_sizes", "output_sizes",
+    "input_dtypes", "output_dtypes", "frames"};
+
+typedef struct {
+    fr_t *p;
+    int64_t left, spent;
+    int pg_ints, pg_texts;
+} walk_t;
+
+static int spend(walk_t *w, int64_t k) {
+    w->spent += k;
+    return w->spent > w->left ? FR_UNUSUAL : FR_OK;
+}
+
+/* the items of a container, in order: calls fn(w, id, i, arg) */
+#define EACH(P, C, VAR, BODY)                                                       \
+    do {                                                                            \
+        int64_t i_ = 0;                                                             \
+        for (int32_t r_ = (P)->nodes[C].first; r_ >= 0; r_ = (P)->runs[r_].next) { \
+            const run_t *run_ = &(P)->runs[r_];                                     \
+            for (int32_t k_ = 0; k_ < run_->count; k_++, i_++) {                    \
+                int32_t VAR = (P)->items[run_->start + k_];                         \
+                BODY                                                                \
+            }                                                                       \
+        }                                                                           \
+    } while (0)
+
+/* the budget a shown text takes (untrusted.visible's work); texts beyond MAX_TEXT are unusual */
+static int shown(walk_t *w, int32_t id, int need_plain) {
+    const node_t *n = &w->p->nodes[id];
+    if (n->kind != K_STR || n->b > MAX_TEXT || (need_plain && !n->plain)) return FR_UNUSUAL;
+    return spend(w, n->b >> 6);
+}
+
+static int text_id(walk_t *w, int32_t id, int32_t *out) {
+    fr_t *p = w->p;
+    TRY(shown(w, id, 1));
+    if (p->text_of[id]) {
+        *out = p->text_of[id] - 1;
+        return FR_OK;
+    }
+    TRY(intern(&p->texts, p->d + p->nodes[id].a, p->nodes[id].b, out));
+    p->text_of[id] = *out + 1;
+    return FR_OK;
+}
+
+/* a whole number in [0, most] (or None, -1, where `none_ok`) */
+static int number(const fr_t *p, int32_t id, int64_t most, int none_ok, int64_t *out) {
+    const node_t *n = &p->nodes[id];
+    if (n->kind == K_NONE && none_ok) {
+        *out = -1;
+        return FR_OK;
+    }
+    if (n->kind != K_INT || n->a < 0 || n->a > most) return FR_UNUSUAL;
+    *out = n->a;
+    return FR_OK;
+}
+
+static int is_list(const fr_t *p, int32_t id) {
+    return p->nodes[id].kind == K_LIST || p->nodes[id].kind == K_TUPLE;
+}
+
+/* a list of at most `limit` items, its 1 + length spent before it is walked */
+static int sequence(walk_t *w, int32_t id, int64_t limit) {
+    if (!is_list(w->p, id) || w->p->nodes[id].b > limit) return FR_UNUSUAL;
+    return spend(w, 1 + w->p->nodes[id].b);
+}
+
+static int enc_put(fr_t *p, const void *s, int64_t len) {
+    GROW(p->enc, p->nenc, p->cenc, len, uint8_t);
+    memcpy(p->enc + p->nenc, s, (size_t)len);
+    p->nenc += len;
+    return FR_OK;
+}
+
+/* one side's shapes: encoded as [tensors, then per tensor its dims and each dim] (int64s) */
+static int shapes(walk_t *w, int32_t id) {
+    fr_t *p = w->p;
+    int64_t count = p->nodes[id].kind == K_NONE ? 0 : -1;
+    if (count < 0) {
+        TRY(sequence(w, id, MAX_TENSORS));
+        count = p->nodes[id].b;
+    }
+    TRY(enc_put(p, &count, 8));
+    if (!count) return FR_OK;
+    int rc = FR_OK;
+    EACH(p, id, shape, {
+        if (rc) break;
+        if ((rc = sequence(w, shape, MAX_DIMS))) break;
+        int64_t dims = p->nodes[shape].b;
+        if ((rc = enc_put(p, &dims, 8))) break;
+        EACH(p, shape, dim, {
+            int64_t v;
+            if ((rc = number(p, dim, INT64_MAX, 0, &v))) break;
+            if ((rc = enc_put(p, &v, 8))) break;
+        });
+    });
+    return rc;
+}
+
+/* one side's dtype names: [count, then each name's text id] */
+static int dtypes(walk_t *w, int32_t id) {
+    fr_t *p = w->p;
+    int64_t count = p->nodes[id].kind == K_NONE ? 0 : -1;
+    if (count < 0) {
+        TRY(sequence(w, id, MAX_TENSORS));
+        count = p->nodes[id].b;
+    }
+    TRY(enc_put(p, &count, 8));
+    int rc = FR_OK;
+    EACH(p, id, name, {
+        int32_t t;
+        if ((rc = text_id(w, name, &t))) break;
+        int64_t v = t;
+        if ((rc = enc_put(p, &v, 8))) break;
+    });
+    return rc;
+}
+
+static int side(walk_t *w, int32_t sizes, int32_t names, int32_t *out) {
+    fr_t *p = w->p;
+    p->nenc = 0;
+    TRY(shapes(w, sizes));
+    TRY(dtypes(w, names));
+    return intern(&p->sides, p->enc, p->nenc, out);
+}
+
+static const char *FRAME_KEYS[3] = {"line", "filename", "name"};
+
+/* which of `names` a key node is (-1: none), found once per node: keys are shared through the memo
+   (one node per distinct key in a dump that torch or pickle wrote). A node is a key of entries or
+   of frames, never both, in a usual dump; a node met as both is looked up each time. */
+static int field(fr_t *p, int32_t key, const char **names, int count) {
+    uint8_t cached = p->field_of[key];
+    int tag = 128 | (names == FIELDS ? 0 : 64);
+    if ((cached & 192) == tag) return (cached & 63) - 1;
+    const node_t *k = &p->nodes[key];
+    int found = -1;
+    for (int j = 0; j < count; j++)
+        if ((int64_t)strlen(names[j]) == k->b && !memcmp(p->d + k->a, names[j], (size_t)k->b)) {
+            found = j;
+            break;
+        }
+    p->field_of[key] = (uint8_t)(tag | (found + 1));
+    return found;
+}
+
+static int frame(walk_t *w, int32_t f) {
+    fr_t *p = w->p;
+    if (p->nodes[f].kind != K_DICT || p->nodes[f].b > 2 * MAX_KEYS) return FR_UNUSUAL;
+    int32_t got[3] = {-1, -1, -1}; /* line, filename, name */
+    int64_t at = 0;
+    int32_t key = -1;
+    EACH(p, f, item, {
+        if (at++ % 2 == 0) {
+            key = item;
+        } else {
+            int j = field(p, key, FRAME_KEYS, 3);
+            if (j >= 0) got[j] = item;
+        }
+    });
+    int64_t v;
+    if (got[0] >= 0) TRY(number(p, got[0], MAX_LINE - 1, 1, &v));
+    for (int j = 1; j < 3; j++)
+        if (got[j] >= 0) TRY(shown(w, got[j], 0));
+    return FR_OK;
+}
+
+static int frames(walk_t *w, int32_t id) {
+    fr_t *p = w->p;
+    if (p->nodes[id].kind == K_NONE) return FR_OK;
+    TRY(sequence(w, id, MAX_FRAMES));
+    int rc = FR_OK;
+    EACH(p, id, f, {
+        if (!p->seen[f]) {
+            p->seen[f] = 1;
+            if ((rc = frame(w, f))) break;
+        }
+    });
+    return rc;
+}
+
+static int flag(const fr_t *p, int32_t id, uint8_t *out) {
+    uint8_t k = p->nodes[id].kind;
+    if (k != K_TRUE && k != K_FALSE && k != K_NONE) return FR_UNUSUAL;
+    *out = k == K_TRUE;
+    return FR_OK;
+}
+
+static int duration(const fr_t *p, int32_t id) {
+    const node_t *n = &p->nodes[id];
+    if (n->kind == K_NONE) return FR_OK;
+    if (n->kind == K_INT) return n->a >= 0 && n->a < 1000000000000000000LL ? FR_OK : FR_UNUSUAL;
+    if (n->kind != K_FLOAT) return FR_UNUSUAL;
+    double v;
+    uint64_t bits = (uint64_t)n->a;
+    memcpy(&v, &bits, 8);
+    return isfinite(v) && v >= 0 && v < 1e18 ? FR_OK : FR_UNUSUAL;
+}
+
+static int fields_of(fr_t *p, int32_t e, int32_t got[N_FIELDS]) {
+    if (p->nodes[e].kind != K_DICT || p->nodes[e].b > 2 * MAX_KEYS) return FR_UNUSUAL;
+    for (int j = 0; j < N_FIELDS; j++) got[j] = -1;
+    int64_t at = 0;
+    int32_t key = -1;
+    EACH(p, e, item, {
+        if (at++ % 2 == 0) {
+            key = item;
+        } else {
+            int j = field(p, key, FIELDS, N_FIELDS);
+            if (j >= 0) got[j] = item;
+        }
+    });
+    return FR_OK;
+}
+
+static int entry(walk_t *w, int32_t e, int64_t i, fr_out *o) {
+    fr_t *p = w->p;
+    int32_t f[N_FIELDS];
+    TRY(fields_of(p, e, f));
+    for (int j = 0; j < N_FIELDS; j++)
+        if (f[j] < 0) f[j] = NONE_NODE;
+    int64_t v;
+    static const int numbers[] = {F_RECORD_ID, F_SEQ, F_P2P_SEQ, F_OP_ID, F_CREATED, F_STARTED, F_COMPLETED, F_TIMEOUT};
+    for (int j = 0; j < 8; j++) {
+        TRY(number(p, f[numbers[j]], INT64_MAX, 1, &v));
+        if (numbers[j] == F_RECORD_ID) o->record_id[i] = v < 0 ? 0 : v;
+        if (numbers[j] == F_SEQ) o->seq[i] = v < 0 ? 0 : v;
+        if (numbers[j] == F_CREATED) o->created[i] = v < 0 ? 0 : v;
+        if (numbers[j] == F_COMPLETED) o->completed[i] = v;
+    }
+    TRY(text_id(w, f[F_NAME], &o->name[i])); /* (required: None is unusual) */
+    o->state[i] = -1;
+    if (p->nodes[f[F_STATE]].kind != K_NONE) TRY(text_id(w, f[F_STATE], &o->state[i]));
+    if (p->nodes[f[F_THREAD_NAME]].kind != K_NONE) TRY(shown(w, f[F_THREAD_NAME], 0));
+    int32_t tid = f[F_THREAD_ID];
+    if (p->nodes[tid].kind == K_STR) TRY(shown(w, tid, 0));
+    else TRY(number(p, tid, INT64_MAX, 1, &v));
+    int32_t pg = f[F_PG_ID];
+    o->pg[i] = -1;
+    if (p->nodes[pg].kind == K_INT) {
+        TRY(number(p, pg, INT64_MAX, 0, &v));
+        char digits[24];
+        int len = 0;
+        do digits[23 - len++] = (char)('0' + v % 10); while ((v /= 10) && len < 23);
+        TRY(intern(&p->texts, (const uint8_t *)digits + 24 - len, len, &o->pg[i]));
+        w->pg_ints = 1;
+    } else if (p->nodes[pg].kind != K_NONE) {
+        TRY(text_id(w, pg, &o->pg[i]));
+        w->pg_texts = 1;
+    }
+    if (w->pg_ints && w->pg_texts) return FR_UNUSUAL;
+    int32_t g = f[F_PROCESS_GROUP];
+    if (!is_list(p, g) || p->nodes[g].b != 2) return FR_UNUSUAL;
+    int32_t pair[2], at = 0;
+    EACH(p, g, x, { pair[at++] = x; });
+    TRY(text_id(w, pair[0], &o->gname[i]));
+    TRY(text_id(w, pair[1], &o->gdesc[i]));
+    TRY(flag(p, f[F_IS_P2P], &o->p2p[i]));
+    uint8_t retired;
+    TRY(flag(p, f[F_RETIRED], &retired));
+    TRY(duration(p, f[F_DURATION]));
+    TRY(side(w, f[F_IN_SIZES], f[F_IN_DTYPES], &o->in_side[i]));
+    TRY(side(w, f[F_OUT_SIZES], f[F_OUT_DTYPES], &o->out_side[i]));
+    return frames(w, f[F_FRAMES]);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* the library's calls                                                                         */
+/* ------------------------------------------------------------------------------------------ */
+
+static void destroy(fr_t *p) {
+    free(p->nodes), free(p->items), free(p->runs), free(p->stack), free(p->marks), free(p->memo);
+    free(p->text_of), free(p->seen), free(p->field_of), free(p->enc);
+    table_t *t[2] = {&p->texts, &p->sides};
+    for (int j = 0; j < 2; j++) free(t[j]->pool), free(t[j]->spans), free(t[j]->slots);
+    free(p);
+}
+
+/* One parse's memory kept for the next (a process reads dumps one after another): no page of it
+   is mapped and cleared again per dump, which took as long as the parse itself. Kept only up to
+   KEEP bytes (a larger dump's is given back). */
+#define KEEP (64 << 20)
+static fr_t *spare;
+
+static int64_t held(const fr_t *p) {
+    return p->cn * (int64_t)sizeof(node_t) + p->ci * 4 + p->cr * (int64_t)sizeof(run_t) + p->cs * 4 + p->cm * 8 +
+           p->cmemo * 4 + p->cnodes * 6 + p->cenc + p->texts.cpool + p->sides.cpool +
+           (p->texts.cap + p->sides.cap) * 8 + (p->texts.nslots + p->sides.nslots) * 4;
+}
+
+static void reset(fr_t *p) {
+    p->nn = p->ni = p->nr = p->ns = p->nm = p->nenc = 0;
+    if (p->cmemo) memset(p->memo, 0xff, (size_t)p->cmemo * sizeof(int32_t)); /* (-1: not set) */
+    table_t *t[2] = {&p->texts, &p->sides};
+    for (int j = 0; j < 2; j++) {
+        t[j]->n = t[j]->npool = 0;
+        if (t[j]->nslots) memset(t[j]->slots, 0, (size_t)t[j]->nslots * sizeof(int32_t));
+    }
+}
+
+void fr_free(fr_t *p) {
+    if (!p) return;
+    if (held(p) > KEEP) {
+        destroy(p);
+        return;
+    }
+    fr_t *old = __atomic_exchange_n(&spare, p, __ATOMIC_ACQ_REL);
+    if (old) destroy(old);
+}
+
+/* The pickle parsed; NULL and *rc set when it is not plain data this reads (or no memory). */
+fr_t *fr_parse(const uint8_t *data, int64_t size, int64_t max_nodes, int *rc) {
+    fr_t *p = __atomic_exchange_n(&spare, NULL, __ATOMIC_ACQ_REL);
+    if (p) reset(p);
+    else p = calloc(1, sizeof(fr_t));
+    if (!p) {
+        *rc = FR_MEMORY;
+        return NULL;
+    }
+    p->d = data, p->size = size, p->max_nodes = 1 + (max_nodes < size ? max_nodes : size);
+    p->root = -1;
+    int32_t none;
+    *rc = new_node(p, K_NONE, 0, 0, &none); /* NONE_NODE: what an absent field reads as */
+    if (!*rc) *rc = parse(p);
+    if (*rc) {
+        fr_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+int64_t fr_root(const fr_t *p) { return p->root; }
+int64_t fr_nodes(const fr_t *p) { return p->nn; }
+
+/* a node: its kind, a, b (see node_t) */
+int fr_node(const fr_t *p, int64_t id, int64_t *a, int64_t *b) {
+    if (id < 0 || id >= p->nn) return -1;
+    *a = p->nodes[id].a, *b = p->nodes[id].b;
+    return p->nodes[id].kind;
+}
+
+/* up to `cap` item ids of a container from its `skip`-th on; how many were written */
+int64_t fr_items(const fr_t *p, int64_t id, int64_t skip, int32_t *out, int64_t cap) {
+    if (id < 0 || id >= p->nn) return 0;
+    int64_t got = 0;
+    EACH(p, id, x, {
+        if (got >= cap) break;
+        if (i_ >= skip) out[got++] = x;
+    });
+    return got;
+}
+
+/* The entries (a list node) checked and written into `o` (arrays of the list's length), the
+   budget `left` (values walked) spent as columns.py spends it: FR_OK, or FR_UNUSUAL. */
+int fr_columns(fr_t *p, int64_t entries, int64_t left, fr_out *o) {
+    if (entries < 0 || entries >= p->nn || p->nodes[entries].kind != K_LIST) return FR_UNUSUAL;
+    int64_t n = p->nodes[entries].b;
+    walk_t w = {p, left, 0, 0, 0};
+    if (p->nn > p->cnodes) {
+        free(p->text_of), free(p->seen), free(p->field_of);
+        p->text_of = malloc((size_t)p->nn * sizeof(int32_t));
+        p->seen = malloc((size_t)p->nn), p->field_of = malloc((size_t)p->nn);
+        p->cnodes = p->text_of && p->seen && p->field_of ? p->nn : 0;
+        if (!p->cnodes) return FR_MEMORY;
+    }
+    memset(p->text_of, 0, (size_t)p->nn * sizeof(int32_t));
+    memset(p->seen, 0, (size_t)p->nn), memset(p->field_of, 0, (size_t)p->nn);
+    TRY(spend(&w, n * N_FIELDS));
+    int rc = FR_OK;
+    EACH(p, entries, e, {
+        if ((rc = entry(&w, e, i_, o))) break;
+    });
+    o->spent = w.spent;
+    return rc;
+}
+
+/* a table: texts (0) or sides (1); its pool and its bytes, each string's (offset, length), and how
+   many strings */
+int64_t fr_table(const fr_t *p, int which, const uint8_t **pool, int64_t *pool_size, const int64_t **spans) {
+    const table_t *t = which ? &p->sides : &p->texts;
+    *pool = t->pool, *pool_size = t->npool, *spans = t->spans;
+    return t->n;
+}
