@@ -50,10 +50,11 @@ class Settings:
     COLLCHECK_WORKERS              workers             0: one per CPU    processes that read the logs of a run
     COLLCHECK_SCENARIOS            scenarios           none              where `collcheck demo` finds its scenarios
     COLLCHECK_CACHE                cache_dir           ~/.cache/         what lint learned of installed packages, the
-                                                       collcheck         compiled log reader; empty: nothing cached
-    COLLCHECK_READER               reader              auto              auto: logs are read by the compiled loop where
-                                                                         a C compiler built it (logfile/compiled.py);
-                                                                         python: by the Python loop only
+                                                       collcheck         compiled readers; empty: nothing cached
+    COLLCHECK_READER               reader              auto              auto: logs and Flight Recorder dumps are read
+                                                                         by compiled loops where a C compiler built them
+                                                                         (logfile/compiled.py, inputs/flight_recorder/
+                                                                         compiled.py); python: by Python only
     =============================  ==================  ================  ==========================================
 
     A value that cannot be used leaves its field at the default and is named in `invalid`, so that
