@@ -132,7 +132,7 @@ class _Tree:
         """The root map's header values (built) and its entries' list node (None: no entries);
         _Unusual when it is not a map or its entries are not a list within MAX_ENTRIES."""
         kind, _, count = self.node(self.lib.fr_root(self.handle))
-        if kind != K_DICT:
+        if kind != K_DICT or count > 2 * HEADER_VALUES:
             raise _Unusual
         items = self.items(self.lib.fr_root(self.handle), count)
         last = {self.text(k): v for k, v in zip(items[::2], items[1::2])}  # (a repeated key: its last value)

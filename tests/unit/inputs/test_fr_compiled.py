@@ -198,3 +198,26 @@ def test_a_conversion_of_scanned_dumps_is_the_conversion_read_as_before(tmp_path
     for name in names:
         with open(os.path.join(with_scanner, name), "rb") as a, open(os.path.join(without, name), "rb") as b:
             assert a.read() == b.read(), name
+
+
+def test_hostile_pickles_are_given_up_in_time_linear_in_their_size():
+    """A memo index beyond the values made (it would size the memo), a header nested deeper than a
+    dump's, a root of many keys, a cycle: given up, each at once."""
+    import time
+
+    deep = {"version": "2.10", "pg_config": {}, "entries": []}
+    inner: list = []
+    deep["pg_status"] = {"0": inner}
+    for _ in range(40):
+        inner.append([])
+        inner = inner[0]
+    cyclic: list = []
+    cyclic.append(cyclic)
+    wide = {f"k{i}": i for i in range(300_000)}
+    wide.update(version="2.10", entries=[])
+    start = time.perf_counter()
+    assert compiled.scan_dump("rank_0", b"\x80\x02}r\xff\xff\xff\x7f.") is None
+    assert compiled.scan_dump("rank_0", pickle.dumps(deep, protocol=2)) is None
+    assert compiled.scan_dump("rank_0", pickle.dumps({"version": "2.10", "pg_config": cyclic}, protocol=2)) is None
+    assert compiled.scan_dump("rank_0", pickle.dumps(wide, protocol=2))[1].values()["name"] == []
+    assert time.perf_counter() - start < 10

@@ -153,8 +153,10 @@ static int string(fr_t *p, int64_t at, int64_t len) {
     return push(p, id);
 }
 
+/* A pickler numbers its memo from 0, one entry per value at most: an index beyond the values made
+   so far is no pickler's (and would size the memo by a number rather than by the file). */
 static int memo_put(fr_t *p, int64_t idx) {
-    if (p->ns <= fence(p) || idx < 0 || idx > p->size) return FR_UNUSUAL;
+    if (p->ns <= fence(p) || idx < 0 || idx > p->nn + 1024) return FR_UNUSUAL;
     if (idx >= p->cmemo) {
         int64_t c = p->cmemo ? p->cmemo : 256;
         while (c <= idx) c *= 2;
@@ -699,11 +701,16 @@ int fr_node(const fr_t *p, int64_t id, int64_t *a, int64_t *b) {
 /* up to `cap` item ids of a container from its `skip`-th on; how many were written */
 int64_t fr_items(const fr_t *p, int64_t id, int64_t skip, int32_t *out, int64_t cap) {
     if (id < 0 || id >= p->nn) return 0;
-    int64_t got = 0;
-    EACH(p, id, x, {
-        if (got >= cap) break;
-        if (i_ >= skip) out[got++] = x;
-    });
+    int64_t got = 0, at = 0;
+    for (int32_t r = p->nodes[id].first; r >= 0 && got < cap; r = p->runs[r].next) {
+        const run_t *run = &p->runs[r];
+        if (at + run->count <= skip) { /* (a run before `skip`: passed whole) */
+            at += run->count;
+            continue;
+        }
+        for (int64_t k = skip > at ? skip - at : 0; k < run->count && got < cap; k++) out[got++] = p->items[run->start + k];
+        at += run->count;
+    }
     return got;
 }
 
