@@ -15,8 +15,6 @@ writes them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import compress, repeat
-from operator import ne, sub
 
 import numpy as np
 
