@@ -1,5 +1,5 @@
-"""The commands' small C libraries (the log reader's loop, the dump scanner): each one C file that
-includes only libc's headers, built once with the system's C compiler into the cache and loaded
+"""The commands' small C libraries (the log reader's loop, the dump scanner): each a few C files
+in a folder of their own that include only libc's headers and theirs, built once with the system's C compiler into the cache and loaded
 with ctypes by its module. Built where a command first needs it (a fraction of a second); a
 failing compiler is recorded beside it (`.failed`, why) and not tried again for those sources."""
 
@@ -19,14 +19,17 @@ from .outputs import atomic_output
 CFLAGS = ("-O2", "-shared", "-fPIC", "-std=c99")
 
 
-def built(source: str, cache: str) -> str | None:
-    """The library of `source` in `cache` (named after the file and a hash of it and the flags),
-    compiled now unless it was; None where it cannot be."""
+def built(sources: list[str], cache: str) -> str | None:
+    """The library of `sources` (C files of one folder) in `cache`, named after the first and a hash
+    of them, the headers beside them and the flags; compiled now unless it was; None where it
+    cannot be."""
+    folder = os.path.dirname(sources[0])
     h = hashlib.sha256()
-    with open(source, "rb") as f:
-        h.update(f.read())
+    for name in [*sources, *sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".h"))]:
+        with open(name, "rb") as f:
+            h.update(f.read())
     h.update(" ".join(CFLAGS).encode() + sys.platform.encode())
-    stem = os.path.splitext(os.path.basename(source))[0]
+    stem = os.path.splitext(os.path.basename(sources[0]))[0]
     path = os.path.join(cache, f"{stem}-{h.hexdigest()[:16]}.so")
     if os.path.isfile(path):
         return path
@@ -39,7 +42,7 @@ def built(source: str, cache: str) -> str | None:
     fd, tmp = tempfile.mkstemp(prefix=f"{stem}-", suffix=".so.tmp", dir=cache)
     os.close(fd)
     try:
-        done = subprocess.run([compiler, *CFLAGS, "-o", tmp, source], capture_output=True, timeout=120)
+        done = subprocess.run([compiler, *CFLAGS, "-o", tmp, *sources], capture_output=True, timeout=120)
         if done.returncode != 0:
             with contextlib.suppress(UsageError), atomic_output(path + ".failed", "wb", replace_link=True) as f:
                 f.write(done.stderr[-4000:])

@@ -114,7 +114,7 @@ def _load():
     if settings.reader == "python" or not settings.cache_dir:
         return None
     try:
-        path = built(SOURCE, settings.cache_dir)
+        path = built([SOURCE], settings.cache_dir)
         if path is None:
             return None
         lib = ctypes.CDLL(path)

@@ -1,4 +1,4 @@
-"""A dump read by the compiled scanner (native/frscan.c): its pickle parsed in C, its header built
+"""A dump read by the compiled scanner (native/frparse.c, frentries.c): its pickle parsed in C, its header built
 here from the parse (a few values), its entries checked and written as columns in C, with the
 types, ranges and budget of columns.py. Ten times faster than the C unpickler followed by the
 column checks, and it builds no object per value of the dump.
@@ -21,7 +21,7 @@ from ...base.settings import Settings
 from .columns import Columns, empty_columns
 from .schema import MAX_ENTRIES, MAX_VALUES, dump_head
 
-SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "native", "frscan.c")
+SOURCES = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "native", f) for f in ("frparse.c", "frentries.c")]
 K_NONE, K_FALSE, K_TRUE, K_INT, K_FLOAT, K_STR, K_LIST, K_TUPLE, K_DICT = range(9)
 HEADER_KEYS = ("version", "comm_lib_version", "pg_config", "pg_status")
 HEADER_VALUES = 1 << 20  # values of the header built at most (a group table of 1,024 groups: ~10,000)
@@ -59,7 +59,7 @@ def _load():
     if settings.reader == "python" or not settings.cache_dir:
         return None
     try:
-        path = built(SOURCE, settings.cache_dir)
+        path = built(SOURCES, settings.cache_dir)
         lib = ctypes.CDLL(path) if path else None
     except OSError:
         return None

@@ -1,4 +1,4 @@
-"""The compiled dump scanner (collcheck/inputs/flight_recorder/compiled.py, native/frscan.c): on any
+"""The compiled dump scanner (collcheck/inputs/flight_recorder/compiled.py, native/frparse.c, frentries.c): on any
 bytes it either gives up (None: the dump is read as before) or gives exactly what reading the dump
 as before gives (the C unpickler, then the column checks or entry_of): the same header, the same
 columns, the same budget left, the same summary."""
