@@ -22,7 +22,8 @@ from collections.abc import Callable, Iterator
 from .load import fast_decoding, limit_core_dumps
 
 IN_FLIGHT = 2  # dumps handed to each worker at a time
-PER_POOL = 32  # dumps per worker of one pool: then its workers exit, and a new pool goes on
+PER_POOL = 128  # dumps per worker of one pool: then its workers exit, and a new pool goes on (a pool
+# costs a fork per worker: a few ms, more for a large command process)
 KEEP_RSS = 192 << 20  # bytes of memory up to which a worker keeps what it decoded
 
 _kept: list | None = None  # in a worker: what it decoded, freed only by its exit
