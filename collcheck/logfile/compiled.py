@@ -5,7 +5,8 @@ caching off, COLLCHECK_READER=python), and the Python loop reads alone, with the
 It takes the usual collectives of a log ten times faster than the Python loop: what is left of
 reading a long log is then msgpack's decoding of the records it does not take (a few per
 template) and the columns' arrays. ctypes needs nothing but the standard library; the library is
-one C file that includes only libc's headers, so building it takes a fraction of a second."""
+two C files that include only libc's headers, so building it takes a fraction of a second; the
+second (native/ends.c) reads many logs' summaries at once (logfile/summaries.py)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,9 @@ from ..base.errors import UsageError
 from ..base.outputs import atomic_output
 from ..base.settings import Settings
 
-SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "native", "logscan.c")
+_NATIVE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "native")
+SOURCE = os.path.join(_NATIVE, "logscan.c")
+SOURCES = (SOURCE, os.path.join(_NATIVE, "ends.c"))  # one library: the scanner's loop, the logs' summaries (summaries.py)
 CFLAGS = ("-O2", "-shared", "-fPIC", "-std=c99")
 BATCH = 1 << 16  # records a call takes at most (its columns: about 3 MB)
 KEY_FIELDS = 12  # a template: o t r p s ch u l a n x, and the number of keys but a non-empty d
@@ -138,6 +141,15 @@ def _load():
     lib.ls_set_side_kinds.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
     lib.ls_scan.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
                             ctypes.POINTER(Out)]
+    lib.ls_ends_new.restype = ctypes.c_void_p
+    lib.ls_ends_new.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_char_p]
+    lib.ls_ends_free.argtypes = [ctypes.c_void_p]
+    lib.ls_ends_rule.restype = ctypes.c_int32
+    lib.ls_ends_rule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int32, ctypes.c_int64,
+                                 ctypes.c_uint64, ctypes.c_int64, ctypes.c_int32, ctypes.c_int64, ctypes.c_uint64,
+                                 ctypes.c_int32]
+    lib.ls_ends.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
+                            ctypes.c_int64, ctypes.c_void_p]
     return lib
 
 
@@ -145,8 +157,9 @@ def _built(cache: str) -> str | None:
     """The library's path in `cache`, compiled now unless it was; None: it cannot be (a
     `.failed` file says why, and it is not tried again for these sources)."""
     h = hashlib.sha256()
-    with open(SOURCE, "rb") as f:
-        h.update(f.read())
+    for source in SOURCES:
+        with open(source, "rb") as f:
+            h.update(f.read())
     h.update(" ".join(CFLAGS).encode() + sys.platform.encode())
     path = os.path.join(cache, f"logscan-{h.hexdigest()[:16]}.so")
     if os.path.isfile(path):
@@ -160,7 +173,7 @@ def _built(cache: str) -> str | None:
     fd, tmp = tempfile.mkstemp(prefix="logscan-", suffix=".so.tmp", dir=cache)
     os.close(fd)
     try:
-        done = subprocess.run([compiler, *CFLAGS, "-o", tmp, SOURCE], capture_output=True, timeout=120)
+        done = subprocess.run([compiler, *CFLAGS, "-o", tmp, *SOURCES], capture_output=True, timeout=120)
         if done.returncode != 0:
             with contextlib.suppress(UsageError), atomic_output(path + ".failed", "wb", replace_link=True) as f:
                 f.write(done.stderr[-4000:])
