@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
 
 import msgpack
 import numpy as np
@@ -74,13 +75,15 @@ def _new_state(lib):
 
 
 _STATE: list = []  # [(library, state) or None], once per process
+_MADE = threading.Lock()  # (threads of one process read at once)
 
 
 def _pass():
-    if not _STATE:
-        lib = compiled.library()
-        state = _new_state(lib) if lib is not None and hasattr(lib, "ls_ends") else None
-        _STATE.append((lib, state) if state else None)
+    with _MADE:
+        if not _STATE:
+            lib = compiled.library()
+            state = _new_state(lib) if lib is not None and hasattr(lib, "ls_ends") else None
+            _STATE.append((lib, state) if state else None)
     return _STATE[0]
 
 
