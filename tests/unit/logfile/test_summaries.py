@@ -198,7 +198,9 @@ def test_every_key_of_every_kind_at_and_beyond_its_bounds(tmp_path, one_log):
            _raw((1, 2), ("k", "Z")), _raw(("k", "Z"), ("k", "C")), _raw(("k", "Z"), ("ts", 1), ("ts", "x")),
            _raw(("k", "Z"), ("ts", "x"), ("ts", 1)), {"k": "C", "o": 1, "g": 0}, {"k": "P", "n": 1, "c": []},
            _raw(("k", "Z"), ("zz", NOT_UTF8)), _raw(("k", "Z"), (NOT_UTF8, 1)), {**header, "rank": 5}, header,
-           {"k": "D"}, {"k": "N", "s": 1}, {"k": "J"}, {"k": "P", "c": []}]  # (the last four lack a key they need)
+           {"k": "D"}, {"k": "N", "s": 1}, {"k": "J"}, {"k": "P", "c": []},  # (these four lack a key they need)
+           {"k": "Z", "ts": 5}, {"k": "D", "i": 3, "r": 4}]  # (and these are well formed: in a frame of their own, the
+    # tail's records come in two parts)
     variants += [with_end(rec, own_frame=own) for rec in odd for own in (False, True)]
     for pairs in ((("more", True),), (("more", 1),), (("more", 0),), (("more", False),), (("n", 1), ("n", 2))):
         variants.append(with_end(checkpoint_rec=_raw(*checkpoint.items(), *pairs)))
