@@ -179,9 +179,9 @@ def _read(items: list, fold: bool, capped: set | None) -> list:
 
 def _summaries(paths: list[str], workers: int, fold: bool, headers: list | None,
                known: dict | None = None) -> list[tuple[dict, Tail | None]]:
-    """`_summary` of every log (`headers`: theirs, when inputs/launches.py read them already), in
-    `workers` processes for thousands of them; those in `known` taken from it (and the others
-    added to it)."""
+    """`_summary` of every log (`headers`: theirs, when inputs/launches.py read them already), for
+    thousands of them in threads (the compiled pass) or else in `workers` processes; those in
+    `known` taken from it (and the others added to it)."""
     if headers is not None and not fold:
         return [(h, None) for h in headers]
     if known is not None and fold:
