@@ -111,6 +111,23 @@ def test_many_logs_read_in_threads_are_the_python_reader_s(tmp_path, monkeypatch
     assert load._summaries(paths, 2, True, None) == [_summary(p, True, None, capped) for p in paths]
 
 
+@pytest.mark.parametrize("bad", ["fifo", "foreign", "empty"])
+def test_a_bad_log_among_many_read_in_threads_is_the_same_one_line(tmp_path, monkeypatch, bad):
+    paths = write_clean_run(str(tmp_path / "run"), 24, 20)
+    os.unlink(paths[13])
+    if bad == "fifo":
+        os.mkfifo(paths[13])
+    else:
+        _write(paths[13], b"" if bad == "empty" else b"\x93\x01\x02\x03 not a log")
+    with pytest.raises(LogError) as alone:
+        _summary(paths[13], True)
+    monkeypatch.setattr(load, "PARALLEL_FROM", 8)
+    monkeypatch.setattr(load, "CHUNK", 5)
+    with pytest.raises(LogError) as among:
+        load._summaries(paths, 2, True, None)
+    assert str(among.value) == str(alone.value) and "\n" not in str(alone.value)
+
+
 # -- every key at and beyond its bounds, any value in any key ----------------------------------------
 
 def _packable(v) -> bool:
