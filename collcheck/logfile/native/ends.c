@@ -330,14 +330,11 @@ static int read_record(const ends_state *st, const uint8_t *d, int64_t *p, int64
 }
 
 /* -- the header (reader._header_of, check_header) --------------------------------------------------- */
-static int key_int(const uint8_t *d, const record *r, const char *name, int64_t *out) {
+/* The head of the value of key `name` (the record's keys are distinct), into *v; 0: no such key. */
+static int value_of(const uint8_t *d, const record *r, const char *name, val *v) {
     for (int32_t k = 0; k < r->pairs; k++) {
-        if (!key_is(d, r, k, name, (int64_t)strlen(name))) continue;
-        val v;
         int64_t q = r->value_at[k];
-        if (head(d, &q, r->end, &v) < 0 || v.type != T_INT || v.neg || v.u > INT64_MAX) return 0;
-        *out = (int64_t)v.u;
-        return 1;
+        if (key_is(d, r, k, name, (int64_t)strlen(name))) return head(d, &q, r->end, v) == 0;
     }
     return 0;
 }
@@ -347,21 +344,17 @@ static int usual_header(const ends_state *st, const uint8_t *d, int64_t n, ls_en
     uint64_t eid;
     if (n < 1 || frame_at(st, d, 0, n, &at, &end, &eid) != FR_OK || eid != 0) return 0;
     record r;
+    val v, rank, world;
     int64_t p = at;
     if (read_record(st, d, &p, end, &r) < 0 || r.kind != 'H' || !r.ok) return 0;
-    int64_t version, rank, world;
-    if (!key_int(d, &r, "v", &version) || version > st->version) return 0;
-    if (!key_int(d, &r, "rank", &rank) || !key_int(d, &r, "world", &world)) return 0;
-    if (!(rank < world && world <= st->max_world)) return 0;
-    int magic = 0;
-    for (int32_t k = 0; k < r.pairs; k++)
-        if (key_is(d, &r, k, "magic", 5)) {
-            val v;
-            int64_t q = r.value_at[k];
-            magic = head(d, &q, end, &v) == 0 && v.type == T_STR && v.i == st->magic_len &&
-                    memcmp(d + v.at, st->magic, (size_t)v.i) == 0;
-        }
-    if (!magic) return 0;
+    /* ints, not bools (check_header), the version known, 0 <= rank < world <= MAX_WORLD, the magic */
+    if (!value_of(d, &r, "v", &v) || v.type != T_INT || v.neg || v.u > (uint64_t)st->version) return 0;
+    if (!value_of(d, &r, "rank", &rank) || !value_of(d, &r, "world", &world)) return 0;
+    if (rank.type != T_INT || world.type != T_INT || rank.neg || world.neg) return 0;
+    if (!(rank.u < world.u && world.u <= (uint64_t)st->max_world)) return 0;
+    if (!value_of(d, &r, "magic", &v) || v.type != T_STR || v.i != st->magic_len ||
+        memcmp(d + v.at, st->magic, (size_t)v.i) != 0)
+        return 0;
     e->hdr_at = r.at, e->hdr_end = r.end;
     return 1;
 }
