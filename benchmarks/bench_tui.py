@@ -24,7 +24,7 @@ headless (`App.run_test`) at a fixed terminal size. Reported separately:
 there was one); `auto` (the default) as `collcheck tui` does. `--bare` times the same loading
 work in this process without the app: what the interface costs the worker thread. `--summaries N`
 times the read of the first N logs' summaries (header and last checkpoint, what the loader reads
-of every log) one after another in this process: µs of one core per log. `--stages` times the
+of every log) in this process, by the compiled pass and by the Python reader: µs of one core per log. `--stages` times the
 loader process's steps to the first screen with its verdict one by one in this process: every
 log's summary read, the ranks built, the analysis, the grid, the panes, the first page.
 """
@@ -176,19 +176,30 @@ def _stages(directory: str) -> dict:
 
 
 def _summaries(directory: str, n: int) -> dict:
-    """The loader's read of each log's header and last checkpoint (model/load.py's `_summary`),
-    for the first `n` logs in turn, three times: the best, per log."""
+    """The loader's read of each log's header and last checkpoint, for the first `n` logs, three
+    times (the best, per log, CPU time of this process): by the compiled pass in one call, as
+    the loader reads them (logfile/summaries.py; None without a C compiler), and by the Python
+    reader log by log (model/load.py's `_summary`)."""
     from collcheck.inputs.discover import discover
-    from collcheck.model.load import _summary
+    from collcheck.logfile.reader import segmented
+    from collcheck.logfile.summaries import compiled_summaries
+    from collcheck.model.load import _read, _summary
 
     paths = discover(directory).logs[:n]
-    best = float("inf")
-    for _ in range(3):
-        t = time.process_time()  # (the CPU this process used: other processes' load left out)
-        for path in paths:
-            _summary(path, True)
-        best = min(best, time.process_time() - t)
-    return {"logs": len(paths), "summary_us": best / len(paths) * 1e6}
+    capped = segmented(paths)
+
+    def best(work) -> float:
+        least = float("inf")
+        for _ in range(3):
+            t = time.process_time()  # (the CPU this process used: other processes' load left out)
+            work()
+            least = min(least, time.process_time() - t)
+        return least / len(paths) * 1e6
+
+    compiled = best(lambda: _read([(p, None) for p in paths], True, capped)) if compiled_summaries() else None
+    python = best(lambda: [_summary(path, True, None, capped) for path in paths])
+    return {"logs": len(paths), "summary_us": compiled if compiled is not None else python, "compiled_us": compiled,
+            "python_us": python}
 
 
 def _said(res: dict, args) -> str:
@@ -248,8 +259,9 @@ def main(argv=None) -> int:
         write_s = time.perf_counter() - t
         if args.summaries:
             res = _summaries(tmp, args.summaries)
-            print(json.dumps(res) if args.json else f"{res['logs']} logs' summaries (header and last checkpoint): "
-                  f"{res['summary_us']:.0f} µs of one core per log")
+            compiled = "no C compiler" if res["compiled_us"] is None else f"{res['compiled_us']:.0f} µs"
+            print(json.dumps(res) if args.json else f"{res['logs']} logs' summaries (header and last checkpoint), "
+                  f"of one core per log: compiled pass {compiled}, Python reader {res['python_us']:.0f} µs")
             return 0
         if args.stages:
             res = _stages(tmp)

@@ -182,7 +182,7 @@ def _walk(top: str, entries: list[os.DirEntry]) -> tuple[list[str], bool, list[s
                     folders.append(entry.path)
             elif entry.name.endswith(lf.LOG_SUFFIX):
                 named_log = True
-                _add_log(logs, entry.path)
+                _add_log(logs, entry.path, entry)
             elif not named_log:
                 others.append(entry.path)
         if len(logs) > MAX_LOGS:
@@ -191,7 +191,17 @@ def _walk(top: str, entries: list[os.DirEntry]) -> tuple[list[str], bool, list[s
     return logs, named_log, others
 
 
-def _add_log(logs: list[str], path: str) -> None:
+def _add_log(logs: list[str], path: str, entry: os.DirEntry | None = None) -> None:
+    """`path` added when it is a regular file (through a link); refused when it is something else.
+    `entry`: its listing's, whose file type says so without a stat for a regular file (tens of
+    thousands of logs: a stat each was most of the time to the first screen's loader; each is
+    looked at again before it is opened, as before)."""
+    try:
+        if entry is not None and entry.is_file():
+            logs.append(path)
+            return
+    except OSError:
+        pass  # (looked at below)
     try:
         mode = os.stat(path).st_mode
     except OSError:  # a dangling link; a file removed meanwhile

@@ -5,7 +5,8 @@ caching off, COLLCHECK_READER=python), and the Python loop reads alone, with the
 It takes the usual collectives of a log ten times faster than the Python loop: what is left of
 reading a long log is then msgpack's decoding of the records it does not take (a few per
 template) and the columns' arrays. ctypes needs nothing but the standard library; the library is
-one C file that includes only libc's headers, so building it takes a fraction of a second."""
+two C files that include only libc's headers, so building it takes a fraction of a second; the
+second (native/ends.c) reads many logs' summaries at once (logfile/summaries.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ import numpy as np
 from ..base.clibrary import built
 from ..base.settings import Settings
 
-SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "native", "logscan.c")
+_NATIVE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "native")
+SOURCE = os.path.join(_NATIVE, "logscan.c")
+SOURCES = [SOURCE, os.path.join(_NATIVE, "ends.c")]  # one library: the scanner's loop, the logs' summaries (summaries.py)
 BATCH = 1 << 16  # records a call takes at most (its columns: about 3 MB)
 KEY_FIELDS = 12  # a template: o t r p s ch u l a n x, and the number of keys but a non-empty d
 ABSENT = -(1 << 63)  # a field absent (or nil) in a template or column
@@ -114,7 +117,7 @@ def _load():
     if settings.reader == "python" or not settings.cache_dir:
         return None
     try:
-        path = built([SOURCE], settings.cache_dir)
+        path = built(SOURCES, settings.cache_dir)
         if path is None:
             return None
         lib = ctypes.CDLL(path)
@@ -130,4 +133,13 @@ def _load():
     lib.ls_set_side_kinds.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
     lib.ls_scan.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
                             ctypes.POINTER(Out)]
+    lib.ls_ends_new.restype = ctypes.c_void_p
+    lib.ls_ends_new.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_char_p]
+    lib.ls_ends_free.argtypes = [ctypes.c_void_p]
+    lib.ls_ends_rule.restype = ctypes.c_int32
+    lib.ls_ends_rule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int32, ctypes.c_int64,
+                                 ctypes.c_uint64, ctypes.c_int64, ctypes.c_int32, ctypes.c_int64, ctypes.c_uint64,
+                                 ctypes.c_int32]
+    lib.ls_ends.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
+                            ctypes.c_int64, ctypes.c_void_p]
     return lib

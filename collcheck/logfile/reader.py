@@ -100,11 +100,20 @@ def existing(paths: list[str]) -> set[str]:
 
 
 def _by_directory(paths: list[str]) -> dict[str, list[tuple[str, str]]]:
-    """directory -> [(path, its name)] of the paths in it."""
+    """directory -> [(path, its name)] of the paths in it (os.path.split's; a path in the same
+    directory as the one before is split by its length: a run's thousands of logs)."""
     by_dir: dict[str, list[tuple[str, str]]] = {}
+    prefix, items, sep, alt = None, [], os.sep, os.altsep or os.sep
     for path in paths:
+        if prefix is not None and path.startswith(prefix):
+            base = path[len(prefix):]
+            if base and sep not in base and alt not in base:
+                items.append((path, base))
+                continue
         directory, base = os.path.split(path)
-        by_dir.setdefault(directory or ".", []).append((path, base))
+        items = by_dir.setdefault(directory or ".", [])
+        items.append((path, base))
+        prefix = directory + sep if directory and not directory.endswith((sep, alt)) else None
     return by_dir
 
 

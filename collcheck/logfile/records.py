@@ -46,6 +46,7 @@ def _int(lo: int, hi: int):
 
     def check(v, world):
         return None if (v.__class__ is int or v.__class__ is bool) and lo <= v < hi else what
+    check.bounds = (lo, hi)  # (what the compiled summaries check: logfile/summaries.py)
     return check
 
 
@@ -99,6 +100,7 @@ def _list_of(item, most: int = MAX_ITEMS):
             if wrong is not None:
                 return f"a list of {wrong}s"
         return None
+    check.item, check.most = item, most  # (what the compiled summaries check: logfile/summaries.py)
     return check
 
 
@@ -258,6 +260,21 @@ def problem(rec: dict, world: int = MAX_WORLD) -> str | None:
     if wrong is None and kind == lf.HEADER and rec["rank"] >= rec["world"]:
         wrong = "whose rank is not below its world size"
     return None if wrong is None else f"a {kind!r} record {wrong}"
+
+
+def described(check) -> tuple | None:
+    """A checker of SCHEMA in plain terms, for the compiled summaries that make the same checks
+    (logfile/summaries.py): ("int", lo, hi) (hi excluded, a bool taken as 0 or 1), ("str",),
+    ("seconds",), ("sequence",), ("list", its items', most); None for the others."""
+    if check is _flag:
+        return ("int", 0, 2)
+    simple = {_str: ("str",), _seconds: ("seconds",), _sequence: ("sequence",)}.get(check)
+    if simple is not None:
+        return simple
+    if getattr(check, "bounds", None) is not None:
+        return ("int", *check.bounds)
+    item = described(check.item) if getattr(check, "item", None) is not None else None
+    return ("list", item, check.most) if item is not None and item[0] != "list" else None
 
 
 # ints of the varying fields, by their bounds: the usual collective has nothing else to check

@@ -19,7 +19,7 @@ import functools
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-from ..base import collector
+from ..base import collector, progress
 from ..base.settings import Settings
 from ..base.untrusted import one_line
 from ..inputs.discover import Source, discover
@@ -33,6 +33,7 @@ from ..logfile.reader import (
     segmented,
 )
 from ..logfile.scan import Scan, in_workers, scan_many
+from ..logfile.summaries import compiled_summaries, read_summaries
 from ..logfile.tail import TAIL_READS, Tail, read_end, read_tail
 from .liveness import process_alive
 from .ranks import rank_ranges
@@ -151,23 +152,36 @@ def _add(run: Run, log: RankLog, running) -> RankLog:
     return log
 
 
-def _summary(path: str, fold: bool, header: dict | None = None, capped: set | None = None) -> tuple[dict, Tail | None]:
+def _summary(path: str, fold: bool, header: dict | None = None, capped: set | None = None,
+             read: tuple | None = None) -> tuple[dict, Tail | None]:
     """A log's header (read unless given), and its last checkpoint when it can stand for the
     whole log; folding, both from one open of the file (its first and last bytes). `capped`: the
-    logs with later segments, when known (reader.segmented: one look at the directory)."""
-    ends = read_ends(path, TAIL_READS[0]) if fold else None
-    header = header if header is not None else read_header(path, ends[0] if ends is not None else None)
+    logs with later segments, when known (reader.segmented: one look at the directory). `read`:
+    what the compiled pass read of it (logfile/summaries.py: its bytes, and its header and tail
+    where they were usual), taken as read."""
+    ends, usual, tail = read if read is not None else (read_ends(path, TAIL_READS[0]) if fold else None, None, None)
+    if header is None:
+        header = usual if usual is not None else read_header(path, ends[0] if ends is not None else None)
     if not fold or header.get("v", 1) < 2 or (path in capped if capped is not None else segment_paths(path)):
         return header, None
-    tail = read_tail(path, ends[1:] if ends is not None else None)
+    if tail is None:
+        tail = read_tail(path, ends[1:] if ends is not None else None)
     return header, tail if tail is not None and tail.complete else None
+
+
+def _read(items: list, fold: bool, capped: set | None) -> list:
+    """`_summary` of each (path, header): from the compiled pass, where there is one."""
+    read = read_summaries([path for path, _ in items]) if fold else None
+    if read is None:
+        return [_summary(path, fold, header, capped) for path, header in items]
+    return [_summary(path, fold, header, capped, r) for (path, header), r in zip(items, read)]
 
 
 def _summaries(paths: list[str], workers: int, fold: bool, headers: list | None,
                known: dict | None = None) -> list[tuple[dict, Tail | None]]:
-    """`_summary` of every log (`headers`: theirs, when inputs/launches.py read them already), in
-    `workers` processes for thousands of them; those in `known` taken from it (and the others
-    added to it)."""
+    """`_summary` of every log (`headers`: theirs, when inputs/launches.py read them already), for
+    thousands of them in threads (the compiled pass) or else in `workers` processes; those in
+    `known` taken from it (and the others added to it)."""
     if headers is not None and not fold:
         return [(h, None) for h in headers]
     if known is not None and fold:
@@ -177,10 +191,15 @@ def _summaries(paths: list[str], workers: int, fold: bool, headers: list | None,
             known.update(zip([paths[k] for k in todo], read))
         return [known[p] for p in paths]
     items = list(zip(paths, headers or [None] * len(paths)))
-    if len(items) < 2048:
-        capped = segmented(paths) if fold else None
-        return [_summary(path, fold, header, capped) for path, header in items]
+    if len(items) < PARALLEL_FROM:
+        return _read(items, fold, segmented(paths) if fold else None)
     chunks = [items[k:k + CHUNK] for k in range(0, len(items), CHUNK)]
+    if fold and compiled_summaries():  # (threads: the pass reads and checks without the GIL; no process
+        # to start, no summaries pickled back: what cost most of the processes' time)
+        read = functools.partial(_read, fold=fold, capped=segmented(paths))
+        with ThreadPoolExecutor(READERS) as pool:
+            done = progress.tracked("reading checkpoints", pool.map(read, chunks), len(items), len)
+            return [summary for chunk in done for summary in chunk]
     done = in_workers(functools.partial(_chunk_summaries, fold=fold), chunks, workers, "reading checkpoints", size=len)
     return [summary for chunk in done for summary in chunk]
 
@@ -205,7 +224,8 @@ def _ends(folder: str, ends: dict, run: Run) -> list[tuple[str, tuple]]:
     return out
 
 
-CHUNK = 256  # logs whose ends one worker process reads at once, READERS at a time (I/O overlaps)
+PARALLEL_FROM = 2048  # logs from which their summaries are read in threads (the compiled pass) or processes
+CHUNK = 256  # logs whose ends one worker process (the compiled pass: one thread) reads at once, READERS at a time (I/O overlaps)
 READERS = 8
 
 
@@ -215,7 +235,7 @@ def _chunk_summaries(items: list, fold: bool) -> list:
     capped = segmented([path for path, _ in items]) if fold else None
 
     def read(k: int) -> list:
-        return [_summary(path, fold, header, capped) for path, header in items[k::READERS]]
+        return _read(items[k::READERS], fold, capped)
 
     with ThreadPoolExecutor(READERS) as pool:
         parts = list(pool.map(read, range(READERS)))

@@ -49,7 +49,7 @@ def test_bench_tui_times_the_partial_first_screen_then_the_verdicts():
     assert res["first"] == "loader process" and res["partial"] in (None, {"read": 256, "total": 1024})
     assert 0 < res["first_screen_s"] <= res["judged_s"] <= res["full_s"] and res["columns"] == 1
     (timed,) = run_json("bench_tui", "--ranks", "16", "--events", "40", "--summaries", "8")
-    assert timed["logs"] == 8 and timed["summary_us"] > 0
+    assert timed["logs"] == 8 and timed["summary_us"] > 0 and timed["python_us"] > 0 and timed["compiled_us"] != 0
     (steps,) = run_json("bench_tui", "--ranks", "16", "--events", "40", "--stages")
     assert list(steps) == [f"{s}_s" for s in ("summaries", "build", "analyse", "grid", "panes", "page")]
     assert all(v > 0 for v in steps.values())

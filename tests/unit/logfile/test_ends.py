@@ -22,6 +22,7 @@ from collcheck import synth
 from collcheck.logfile.reader import (
     SETTLED_NS,
     LogError,
+    _by_directory,
     existing,
     may_exist,
     parse_header,
@@ -197,3 +198,14 @@ def test_many_paths_looked_up_at_once_say_what_each_looked_up_alone_says(tmp_pat
         assert segmented(paths) == {p for p in paths if segment_paths(p)} == {str(d / "a"), str(d / "c")}
     assert str(d / "b") in existing(paths) and str(d / "y.txt") not in existing(paths)
     assert str(tmp_path / "gone" / "a") in existing(paths)  # (not known: the caller looks)
+
+
+@settings(deadline=None, max_examples=examples(200))
+@given(paths=st.lists(st.text(alphabet="ab/.", max_size=7), max_size=8))
+def test_paths_are_grouped_by_directory_as_os_path_split_splits_them(paths):
+    """(A path in the directory of the one before is split by its length: the same answer.)"""
+    expected: dict = {}
+    for path in [*paths, *(f"/run/{p}" for p in paths)]:
+        directory, base = os.path.split(path)
+        expected.setdefault(directory or ".", []).append((path, base))
+    assert _by_directory([*paths, *(f"/run/{p}" for p in paths)]) == expected
