@@ -6,6 +6,7 @@ failing compiler is recorded beside it (`.failed`, why) and not tried again for 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import hashlib
 import os
 import shutil
@@ -15,6 +16,7 @@ import tempfile
 
 from .errors import UsageError
 from .outputs import atomic_output
+from .settings import Settings
 
 CFLAGS = ("-O2", "-shared", "-fPIC", "-std=c99")
 
@@ -54,3 +56,16 @@ def built(sources: list[str], cache: str) -> str | None:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def loaded(sources: list[str]):
+    """The library of `sources` loaded with ctypes, built first unless it was; None where it cannot
+    be (no compiler, caching off, COLLCHECK_READER=python: the caller reads with Python)."""
+    settings = Settings.from_env()
+    if settings.reader == "python" or not settings.cache_dir:
+        return None
+    try:
+        path = built(sources, settings.cache_dir)
+        return ctypes.CDLL(path) if path else None
+    except OSError:
+        return None

@@ -15,8 +15,7 @@ import os
 
 import numpy as np
 
-from ..base.clibrary import built
-from ..base.settings import Settings
+from ..base.clibrary import loaded
 
 _NATIVE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "native")
 SOURCE = os.path.join(_NATIVE, "logscan.c")
@@ -113,15 +112,8 @@ def library():
 
 
 def _load():
-    settings = Settings.from_env()
-    if settings.reader == "python" or not settings.cache_dir:
-        return None
-    try:
-        path = built(SOURCES, settings.cache_dir)
-        if path is None:
-            return None
-        lib = ctypes.CDLL(path)
-    except OSError:
+    lib = loaded(SOURCES)
+    if lib is None:
         return None
     lib.ls_new.restype = ctypes.c_void_p
     lib.ls_free.argtypes = [ctypes.c_void_p]

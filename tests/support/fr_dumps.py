@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import pickle
 
+from hypothesis import strategies as st
+
 
 def entry(record_id, pg, seq, op, sizes, dtype="Float", p2p_seq=0, is_p2p=False, state="completed",
           frames=None, backend="nccl"):
@@ -91,3 +93,18 @@ def dumps_of_every_shape() -> list:
     return [dump(every_kind(0), WORLD), escaped, no_counters,
             {"version": "2.8", "entries": [fr_event(0, "all_reduce", [[4]], [[4]], seq=1)]},  # not usual: text numbers
             dump([entry(0, "0", 1, "all_reduce", [4]), {"profiling_name": 3}], WORLD)]  # a damaged entry
+
+
+# values of any type and range a damaged or foreign dump could give a field
+ODD_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(-2, 2), st.sampled_from([2**63 - 1, 2**63, 2**64, 10**400]),
+    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=70),
+    st.sampled_from(["ok", "\u00e9", "\x00", "x" * 5000]), st.binary(max_size=4),
+    st.lists(st.integers(-1, 3), max_size=3), st.tuples(st.text(max_size=3), st.text(max_size=3)),
+    st.dictionaries(st.sampled_from(["line", "name", "filename"]), st.integers(0, 3), max_size=3),
+    st.lists(st.lists(st.integers(0, 3), max_size=2), max_size=2),
+    st.lists(st.dictionaries(st.sampled_from(["line", "name", "filename"]),
+                             st.one_of(st.integers(-1, 3), st.text(max_size=3), st.none())), max_size=2))
+# (entry of every_kind's dump, field, new value), one to three of them
+FIELD_CHANGES = st.lists(st.tuples(st.integers(0, 8), st.sampled_from(sorted(entry(0, "0", 1, "all_reduce", [4]))),
+                                   ODD_VALUES), min_size=1, max_size=3)

@@ -16,8 +16,7 @@ import struct
 
 import numpy as np
 
-from ...base.clibrary import built
-from ...base.settings import Settings
+from ...base.clibrary import loaded
 from .columns import Columns, empty_columns
 from .schema import MAX_ENTRIES, MAX_VALUES, dump_head
 
@@ -55,14 +54,7 @@ def library():
 
 
 def _load():
-    settings = Settings.from_env()
-    if settings.reader == "python" or not settings.cache_dir:
-        return None
-    try:
-        path = built(SOURCES, settings.cache_dir)
-        lib = ctypes.CDLL(path) if path else None
-    except OSError:
-        return None
+    lib = loaded(SOURCES)
     if lib is None:
         return None
     lib.fr_parse.restype = ctypes.c_void_p

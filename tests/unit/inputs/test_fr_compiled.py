@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import examples
 from support.fr_dumps import (
+    FIELD_CHANGES,
     WORLD,
     dump,
     dumps_of_every_shape,
@@ -124,19 +125,8 @@ def test_shared_lists_walked_beyond_the_budget_are_given_up():
     assert_same(data)
 
 
-_ODD = st.one_of(st.none(), st.booleans(), st.integers(-2, 2), st.sampled_from([2**63 - 1, 2**63, 2**64, 10**30]),
-                 st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=70),
-                 st.sampled_from(["ok", "é", "\x00", "x" * 5000]), st.binary(max_size=4),
-                 st.lists(st.integers(-1, 3), max_size=3), st.tuples(st.text(max_size=3), st.text(max_size=3)),
-                 st.dictionaries(st.sampled_from(["line", "name", "filename"]), st.integers(0, 3), max_size=3),
-                 st.lists(st.lists(st.integers(0, 3), max_size=2), max_size=2),
-                 st.lists(st.dictionaries(st.sampled_from(["line", "name", "filename"]),
-                                          st.one_of(st.integers(-1, 3), st.text(max_size=3), st.none())), max_size=2))
-
-
 @settings(max_examples=examples(60), deadline=None)
-@given(changes=st.lists(st.tuples(st.integers(0, 8), st.sampled_from(sorted(entry(0, "0", 1, "all_reduce", [4]))),
-                                  _ODD), min_size=1, max_size=3),
+@given(changes=FIELD_CHANGES,
        drop=st.lists(st.sampled_from(sorted(entry(0, "0", 1, "all_reduce", [4]))), max_size=2))
 def test_entries_with_fields_of_any_type_are_scanned_as_before_or_given_up(changes, drop):
     raw = dump(every_kind(0), WORLD)

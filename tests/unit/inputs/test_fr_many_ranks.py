@@ -14,10 +14,10 @@ import time
 
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 from support import examples
 from support.cli import run_cli
 from support.fr_dumps import (
+    FIELD_CHANGES,
     WORLD,
     dump,
     dumps_of_every_shape,
@@ -226,18 +226,8 @@ def test_columns_of_a_usual_dump_are_what_entry_of_gives(case):
     assert summarize(0, "rank_0", head, fast) == summarize(0, "rank_0", slow_head, slow)
 
 
-_ODD = st.one_of(st.none(), st.booleans(), st.integers(-2, 2), st.sampled_from([2**63, 2**64, 10**400]),
-                 st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=70), st.binary(max_size=4),
-                 st.lists(st.integers(-1, 3), max_size=3), st.tuples(st.text(max_size=3), st.text(max_size=3)),
-                 st.dictionaries(st.sampled_from(["line", "name", "filename"]), st.integers(0, 3), max_size=3),
-                 st.lists(st.lists(st.integers(0, 3), max_size=2), max_size=2),
-                 st.lists(st.dictionaries(st.sampled_from(["line", "name", "filename"]),
-                                          st.one_of(st.integers(-1, 3), st.text(max_size=3), st.none())), max_size=2))
-
-
 @settings(max_examples=examples(40), deadline=None)
-@given(changes=st.lists(st.tuples(st.integers(0, 8), st.sampled_from(sorted(entry(0, "0", 1, "all_reduce", [4]))),
-                                  _ODD), min_size=1, max_size=3))
+@given(changes=FIELD_CHANGES)
 def test_columns_are_taken_only_when_entry_of_takes_every_entry_alike(changes):
     """Fields replaced by values of any type: the columns are either refused (nothing taken from
     the budget) or exactly what entry_of gives, with no entry damaged and the same budget left."""

@@ -92,16 +92,20 @@ static int enc_put(fr_t *p, const void *s, int64_t len) {
     return FR_OK;
 }
 
+/* a side's list of tensors (None: none), spent and its length encoded first */
+static int tensors(walk_t *w, int32_t id) {
+    int64_t count = 0;
+    if (w->p->nodes[id].kind != K_NONE) {
+        TRY(sequence(w, id, MAX_TENSORS));
+        count = w->p->nodes[id].b;
+    }
+    return enc_put(w->p, &count, 8);
+}
+
 /* one side's shapes: encoded as [tensors, then per tensor its dims and each dim] (int64s) */
 static int shapes(walk_t *w, int32_t id) {
     fr_t *p = w->p;
-    int64_t count = p->nodes[id].kind == K_NONE ? 0 : -1;
-    if (count < 0) {
-        TRY(sequence(w, id, MAX_TENSORS));
-        count = p->nodes[id].b;
-    }
-    TRY(enc_put(p, &count, 8));
-    if (!count) return FR_OK;
+    TRY(tensors(w, id));
     int rc = FR_OK;
     EACH(p, id, shape, {
         if (rc) break;
@@ -120,12 +124,7 @@ static int shapes(walk_t *w, int32_t id) {
 /* one side's dtype names: [count, then each name's text id] */
 static int dtypes(walk_t *w, int32_t id) {
     fr_t *p = w->p;
-    int64_t count = p->nodes[id].kind == K_NONE ? 0 : -1;
-    if (count < 0) {
-        TRY(sequence(w, id, MAX_TENSORS));
-        count = p->nodes[id].b;
-    }
-    TRY(enc_put(p, &count, 8));
+    TRY(tensors(w, id));
     int rc = FR_OK;
     EACH(p, id, name, {
         int32_t t;
