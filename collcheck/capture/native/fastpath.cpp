@@ -24,6 +24,9 @@
 
 #include <cerrno>
 #include <cstring>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/Exceptions.h>
@@ -83,6 +86,49 @@ PyObject* label_fn = nullptr;
 PyObject* fail_fn = nullptr;
 PyObject* classify_fn = nullptr;  // callsite._classify
 int64_t t0_ns = 0;
+
+// This thread's state. A thread_local of a shared library is found through a call
+// (__tls_get_addr), which the compiler repeats at each use: the kernel asks once (this_thread)
+// and passes it down.
+struct Tls {
+  bool in_api = false;  // an API call runs on this thread (Recorder.set_api_call)
+  std::string key;      // issue()'s key: keeps its capacity, no allocation per record
+  int depth = 0;        // issue() re-entered from a __del__ during a Python call: a fresh key
+  const c10::FunctionSchema* schema = nullptr;  // op_of: the last op seen, and its index
+  int index = -1;
+  unsigned long ident = 0;  // PyThread_get_thread_ident() (0: not asked yet)
+  const std::type_info* work_type = nullptr;  // enqueue_type: the last Work type asked, and its answer
+  bool enqueue = false;
+  unsigned long thread_ident() {
+    if (!ident) ident = PyThread_get_thread_ident();
+    return ident;
+  }
+};
+// A pointer, constant-initialized: reading it needs no per-access check that the thread's
+// object was constructed (as a thread_local with a constructor does). The object is made on the
+// thread's first call and freed when the thread exits.
+thread_local Tls* tls_state = nullptr;
+
+struct TlsOwner {
+  ~TlsOwner() {
+    delete tls_state;
+    tls_state = nullptr;
+  }
+};
+
+__attribute__((noinline)) Tls* make_tls() {
+  thread_local TlsOwner owner;
+  (void)owner;
+  tls_state = new Tls();
+  return tls_state;
+}
+
+Tls& this_thread() {
+  Tls** slot = &tls_state;
+  asm("" : "+r"(slot));  // (opaque: the compiler keeps the address instead of asking again)
+  Tls* p = *slot;
+  return *(__builtin_expect(p != nullptr, 1) ? p : make_tls());
+}
 // Touched only with the GIL held.
 std::unordered_map<PyObject*, Verdict> verdicts;  // code object (pinned) -> verdict (never erased)
 constexpr size_t kMaxEntries = 1 << 16;           // beyond: records are built uncached
@@ -220,15 +266,26 @@ struct Done {
 std::atomic<uint64_t> generation{0};  // one per attached recorder: older completions are dropped
 std::atomic<int64_t> pending{0};
 std::atomic<int64_t> errors{0};  // failed completions queued: their text needs Python
-// Touched by gloo threads: heap objects so that a forked child can abandon a locked mutex.
-std::mutex* done_mu = new std::mutex();
+// The queue's lock is held for a push_back or a swap: taking it costs an atomic exchange, where a
+// std::mutex costs two library calls; a thread that finds it taken yields until it is free.
+struct SpinLock {
+  std::atomic<bool> held{false};
+  void lock() noexcept {
+    while (held.exchange(true, std::memory_order_acquire))
+      while (held.load(std::memory_order_relaxed)) std::this_thread::yield();
+  }
+  void unlock() noexcept { held.store(false, std::memory_order_release); }
+};
+
+// Touched by gloo threads: heap objects so that a forked child can abandon a held lock.
+SpinLock* done_mu = new SpinLock();
 std::vector<Done>* done_q = new std::vector<Done>();
 
 void forget_inflight(int64_t eid);  // below, with the state it changes
 
 void push(Done&& d) noexcept {
   try {
-    std::lock_guard<std::mutex> guard(*done_mu);
+    std::lock_guard<SpinLock> guard(*done_mu);
     if (d.err) errors.fetch_add(1);
     done_q->push_back(std::move(d));
     pending.fetch_add(1, std::memory_order_release);
@@ -243,7 +300,7 @@ std::vector<Done>& take_items() {
   taken->clear();
   std::vector<Done>& items = *taken;
   if (pending.load(std::memory_order_acquire) == 0) return items;
-  std::lock_guard<std::mutex> guard(*done_mu);
+  std::lock_guard<SpinLock> guard(*done_mu);
   items.swap(*done_q);
   pending.store(0, std::memory_order_release);
   errors.store(0);
@@ -386,34 +443,32 @@ std::vector<Polled>* polled_q = new std::vector<Polled>();
 std::mutex polled_types_mu;
 std::vector<std::pair<const std::type_info*, bool>> polled_types;
 
-bool enqueue_type(const std::type_info& type) {  // an NCCL or XCCL Work (asked once per type)
-  thread_local const std::type_info* last_type = nullptr;  // one backend per thread, usually: no lock
-  thread_local bool last_answer = false;
-  if (last_type == &type) return last_answer;
+bool enqueue_type(Tls& tls, const std::type_info& type) {  // an NCCL or XCCL Work (asked once per type)
+  if (tls.work_type == &type) return tls.enqueue;  // one backend per thread, usually: no lock
   std::lock_guard<std::mutex> guard(polled_types_mu);
-  last_type = &type;
+  tls.work_type = &type;
   for (const auto& [t, yes] : polled_types)
-    if (t == &type) return last_answer = yes;
+    if (t == &type) return tls.enqueue = yes;
   const std::string name = type.name();
   const bool yes = name.find("WorkNCCL") != std::string::npos || name.find("WorkXCCL") != std::string::npos;
   polled_types.emplace_back(&type, yes);
-  return last_answer = yes;
+  return tls.enqueue = yes;
 }
 
-bool polled_type(const std::type_info& type) {
+bool polled_type(Tls& tls, const std::type_info& type) {
   const int mode = polling_mode.load(std::memory_order_relaxed);
   if (mode != 0) return mode > 0;
-  return enqueue_type(type);
+  return enqueue_type(tls, type);
 }
 
 // No GIL. True when the op's Work is kept for polling (its completion then comes from `poll`).
-bool keep_polled(int64_t eid, int64_t t_ret, const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+bool keep_polled(Tls& tls, int64_t eid, int64_t t_ret, const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
   if (polling_mode.load(std::memory_order_relaxed) < 0 || op.schema().returns().empty() || stack.empty() ||
       !stack.back().isCustomClass())
     return false;
   auto work = stack.back().toCustomClass<c10d::Work>();
-  if (!work || !polled_type(typeid(*work))) return false;
-  if (polling_mode.load(std::memory_order_relaxed) > 0 && !enqueue_type(typeid(*work))) {
+  if (!work || !polled_type(tls, typeid(*work))) return false;
+  if (polling_mode.load(std::memory_order_relaxed) > 0 && !enqueue_type(tls, typeid(*work))) {
     // polled on request on a backend whose futures are truthful: a Work without a future (gloo's P2P
     // and reduce-scatter, whose isCompleted() never turns true) goes the usual way (watch)
     const std::type_info& type = typeid(*work);
@@ -735,24 +790,6 @@ Shared shared;
 
 void forget_inflight(int64_t eid) { shared.inflight.erase(eid); }
 
-// This thread's state. A thread_local of a shared library is found through a call
-// (__tls_get_addr), which the compiler repeats at each use: the kernel asks once (this_thread)
-// and passes it down.
-struct Tls {
-  bool in_api = false;  // an API call runs on this thread (Recorder.set_api_call)
-  std::string key;      // issue()'s key: keeps its capacity, no allocation per record
-  int depth = 0;        // issue() re-entered from a __del__ during a Python call: a fresh key
-  const c10::FunctionSchema* schema = nullptr;  // op_of: the last op seen, and its index
-  int index = -1;
-};
-thread_local Tls tls_state;
-
-Tls& this_thread() {
-  Tls* p = &tls_state;
-  asm("" : "+r"(p));  // (opaque: the compiler keeps the address instead of asking again)
-  return *p;
-}
-
 // A record being packed (emit_cached): the bytes go in with inline stores, where std::string's
 // push_back and append are calls into libstdc++ for every byte or field.
 struct Buf {
@@ -894,10 +931,49 @@ struct CrcTables {  // zlib's CRC-32, eight bytes at a time ("slicing-by-8")
 };
 const CrcTables crc_tables;
 
+#if defined(__x86_64__)
+// CRC-32 of n bytes (n >= 16, a multiple of 16) with carry-less multiplication, 16 bytes a step:
+// the folding and Barrett reduction of Intel's "Fast CRC Computation for Generic Polynomials
+// Using PCLMULQDQ" with zlib's (bit-reflected) constants, as Chromium's zlib computes it.
+// `c`: the running CRC register (before the final inversion); returns it.
+__attribute__((target("pclmul,sse4.1"))) uint32_t crc32_fold(const uint8_t* p, size_t n, uint32_t c) {
+  const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009eLL, 0x01751997d0LL);
+  const __m128i k5 = _mm_set_epi64x(0, 0x0163cd6124LL);
+  const __m128i poly = _mm_set_epi64x(0x01f7011641LL, 0x01db710641LL);  // (mu, P)
+  const __m128i low32 = _mm_setr_epi32(~0, 0, ~0, 0);
+  __m128i x = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), _mm_cvtsi32_si128(static_cast<int>(c)));
+  for (size_t i = 16; i < n; i += 16) {  // fold the 128 bits so far into the next 16 bytes
+    const __m128i lo = _mm_clmulepi64_si128(x, k3k4, 0x00);
+    x = _mm_clmulepi64_si128(x, k3k4, 0x11);
+    x = _mm_xor_si128(_mm_xor_si128(x, lo), _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i)));
+  }
+  __m128i y = _mm_clmulepi64_si128(x, k3k4, 0x10);  // 128 bits to 64
+  x = _mm_xor_si128(_mm_srli_si128(x, 8), y);
+  y = _mm_srli_si128(x, 4);
+  x = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(x, low32), k5, 0x00), y);
+  y = _mm_clmulepi64_si128(_mm_and_si128(x, low32), poly, 0x10);  // Barrett: 64 bits to 32
+  y = _mm_clmulepi64_si128(_mm_and_si128(y, low32), poly, 0x00);
+  return static_cast<uint32_t>(_mm_extract_epi32(_mm_xor_si128(x, y), 1));
+}
+
+const bool have_clmul = [] {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+}();
+#endif
+
 uint32_t crc32(const char* data, size_t n) {  // zlib's crc32 (logfile.format.frame)
   const auto& t = crc_tables.t;
   const auto* p = reinterpret_cast<const uint8_t*>(data);
   uint32_t c = 0xFFFFFFFFu;
+#if defined(__x86_64__)
+  if (n >= 16 && have_clmul) {
+    const size_t m = n & ~size_t(15);
+    c = crc32_fold(p, m, c);
+    p += m;
+    n -= m;
+  }
+#endif
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
   for (; n >= 8; n -= 8, p += 8) {
     uint32_t one, two;
@@ -1035,9 +1111,9 @@ void pack_completions(Out& out, const std::vector<Done>& dones, int64_t eid, int
 enum class Emit { written, python, failed };
 
 // GIL held. Writes the record of a cached template, or says why Python has to.
-Emit emit_cached(long tid, bool in_api, int64_t* eid_out) {
+Emit emit_cached(long tid, Tls& tls, int64_t* eid_out) {
   if (tid < 0 || static_cast<size_t>(tid) >= shared.packed.size() || !shared.packed[tid] || !shared.lock ||
-      in_api || errors.load() > 0)
+      tls.in_api || errors.load() > 0)
     return Emit::python;
   Packed& t = *shared.packed[tid];
   if (!shared.lock->mu.try_lock()) return Emit::python;  // Python waits for it without the GIL
@@ -1098,7 +1174,7 @@ Emit emit_cached(long tid, bool in_api, int64_t* eid_out) {
     }
     Py_DECREF(r);
   }
-  shared.inflight.put(eid, Inflight{issued, PyThread_get_thread_ident(), t.op});
+  shared.inflight.put(eid, Inflight{issued, tls.thread_ident(), t.op});
   shared.next_eid = eid + 1;
   *eid_out = eid;
   return Emit::written;
@@ -1176,6 +1252,12 @@ void define_emit(py::module_& m) {
     return out;
   });
   m.def("label_state", &label_state);
+  m.def("crc32", [](py::bytes data) {  // the frames' CRC-32 (zlib.crc32): tests compare the two
+    char* p = nullptr;
+    Py_ssize_t n = 0;
+    if (PyBytes_AsStringAndSize(data.ptr(), &p, &n) != 0) throw py::error_already_set();
+    return crc32(p, static_cast<size_t>(n));
+  });
   m.def("mix", &mix);
   m.def("live", []() {  // [(seq_key, rolling hash, [signatures by position % ring])], for live/publisher.py summary
     py::list out;
@@ -1359,16 +1441,16 @@ __attribute__((always_inline)) inline void put_site(Key& key, PyCodeObject* code
   key.put(position);
 }
 
-void put_walk_end(Key& key, uint32_t names, uint32_t sites) {
+void put_walk_end(Key& key, uint32_t names, uint32_t sites, unsigned long ident) {
   key.put(names);
   key.put(sites);
-  key.put(static_cast<uint64_t>(PyThread_get_thread_ident()));
+  key.put(static_cast<uint64_t>(ident));
 }
 
-void put_walk(Key& key, const Site* chain, size_t n, const std::vector<PyObject*>& names) {
+void put_walk(Key& key, const Site* chain, size_t n, const std::vector<PyObject*>& names, unsigned long ident) {
   for (auto* s : names) key.put(reinterpret_cast<uintptr_t>(s));
   for (size_t i = 0; i < n; ++i) put_site(key, chain[i].code, chain[i].position);
-  put_walk_end(key, static_cast<uint32_t>(names.size()), static_cast<uint32_t>(n));
+  put_walk_end(key, static_cast<uint32_t>(names.size()), static_cast<uint32_t>(n), ident);
 }
 
 void sites_of(const Chain& chain, std::vector<Site>& out) {
@@ -1404,27 +1486,46 @@ bool light_walk_ok = true;  // cleared for good if it ever disagrees with the pu
 // GIL held. put_walk() of walk()'s result, written into `key` while walking the interpreter's
 // frames, without frame objects; false when the stack needs the public walk: a code object not
 // classified yet, a frame whose Detail reader needs its frame object, more frames than a chain keeps.
-bool walk_light(Key& key) {
+bool walk_light(Key& key, unsigned long ident) {
   uint32_t names = 0, sites = 0;
+  char* out = key.s.data() + key.n;  // (the key's end and room in registers through the loop)
+  char* end = key.s.data() + key.s.size();
+  auto room = [&key, &out, &end](size_t k) {
+    if (__builtin_expect(end - out < static_cast<ptrdiff_t>(k), 0)) {
+      key.n = static_cast<size_t>(out - key.s.data());
+      key.grow(k);
+      out = key.s.data() + key.n;
+      end = key.s.data() + key.s.size();
+    }
+  };
   auto* f = reinterpret_cast<Frame311*>(PyThreadState_Get()->cframe->current_frame);
   for (; f; f = f->previous) {
     PyCodeObject* code = f->f_code;
     if (f->owner != 1 && f->prev_instr < _PyCode_CODE(code) + code->_co_firsttraceable) continue;  // incomplete
     const Verdict* v = verdict_of(reinterpret_cast<PyObject*>(code));
     if (!v) return false;
-    if (v->user) {
+    if (v->user) {  // put_site
       if (sites == kMaxChain) return false;
-      put_site(key, code, static_cast<int>((f->prev_instr - _PyCode_CODE(code)) * sizeof(_Py_CODEUNIT)));
+      room(12);
+      const uintptr_t c = reinterpret_cast<uintptr_t>(code);
+      const int position = static_cast<int>((f->prev_instr - _PyCode_CODE(code)) * sizeof(_Py_CODEUNIT));
+      std::memcpy(out, &c, sizeof c);
+      std::memcpy(out + sizeof c, &position, sizeof position);
+      out += sizeof c + sizeof position;
       ++sites;
     } else if (sites == 0) {
       if (v->reader) return false;
       if (v->name) {
-        key.put(reinterpret_cast<uintptr_t>(v->name));
+        room(8);
+        const uintptr_t name = reinterpret_cast<uintptr_t>(v->name);
+        std::memcpy(out, &name, sizeof name);
+        out += sizeof name;
         ++names;
       }
     }
   }
-  put_walk_end(key, names, sites);
+  key.n = static_cast<size_t>(out - key.s.data());
+  put_walk_end(key, names, sites, ident);
   return true;
 }
 #endif
@@ -1478,9 +1579,9 @@ py::object details_of(const Op& o, const IValue* args, const std::string& gname,
 constexpr int64_t kPython = -3;  // (try_cached) the record goes through Python
 
 // GIL held. Writes a cached template's record: its event id, -1 when recording failed, kPython.
-int64_t try_cached(long tid, bool in_api) {
+int64_t try_cached(long tid, Tls& tls) {
   int64_t eid = -1;
-  switch (emit_cached(tid, in_api, &eid)) {
+  switch (emit_cached(tid, tls, &eid)) {
     case Emit::written:
       return eid;
     case Emit::failed:
@@ -1514,7 +1615,7 @@ int64_t issue_in_python(long tid, PyObject* details, PyObject* pg) {
 // Python must write this cached template's record.
 int64_t issue_walked(const Op& o, const IValue* args, const std::string& gname, const Args& a,
                      const c10::intrusive_ptr<c10d::ProcessGroup>& pg, Key& key, size_t prefix,
-                     const std::string& light_key, bool tried, bool in_api) {
+                     const std::string& light_key, bool tried, Tls& tls) {
   Chain chain;
   std::vector<PyObject*> names;
   if (!walk(chain, names)) {
@@ -1525,7 +1626,7 @@ int64_t issue_walked(const Op& o, const IValue* args, const std::string& gname, 
   std::vector<Site> sites;
   sites_of(chain, sites);
   key.n = prefix;
-  put_walk(key, sites.data(), sites.size(), names);
+  put_walk(key, sites.data(), sites.size(), names, tls.thread_ident());
 #ifdef COLLCHECK_LIGHT_WALK
   if (!light_key.empty() && (light_key.size() != key.n || std::memcmp(light_key.data(), key.data(), key.n) != 0))
     light_walk_ok = false;  // (never seen: a safety net)
@@ -1541,7 +1642,7 @@ int64_t issue_walked(const Op& o, const IValue* args, const std::string& gname, 
     tid = found->tid;
     details = found->details;
     if (!tried) {
-      const int64_t r = try_cached(tid, in_api);
+      const int64_t r = try_cached(tid, tls);
       if (r != kPython) return r;
     }
   } else {
@@ -1589,9 +1690,9 @@ int64_t issue(Tls& tls, int idx, const c10::OperatorHandle& op, const torch::jit
   bool tried = false;  // emit_cached said Python must write it
   std::string light_key;
 #ifdef COLLCHECK_LIGHT_WALK
-  if (o.cache && light_walk_ok && walk_light(key)) {
+  if (o.cache && light_walk_ok && walk_light(key, tls.thread_ident())) {
     if (Entry* e = entries.find(key.data(), key.n, key.hash())) {
-      const int64_t r = try_cached(e->tid, tls.in_api);
+      const int64_t r = try_cached(e->tid, tls);
       if (r != kPython) return r;
       tried = true;
     }
@@ -1599,7 +1700,7 @@ int64_t issue(Tls& tls, int idx, const c10::OperatorHandle& op, const torch::jit
   }
 #endif
   return issue_walked(o, args, gname, a, args[o.pg].toCustomClass<c10d::ProcessGroup>(), key, prefix, light_key,
-                      tried, tls.in_api);
+                      tried, tls);
 }
 
 // The index in ops of a c10d op the kernel runs for (-1: none), found by name once per thread and
@@ -1652,7 +1753,7 @@ void kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::S
   }
   const int64_t t_ret = now_ns();
   try {
-    if (keep_polled(eid, t_ret, op, *stack))
+    if (keep_polled(tls, eid, t_ret, op, *stack))
       return;  // its completion comes from poll_kept
     if (blocking_api)
       report(eid, t_ret, nullptr);
@@ -1725,7 +1826,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     // registered (disabled) in the child for good
     library_mu = new std::mutex();
     (void)library.release();
-    done_mu = new std::mutex();
+    done_mu = new SpinLock();
     done_q = new std::vector<Done>();
     polled_mu = new std::mutex();
     polled_q = new std::vector<Polled>();  // (the parent's Works are not the child's: leaked, never released)
