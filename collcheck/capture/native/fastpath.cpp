@@ -239,6 +239,35 @@ struct Gil {
   ~Gil() { PyGILState_Release(state); }
 };
 
+#if PY_VERSION_HEX >= 0x030D0000
+#define COLLCHECK_CURRENT_TSTATE() PyThreadState_GetUnchecked()
+#else
+#define COLLCHECK_CURRENT_TSTATE() _PyThreadState_UncheckedGet()
+#endif
+
+// The GIL for a kernel call: where the thread has its Python thread state and does not hold the
+// GIL (Python code called torch, which let the GIL go), what PyGILState_Ensure and _Release do
+// then, without their second look-up of the thread's state and their counting (which nets to
+// nothing here); anything else (a thread Python never saw, the GIL already held) goes through them.
+struct KernelGil {
+  PyThreadState* ts = PyGILState_GetThisThreadState();
+  PyGILState_STATE state{};
+  KernelGil() {
+    if (ts && ts != COLLCHECK_CURRENT_TSTATE()) {
+      PyEval_RestoreThread(ts);
+    } else {
+      ts = nullptr;
+      state = PyGILState_Ensure();
+    }
+  }
+  ~KernelGil() {
+    if (ts)
+      PyEval_SaveThread();
+    else
+      PyGILState_Release(state);
+  }
+};
+
 void call_fail(const char* what) {  // GIL held: the recorder stops for good, with one warning
   PyObject* exc = PyObject_CallFunction(PyExc_RuntimeError, "s", what);
   if (exc && fail_fn) {
@@ -1165,7 +1194,14 @@ Emit emit_cached(long tid, Tls& tls, int64_t* eid_out) {
   buf += t.labels;
   if (index >= 0) buf += t.numbered[index];
   const char* frame = frame_in_place(buf, eid);
-  if (!shared.lock->append(frame, static_cast<size_t>(buf.data() + buf.size() - frame))) return Emit::failed;
+  const size_t framed = static_cast<size_t>(buf.data() + buf.size() - frame);
+  WriterLock& out = *shared.lock;
+  if (!out.error && out.map && out.written + static_cast<int64_t>(framed) + kReserve <= out.map_end) {
+    std::memcpy(out.map + (out.written - out.map_start), frame, framed);  // WriterLock::append, inline
+    out.written += static_cast<int64_t>(framed);
+  } else if (!out.append(frame, framed)) {
+    return Emit::failed;
+  }
   if (shared.lock->segment_bytes && shared.lock->written >= shared.lock->segment_bytes) {
     PyObject* r = PyObject_CallMethod(shared.writer, "next_segment", nullptr);  // GIL and lock held
     if (!r) {
@@ -1389,7 +1425,7 @@ struct Key {
   }
 };
 
-void put_tensor(Key& key, const at::Tensor& t) {
+__attribute__((always_inline)) inline void put_tensor(Key& key, const at::Tensor& t) {
   key.put<int8_t>(static_cast<int8_t>(t.scalar_type()));
   const auto sizes = t.sizes();
   key.put<uint32_t>(static_cast<uint32_t>(sizes.size()));
@@ -1441,7 +1477,7 @@ __attribute__((always_inline)) inline void put_site(Key& key, PyCodeObject* code
   key.put(position);
 }
 
-void put_walk_end(Key& key, uint32_t names, uint32_t sites, unsigned long ident) {
+__attribute__((always_inline)) inline void put_walk_end(Key& key, uint32_t names, uint32_t sites, unsigned long ident) {
   key.put(names);
   key.put(sites);
   key.put(static_cast<uint64_t>(ident));
@@ -1486,7 +1522,7 @@ bool light_walk_ok = true;  // cleared for good if it ever disagrees with the pu
 // GIL held. put_walk() of walk()'s result, written into `key` while walking the interpreter's
 // frames, without frame objects; false when the stack needs the public walk: a code object not
 // classified yet, a frame whose Detail reader needs its frame object, more frames than a chain keeps.
-bool walk_light(Key& key, unsigned long ident) {
+__attribute__((noinline)) bool walk_light(Key& key, unsigned long ident) {
   uint32_t names = 0, sites = 0;
   char* out = key.s.data() + key.n;  // (the key's end and room in registers through the loop)
   char* end = key.s.data() + key.s.size();
@@ -1685,7 +1721,7 @@ int64_t issue(Tls& tls, int idx, const c10::OperatorHandle& op, const torch::jit
   const Args a = put_args(key, idx, o, args, n, gname);
   const size_t prefix = key.n;
 
-  Gil gil;
+  KernelGil gil;
   if (!enabled.load(std::memory_order_relaxed) || !issue_fn) return -1;
   bool tried = false;  // emit_cached said Python must write it
   std::string light_key;
