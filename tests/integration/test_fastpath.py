@@ -159,6 +159,26 @@ def test_load_rules(built, tmp_path):
     assert not (tmp_path / "empty").exists()  # loading never builds
 
 
+_CRC_CHECK = """
+import random, sys, zlib, torch
+from collcheck.capture.native import fastpath
+module = fastpath.load()
+rng = random.Random(7)
+cases = [bytes(rng.getrandbits(8) for _ in range(n)) for n in [*range(0, 300), 1021, 4096, 65537]]
+cases += [bytes(n) for n in (16, 64, 100)] + [b"\\xff" * n for n in (16, 64, 100)]
+print(sum(module.crc32(b) != zlib.crc32(b) for b in cases), len(cases))
+"""
+
+
+def test_frames_carry_zlibs_crc(built, tmp_path):
+    """The compiled path's CRC-32 (16 bytes a step with carry-less multiplication where the CPU has
+    it, a table for the rest) is zlib's on every length around its step and on long runs."""
+    env = base_env(tmp_path, record=False, extra=built)
+    proc = subprocess.run([sys.executable, "-c", _CRC_CHECK], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["0", "309"], proc.stdout
+
+
 def test_status_when_not_built(tmp_path):
     """`collcheck build-fastpath --status` on a machine without a build: says so, exit 1, builds nothing."""
     res = run_cli("build-fastpath", "--status", env={"TORCH_EXTENSIONS_DIR": str(tmp_path / "empty")})

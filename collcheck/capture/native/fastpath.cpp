@@ -24,6 +24,9 @@
 
 #include <cerrno>
 #include <cstring>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/Exceptions.h>
@@ -83,10 +86,130 @@ PyObject* label_fn = nullptr;
 PyObject* fail_fn = nullptr;
 PyObject* classify_fn = nullptr;  // callsite._classify
 int64_t t0_ns = 0;
+
+// This thread's state. A thread_local of a shared library is found through a call
+// (__tls_get_addr), which the compiler repeats at each use: the kernel asks once (this_thread)
+// and passes it down.
+struct Tls {
+  bool in_api = false;  // an API call runs on this thread (Recorder.set_api_call)
+  std::string key;      // issue()'s key: keeps its capacity, no allocation per record
+  int depth = 0;        // issue() re-entered from a __del__ during a Python call: a fresh key
+  const c10::FunctionSchema* schema = nullptr;  // op_of: the last op seen, and its index
+  int index = -1;
+  unsigned long ident = 0;  // PyThread_get_thread_ident() (0: not asked yet)
+  const std::type_info* work_type = nullptr;  // enqueue_type: the last Work type asked, and its answer
+  bool enqueue = false;
+  unsigned long thread_ident() {
+    if (!ident) ident = PyThread_get_thread_ident();
+    return ident;
+  }
+};
+// A pointer, constant-initialized: reading it needs no per-access check that the thread's
+// object was constructed (as a thread_local with a constructor does). The object is made on the
+// thread's first call and freed when the thread exits.
+thread_local Tls* tls_state = nullptr;
+
+struct TlsOwner {
+  ~TlsOwner() {
+    delete tls_state;
+    tls_state = nullptr;
+  }
+};
+
+__attribute__((noinline)) Tls* make_tls() {
+  thread_local TlsOwner owner;
+  (void)owner;
+  tls_state = new Tls();
+  return tls_state;
+}
+
+Tls& this_thread() {
+  Tls** slot = &tls_state;
+  asm("" : "+r"(slot));  // (opaque: the compiler keeps the address instead of asking again)
+  Tls* p = *slot;
+  return *(__builtin_expect(p != nullptr, 1) ? p : make_tls());
+}
 // Touched only with the GIL held.
-std::unordered_map<PyObject*, Verdict> verdicts;  // code object (pinned) -> verdict
-std::unordered_map<std::string, Entry> entries;   // record key -> template id + its details
+std::unordered_map<PyObject*, Verdict> verdicts;  // code object (pinned) -> verdict (never erased)
 constexpr size_t kMaxEntries = 1 << 16;           // beyond: records are built uncached
+
+// verdicts' entries by code object, direct-mapped in front of the hash table: a frame costs a
+// multiplication, a load and a compare, not a call hashing into buckets (~10 frames a call).
+// The map's values never move (node-based) and code objects are pinned: a slot never dangles.
+struct VerdictSlot {
+  PyObject* code = nullptr;
+  const Verdict* verdict = nullptr;
+};
+std::array<VerdictSlot, 1024> verdict_slots{};
+
+inline const Verdict* verdict_of(PyObject* code) {  // GIL held; nullptr: not classified yet
+  VerdictSlot& slot = verdict_slots[(reinterpret_cast<uintptr_t>(code) * 0x9E3779B97F4A7C15ull) >> 54];
+  if (__builtin_expect(slot.code == code, 1)) return slot.verdict;
+  auto it = verdicts.find(code);
+  if (it == verdicts.end()) return nullptr;
+  slot = VerdictSlot{code, &it->second};
+  return slot.verdict;
+}
+
+// A record key's hash (Templates): 16 bytes a step in two lanes (a multiplication carries a
+// difference only upwards: the end mixes the high bits back down). `p` has zeros past its n bytes
+// up to the next multiple of 16 (Key::hash).
+uint64_t hash_padded(const char* p, size_t n) {
+  uint64_t a = 0x9E3779B97F4A7C15ull ^ n, b = 0xC2B2AE3D27D4EB4Full;
+  for (size_t i = 0; i < n; i += 16) {
+    uint64_t w0, w1;
+    std::memcpy(&w0, p + i, 8);
+    std::memcpy(&w1, p + i + 8, 8);
+    a = (a ^ w0) * 0xFF51AFD7ED558CCDull;
+    b = (b ^ w1) * 0xC4CEB9FE1A85EC53ull;
+  }
+  uint64_t h = a ^ (b >> 31) ^ (b << 33);
+  h ^= h >> 33;
+  h *= 0xFF51AFD7ED558CCDull;
+  h ^= h >> 33;
+  h *= 0xC4CEB9FE1A85EC53ull;
+  return h ^ (h >> 33);
+}
+
+// Record key -> template id + its details: open addressing on the keys' hashes, so a look-up
+// reads the key where it was written (no std::string made of it), hashes it once, compares once.
+struct Templates {
+  struct Slot {
+    uint64_t hash = 0;
+    int64_t index = -1;  // into keys/values; -1: empty
+  };
+  std::vector<Slot> slots = std::vector<Slot>(1024);
+  std::vector<std::string> keys;
+  std::vector<Entry> values;
+  size_t size() const { return keys.size(); }
+  Entry* find(const char* p, size_t n, uint64_t h) {
+    const size_t mask = slots.size() - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+      const Slot& s = slots[i];
+      if (s.index < 0) return nullptr;
+      const std::string& k = keys[static_cast<size_t>(s.index)];
+      if (s.hash == h && k.size() == n && std::memcmp(k.data(), p, n) == 0) return &values[static_cast<size_t>(s.index)];
+    }
+  }
+  void insert(const char* p, size_t n, uint64_t h, const Entry& e) {  // (a key not in the table)
+    if (2 * (keys.size() + 1) > slots.size()) {
+      std::vector<Slot> old(slots.size() * 2);
+      old.swap(slots);
+      for (const Slot& s : old)
+        if (s.index >= 0) place(s);
+    }
+    keys.emplace_back(p, n);
+    values.push_back(e);
+    place(Slot{h, static_cast<int64_t>(keys.size() - 1)});
+  }
+  void place(const Slot& s) {
+    const size_t mask = slots.size() - 1;
+    size_t i = s.hash & mask;
+    while (slots[i].index >= 0) i = (i + 1) & mask;
+    slots[i] = s;
+  }
+};
+Templates entries;
 
 int64_t now_ns() {
   timespec ts;
@@ -104,7 +227,7 @@ py::object spec_of(const at::Tensor& t) {
 // The object of a custom-class argument or result, borrowed from the stack (the op's schema fixes
 // its class): toCustomClass checks the class and counts a reference, ~200 instructions a call.
 template <class T>
-T* borrow(const IValue& v) {
+__attribute__((always_inline)) inline T* borrow(const IValue& v) {
   const c10::ivalue::Object& obj = v.toObjectRef();
   TORCH_CHECK(obj.slots().size() == 1 && obj.getSlot(0).isCapsule(), "collcheck: not a custom class object");
   auto* target = static_cast<c10::intrusive_ptr_target*>(const_cast<void*>(obj.getSlot(0).internalToPointer()));
@@ -114,6 +237,35 @@ T* borrow(const IValue& v) {
 struct Gil {
   PyGILState_STATE state = PyGILState_Ensure();
   ~Gil() { PyGILState_Release(state); }
+};
+
+#if PY_VERSION_HEX >= 0x030D0000
+#define COLLCHECK_CURRENT_TSTATE() PyThreadState_GetUnchecked()
+#else
+#define COLLCHECK_CURRENT_TSTATE() _PyThreadState_UncheckedGet()
+#endif
+
+// The GIL for a kernel call: where the thread has its Python thread state and does not hold the
+// GIL (Python code called torch, which let the GIL go), what PyGILState_Ensure and _Release do
+// then, without their second look-up of the thread's state and their counting (which nets to
+// nothing here); anything else (a thread Python never saw, the GIL already held) goes through them.
+struct KernelGil {
+  PyThreadState* ts = PyGILState_GetThisThreadState();
+  PyGILState_STATE state{};
+  KernelGil() {
+    if (ts && ts != COLLCHECK_CURRENT_TSTATE()) {
+      PyEval_RestoreThread(ts);
+    } else {
+      ts = nullptr;
+      state = PyGILState_Ensure();
+    }
+  }
+  ~KernelGil() {
+    if (ts)
+      PyEval_SaveThread();
+    else
+      PyGILState_Release(state);
+  }
 };
 
 void call_fail(const char* what) {  // GIL held: the recorder stops for good, with one warning
@@ -143,15 +295,26 @@ struct Done {
 std::atomic<uint64_t> generation{0};  // one per attached recorder: older completions are dropped
 std::atomic<int64_t> pending{0};
 std::atomic<int64_t> errors{0};  // failed completions queued: their text needs Python
-// Touched by gloo threads: heap objects so that a forked child can abandon a locked mutex.
-std::mutex* done_mu = new std::mutex();
+// The queue's lock is held for a push_back or a swap: taking it costs an atomic exchange, where a
+// std::mutex costs two library calls; a thread that finds it taken yields until it is free.
+struct SpinLock {
+  std::atomic<bool> held{false};
+  void lock() noexcept {
+    while (held.exchange(true, std::memory_order_acquire))
+      while (held.load(std::memory_order_relaxed)) std::this_thread::yield();
+  }
+  void unlock() noexcept { held.store(false, std::memory_order_release); }
+};
+
+// Touched by gloo threads: heap objects so that a forked child can abandon a held lock.
+SpinLock* done_mu = new SpinLock();
 std::vector<Done>* done_q = new std::vector<Done>();
 
 void forget_inflight(int64_t eid);  // below, with the state it changes
 
 void push(Done&& d) noexcept {
   try {
-    std::lock_guard<std::mutex> guard(*done_mu);
+    std::lock_guard<SpinLock> guard(*done_mu);
     if (d.err) errors.fetch_add(1);
     done_q->push_back(std::move(d));
     pending.fetch_add(1, std::memory_order_release);
@@ -166,7 +329,7 @@ std::vector<Done>& take_items() {
   taken->clear();
   std::vector<Done>& items = *taken;
   if (pending.load(std::memory_order_acquire) == 0) return items;
-  std::lock_guard<std::mutex> guard(*done_mu);
+  std::lock_guard<SpinLock> guard(*done_mu);
   items.swap(*done_q);
   pending.store(0, std::memory_order_release);
   errors.store(0);
@@ -269,6 +432,21 @@ void watch(int64_t eid, int64_t t_ret, const c10::OperatorHandle& op, const torc
     push(Done{gen, eid, t_ret, -1, nullptr});
     return;
   }
+  if (fut->completed()) {  // what the callback would do now, in this thread, without its guards
+    push(Done{gen, eid, t_ret, now_ns(), fut->hasError() ? fut->exception_ptr() : nullptr});
+    return;
+  }
+  // A callback of at most 16 bytes is kept inside its std::function (no allocation here, no free
+  // in the backend's thread): the recorder's generation rides in the event id's top bits.
+  constexpr int kEidBits = 44;
+  if (eid >= 0 && eid < (int64_t(1) << kEidBits) && gen < (uint64_t(1) << (64 - kEidBits))) {
+    const uint64_t tag = (gen << kEidBits) | static_cast<uint64_t>(eid);
+    fut->addCallback([tag, t_ret](c10::ivalue::Future& f) {
+      push(Done{tag >> kEidBits, static_cast<int64_t>(tag & ((uint64_t(1) << kEidBits) - 1)), t_ret, now_ns(),
+                f.hasError() ? f.exception_ptr() : nullptr});
+    });
+    return;
+  }
   fut->addCallback([gen, eid, t_ret](c10::ivalue::Future& f) {
     push(Done{gen, eid, t_ret, now_ns(), f.hasError() ? f.exception_ptr() : nullptr});
   });
@@ -294,34 +472,32 @@ std::vector<Polled>* polled_q = new std::vector<Polled>();
 std::mutex polled_types_mu;
 std::vector<std::pair<const std::type_info*, bool>> polled_types;
 
-bool enqueue_type(const std::type_info& type) {  // an NCCL or XCCL Work (asked once per type)
-  thread_local const std::type_info* last_type = nullptr;  // one backend per thread, usually: no lock
-  thread_local bool last_answer = false;
-  if (last_type == &type) return last_answer;
+bool enqueue_type(Tls& tls, const std::type_info& type) {  // an NCCL or XCCL Work (asked once per type)
+  if (tls.work_type == &type) return tls.enqueue;  // one backend per thread, usually: no lock
   std::lock_guard<std::mutex> guard(polled_types_mu);
-  last_type = &type;
+  tls.work_type = &type;
   for (const auto& [t, yes] : polled_types)
-    if (t == &type) return last_answer = yes;
+    if (t == &type) return tls.enqueue = yes;
   const std::string name = type.name();
   const bool yes = name.find("WorkNCCL") != std::string::npos || name.find("WorkXCCL") != std::string::npos;
   polled_types.emplace_back(&type, yes);
-  return last_answer = yes;
+  return tls.enqueue = yes;
 }
 
-bool polled_type(const std::type_info& type) {
+bool polled_type(Tls& tls, const std::type_info& type) {
   const int mode = polling_mode.load(std::memory_order_relaxed);
   if (mode != 0) return mode > 0;
-  return enqueue_type(type);
+  return enqueue_type(tls, type);
 }
 
 // No GIL. True when the op's Work is kept for polling (its completion then comes from `poll`).
-bool keep_polled(int64_t eid, int64_t t_ret, const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+bool keep_polled(Tls& tls, int64_t eid, int64_t t_ret, const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
   if (polling_mode.load(std::memory_order_relaxed) < 0 || op.schema().returns().empty() || stack.empty() ||
       !stack.back().isCustomClass())
     return false;
   auto work = stack.back().toCustomClass<c10d::Work>();
-  if (!work || !polled_type(typeid(*work))) return false;
-  if (polling_mode.load(std::memory_order_relaxed) > 0 && !enqueue_type(typeid(*work))) {
+  if (!work || !polled_type(tls, typeid(*work))) return false;
+  if (polling_mode.load(std::memory_order_relaxed) > 0 && !enqueue_type(tls, typeid(*work))) {
     // polled on request on a backend whose futures are truthful: a Work without a future (gloo's P2P
     // and reduce-scatter, whose isCompleted() never turns true) goes the usual way (watch)
     const std::type_info& type = typeid(*work);
@@ -532,6 +708,8 @@ struct WriterLock {
 // buckets alike. An API call active on the thread, a failed completion or a busy writer lock send
 // the record back to Python.
 
+struct Live;
+
 struct Packed {  // one template of the attached recorder
   std::string head;                   // "k", "o", "g" pairs
   std::string mid;                    // "t" ... "n" pairs
@@ -545,6 +723,11 @@ struct Packed {  // one template of the attached recorder
   PyObject* bucket = nullptr;         // gradient bucket: the label that gets " <index>"
   bool backward = false;              // bucket numbered per backward pass
   std::vector<std::string> numbered;  // packed "l" pairs of bucket labels, by index
+  // its entries in Shared's tables once it wrote a record (their nodes never move; Shared::clear
+  // drops the templates with them): no hash look-up per record
+  int64_t* last = nullptr;  // last_in_group[gid]
+  int64_t* seq_j = nullptr;  // seqs[seq]
+  Live* live_hash = nullptr;  // live[seq]
   ~Packed() { Py_XDECREF(bucket); }
 };
 
@@ -555,6 +738,48 @@ struct Inflight {
   int64_t t_ns;
   unsigned long ident;
   int op;
+};
+
+// Event id -> its in-flight entry. Ids are drawn in order and most complete soon after: a ring
+// indexed by the id's low bits, a map for the rare id whose slot is still taken. Inserting and
+// erasing cost a few stores, where a hash map allocates and frees a node per record.
+struct InflightTable {
+  static constexpr size_t kSlots = 1024;
+  struct Slot {
+    int64_t eid = -1;  // -1: free
+    Inflight v{};
+  };
+  std::vector<Slot> ring = std::vector<Slot>(kSlots);
+  std::unordered_map<int64_t, Inflight> spill;
+  void put(int64_t eid, const Inflight& v) {
+    Slot& s = ring[static_cast<uint64_t>(eid) & (kSlots - 1)];
+    if (s.eid == eid) {
+      s.v = v;
+    } else if (s.eid < 0) {
+      if (__builtin_expect(!spill.empty(), 0)) spill.erase(eid);
+      s.eid = eid;
+      s.v = v;
+    } else {
+      spill[eid] = v;
+    }
+  }
+  void erase(int64_t eid) {
+    Slot& s = ring[static_cast<uint64_t>(eid) & (kSlots - 1)];
+    if (s.eid == eid)
+      s.eid = -1;
+    else if (!spill.empty())
+      spill.erase(eid);
+  }
+  void clear() {
+    for (Slot& s : ring) s.eid = -1;
+    spill.clear();
+  }
+  template <class F>
+  void each(F f) const {
+    for (const Slot& s : ring)
+      if (s.eid >= 0) f(s.eid, s.v);
+    for (const auto& [eid, v] : spill) f(eid, v);
+  }
 };
 
 constexpr size_t kRing = 64;  // live/tables.py RING
@@ -574,7 +799,7 @@ struct Shared {  // everything below is touched with the GIL held
   std::unordered_map<int64_t, int64_t> last_in_group;
   std::unordered_map<int64_t, Bucket> buckets;
   std::unordered_map<int64_t, int64_t> seqs;  // seq_key -> its last `j`
-  std::unordered_map<int64_t, Inflight> inflight;
+  InflightTable inflight;
   std::unordered_map<int64_t, Live> live;  // seq_key -> its live hash
   void clear() {
     Py_CLEAR(pending);
@@ -593,7 +818,6 @@ struct Shared {  // everything below is touched with the GIL held
 Shared shared;
 
 void forget_inflight(int64_t eid) { shared.inflight.erase(eid); }
-thread_local bool in_api = false;  // an API call runs on this thread (Recorder.set_api_call)
 
 // A record being packed (emit_cached): the bytes go in with inline stores, where std::string's
 // push_back and append are calls into libstdc++ for every byte or field.
@@ -610,13 +834,79 @@ struct Buf {
     return p;
   }
   __attribute__((noinline)) void grow(size_t k) { v.resize(2 * (n + k)); }
-  void push_back(char c) { *room(1) = c; }
-  void append(const char* p, size_t k) { std::memcpy(room(k), p, k); }
-  Buf& operator+=(const std::string& b) {
+  __attribute__((always_inline)) void push_back(char c) { *room(1) = c; }
+  __attribute__((always_inline)) void append(const char* p, size_t k) { std::memcpy(room(k), p, k); }
+  __attribute__((always_inline)) Buf& operator+=(const std::string& b) {
     append(b.data(), b.size());
     return *this;
   }
 };
+
+// The fixed-size big-endian stores msgpack's ints need, one room() per value (the compiler
+// merges the byte stores: a byte swap and a store).
+template <int N>
+__attribute__((always_inline)) inline void store_be(char* p, uint64_t x) {
+  for (int i = 0; i < N; ++i) p[i] = static_cast<char>((x >> (8 * (N - 1 - i))) & 0xff);
+}
+
+__attribute__((always_inline)) inline void pack_uint(Buf& out, uint64_t v) {  // as the template below
+  if (v < 128) {
+    *out.room(1) = static_cast<char>(v);
+  } else if (v < 256) {
+    char* p = out.room(2);
+    p[0] = '\xcc';
+    store_be<1>(p + 1, v);
+  } else if (v < 65536) {
+    char* p = out.room(3);
+    p[0] = '\xcd';
+    store_be<2>(p + 1, v);
+  } else if (v < (uint64_t(1) << 32)) {
+    char* p = out.room(5);
+    p[0] = '\xce';
+    store_be<4>(p + 1, v);
+  } else {
+    char* p = out.room(9);
+    p[0] = '\xcf';
+    store_be<8>(p + 1, v);
+  }
+}
+
+__attribute__((always_inline)) inline void pack_int(Buf& out, int64_t v) {  // as the template below
+  if (v >= 0) return pack_uint(out, static_cast<uint64_t>(v));
+  const uint64_t u = static_cast<uint64_t>(v);
+  if (v >= -32) {
+    *out.room(1) = static_cast<char>(v);
+  } else if (v >= -128) {
+    char* p = out.room(2);
+    p[0] = '\xd0';
+    store_be<1>(p + 1, u);
+  } else if (v >= -32768) {
+    char* p = out.room(3);
+    p[0] = '\xd1';
+    store_be<2>(p + 1, u);
+  } else if (v >= INT32_MIN) {
+    char* p = out.room(5);
+    p[0] = '\xd2';
+    store_be<4>(p + 1, u);
+  } else {
+    char* p = out.room(9);
+    p[0] = '\xd3';
+    store_be<8>(p + 1, u);
+  }
+}
+
+__attribute__((always_inline)) inline void pack_key(Buf& out, char k1) {  // a one-letter str key
+  char* p = out.room(2);
+  p[0] = '\xa1';
+  p[1] = k1;
+}
+
+__attribute__((always_inline)) inline void pack_key(Buf& out, char k1, char k2) {  // a two-letter one
+  char* p = out.room(3);
+  p[0] = '\xa2';
+  p[1] = k1;
+  p[2] = k2;
+}
 
 template <class Out>
 void pack_uint(Out& out, uint64_t v) {  // msgpack's smallest form, as msgpack-python packs it
@@ -649,20 +939,12 @@ int64_t next_seq(int64_t key) {  // the `j` of a group's (or P2P channel's) next
   return ++it->second;
 }
 
-void mix(int64_t key, int64_t j, uint64_t sig) {  // live/tables.py mix
-  Live& l = shared.live[key];
+void mix_into(Live& l, int64_t j, uint64_t sig) {  // live/tables.py mix
   l.h = l.h * kMult + sig;
   l.ring[static_cast<uint64_t>(j) % kRing] = sig;
 }
 
-template <class Out>
-void pack_uvarint(Out& out, uint64_t v) {  // logfile.format.uvarint
-  while (v >= 0x80) {
-    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
-    v >>= 7;
-  }
-  out.push_back(static_cast<char>(v));
-}
+void mix(int64_t key, int64_t j, uint64_t sig) { mix_into(shared.live[key], j, sig); }
 
 struct CrcTables {  // zlib's CRC-32, eight bytes at a time ("slicing-by-8")
   uint32_t t[8][256];
@@ -678,10 +960,49 @@ struct CrcTables {  // zlib's CRC-32, eight bytes at a time ("slicing-by-8")
 };
 const CrcTables crc_tables;
 
+#if defined(__x86_64__)
+// CRC-32 of n bytes (n >= 16, a multiple of 16) with carry-less multiplication, 16 bytes a step:
+// the folding and Barrett reduction of Intel's "Fast CRC Computation for Generic Polynomials
+// Using PCLMULQDQ" with zlib's (bit-reflected) constants, as Chromium's zlib computes it.
+// `c`: the running CRC register (before the final inversion); returns it.
+__attribute__((target("pclmul,sse4.1"))) uint32_t crc32_fold(const uint8_t* p, size_t n, uint32_t c) {
+  const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009eLL, 0x01751997d0LL);
+  const __m128i k5 = _mm_set_epi64x(0, 0x0163cd6124LL);
+  const __m128i poly = _mm_set_epi64x(0x01f7011641LL, 0x01db710641LL);  // (mu, P)
+  const __m128i low32 = _mm_setr_epi32(~0, 0, ~0, 0);
+  __m128i x = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), _mm_cvtsi32_si128(static_cast<int>(c)));
+  for (size_t i = 16; i < n; i += 16) {  // fold the 128 bits so far into the next 16 bytes
+    const __m128i lo = _mm_clmulepi64_si128(x, k3k4, 0x00);
+    x = _mm_clmulepi64_si128(x, k3k4, 0x11);
+    x = _mm_xor_si128(_mm_xor_si128(x, lo), _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i)));
+  }
+  __m128i y = _mm_clmulepi64_si128(x, k3k4, 0x10);  // 128 bits to 64
+  x = _mm_xor_si128(_mm_srli_si128(x, 8), y);
+  y = _mm_srli_si128(x, 4);
+  x = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(x, low32), k5, 0x00), y);
+  y = _mm_clmulepi64_si128(_mm_and_si128(x, low32), poly, 0x10);  // Barrett: 64 bits to 32
+  y = _mm_clmulepi64_si128(_mm_and_si128(y, low32), poly, 0x00);
+  return static_cast<uint32_t>(_mm_extract_epi32(_mm_xor_si128(x, y), 1));
+}
+
+const bool have_clmul = [] {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+}();
+#endif
+
 uint32_t crc32(const char* data, size_t n) {  // zlib's crc32 (logfile.format.frame)
   const auto& t = crc_tables.t;
   const auto* p = reinterpret_cast<const uint8_t*>(data);
   uint32_t c = 0xFFFFFFFFu;
+#if defined(__x86_64__)
+  if (n >= 16 && have_clmul) {
+    const size_t m = n & ~size_t(15);
+    c = crc32_fold(p, m, c);
+    p += m;
+    n -= m;
+  }
+#endif
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
   for (; n >= 8; n -= 8, p += 8) {
     uint32_t one, two;
@@ -696,16 +1017,31 @@ uint32_t crc32(const char* data, size_t n) {  // zlib's crc32 (logfile.format.fr
   return c ^ 0xFFFFFFFFu;
 }
 
-// logfile.format.frame into `out`: the records of one write(2) behind their length, the count of C
-// records written before them and a CRC-32 of both.
-void frame_into(Buf& out, const Buf& payload, int64_t colls_before) {
-  out.clear();
-  std::memset(out.room(5), '\xc1', 5);  // the marker, then room for the CRC
-  pack_uvarint(out, payload.size());
-  pack_uvarint(out, static_cast<uint64_t>(colls_before));
-  out.append(payload.data(), payload.size());
-  const uint32_t c = crc32(out.data() + 5, out.size() - 5);
-  for (int i = 0; i < 4; ++i) out.v[1 + i] = static_cast<char>((c >> (8 * i)) & 0xff);
+// A record is packed behind kHeadRoom bytes kept free at the start of its buffer, where
+// frame_in_place then writes the frame's header: no copy of the records into a second buffer.
+constexpr size_t kHeadRoom = 32;  // the marker, the CRC and two uvarints: at most 25 bytes
+
+size_t put_uvarint(char* p, uint64_t v) {  // logfile.format.uvarint at p: its length
+  size_t n = 0;
+  for (; v >= 0x80; v >>= 7) p[n++] = static_cast<char>((v & 0x7f) | 0x80);
+  p[n++] = static_cast<char>(v);
+  return n;
+}
+
+// logfile.format.frame of the records packed in `b` after kHeadRoom: their length, the count of C
+// records written before them and a CRC-32 of both, in front of them. Returns where the frame
+// starts in `b` (it ends at b's end).
+const char* frame_in_place(Buf& b, int64_t colls_before) {
+  char head[32];
+  size_t h = 5;  // the marker, then room for the CRC
+  h += put_uvarint(head + h, b.size() - kHeadRoom);
+  h += put_uvarint(head + h, static_cast<uint64_t>(colls_before));
+  char* start = b.v.data() + (kHeadRoom - h);
+  std::memcpy(start, head, h);
+  start[0] = '\xc1';
+  const uint32_t c = crc32(start + 5, b.size() - (kHeadRoom - h) - 5);
+  for (int i = 0; i < 4; ++i) start[1 + i] = static_cast<char>((c >> (8 * i)) & 0xff);
+  return start;
 }
 
 template <class Out>
@@ -729,10 +1065,10 @@ void pack_key(Out& out, char k1, char k2 = 0) {  // one- or two-letter str key
 // Recorder._label's state: returns the index of a gradient bucket in its pass (-1: not a bucket).
 // epoch -1: the bucket is not numbered per backward pass (join shadow passes): it goes on only
 // when the group's previous event was the previous bucket.
-int64_t label_state(int64_t gid, int64_t eid, bool bucket, int64_t epoch) {
-  auto last = shared.last_in_group.find(gid);
-  const int64_t prev_eid = last == shared.last_in_group.end() ? -1 : last->second;
-  shared.last_in_group[gid] = eid;
+// `last`: the group's entry in last_in_group (-1: no event yet; its node never moves).
+int64_t label_state_at(int64_t* last, int64_t gid, int64_t eid, bool bucket, int64_t epoch) {
+  const int64_t prev_eid = *last;
+  *last = eid;
   if (!bucket) return -1;
   auto prev = shared.buckets.find(gid);
   const bool go_on = prev != shared.buckets.end() && prev->second.epoch == epoch &&
@@ -740,6 +1076,10 @@ int64_t label_state(int64_t gid, int64_t eid, bool bucket, int64_t epoch) {
   const int64_t index = go_on ? prev->second.index + 1 : 0;
   shared.buckets[gid] = Bucket{epoch, eid, index};
   return index;
+}
+
+int64_t label_state(int64_t gid, int64_t eid, bool bucket, int64_t epoch) {
+  return label_state_at(&shared.last_in_group.try_emplace(gid, -1).first->second, gid, eid, bucket, epoch);
 }
 
 template <class Out>
@@ -800,18 +1140,20 @@ void pack_completions(Out& out, const std::vector<Done>& dones, int64_t eid, int
 enum class Emit { written, python, failed };
 
 // GIL held. Writes the record of a cached template, or says why Python has to.
-Emit emit_cached(long tid, int64_t* eid_out) {
+Emit emit_cached(long tid, Tls& tls, int64_t* eid_out) {
   if (tid < 0 || static_cast<size_t>(tid) >= shared.packed.size() || !shared.packed[tid] || !shared.lock ||
-      in_api || errors.load() > 0)
+      tls.in_api || errors.load() > 0)
     return Emit::python;
   Packed& t = *shared.packed[tid];
   if (!shared.lock->mu.try_lock()) return Emit::python;  // Python waits for it without the GIL
   std::lock_guard<std::mutex> unlock(shared.lock->mu, std::adopt_lock);
   if (shared.lock->closed) return Emit::python;
   const int64_t eid = shared.next_eid;
-  static Buf buf, framed;  // GIL and writer lock held: reused, no allocation per record
+  static Buf buf;  // GIL and writer lock held: reused, no allocation per record
   buf.clear();
-  const int64_t index = label_state(t.gid, eid, t.bucket != nullptr, t.backward ? shared.epoch : -1);
+  buf.room(kHeadRoom);  // (the frame's header, frame_in_place)
+  if (!t.last) t.last = &shared.last_in_group.try_emplace(t.gid, -1).first->second;
+  const int64_t index = label_state_at(t.last, t.gid, eid, t.bucket != nullptr, t.backward ? shared.epoch : -1);
   if (index >= 0 && (static_cast<size_t>(index) >= t.numbered.size() || t.numbered[index].empty())) {
     // a new bucket index: intern "<label> <index>" (queues its S record in the writer)
     PyObject* sid = PyObject_CallFunction(label_fn, "OL", t.bucket, static_cast<long long>(index));
@@ -840,15 +1182,26 @@ Emit emit_cached(long tid, int64_t* eid_out) {
   pack_key(buf, 't', 's');
   pack_uint(buf, ts_us);
   pack_key(buf, 'j');
-  const int64_t j = next_seq(t.seq);
+  if (!t.seq_j) t.seq_j = &shared.seqs.try_emplace(t.seq, -1).first->second;  // (next_seq: -1 -> 0)
+  const int64_t j = ++*t.seq_j;
   pack_uint(buf, j);
-  if (t.live) mix(t.seq, j, t.sig);
+  if (t.live) {
+    if (!t.live_hash) t.live_hash = &shared.live[t.seq];
+    mix_into(*t.live_hash, j, t.sig);
+  }
   if (!dones.empty()) pack_completions(buf, dones, eid, ts_us);
   buf += t.mid;
   buf += t.labels;
   if (index >= 0) buf += t.numbered[index];
-  frame_into(framed, buf, eid);
-  if (!shared.lock->append(framed.data(), framed.size())) return Emit::failed;
+  const char* frame = frame_in_place(buf, eid);
+  const size_t framed = static_cast<size_t>(buf.data() + buf.size() - frame);
+  WriterLock& out = *shared.lock;
+  if (!out.error && out.map && out.written + static_cast<int64_t>(framed) + kReserve <= out.map_end) {
+    std::memcpy(out.map + (out.written - out.map_start), frame, framed);  // WriterLock::append, inline
+    out.written += static_cast<int64_t>(framed);
+  } else if (!out.append(frame, framed)) {
+    return Emit::failed;
+  }
   if (shared.lock->segment_bytes && shared.lock->written >= shared.lock->segment_bytes) {
     PyObject* r = PyObject_CallMethod(shared.writer, "next_segment", nullptr);  // GIL and lock held
     if (!r) {
@@ -857,7 +1210,7 @@ Emit emit_cached(long tid, int64_t* eid_out) {
     }
     Py_DECREF(r);
   }
-  shared.inflight[eid] = Inflight{issued, PyThread_get_thread_ident(), t.op};
+  shared.inflight.put(eid, Inflight{issued, tls.thread_ident(), t.op});
   shared.next_eid = eid + 1;
   *eid_out = eid;
   return Emit::written;
@@ -935,6 +1288,12 @@ void define_emit(py::module_& m) {
     return out;
   });
   m.def("label_state", &label_state);
+  m.def("crc32", [](py::bytes data) {  // the frames' CRC-32 (zlib.crc32): tests compare the two
+    char* p = nullptr;
+    Py_ssize_t n = 0;
+    if (PyBytes_AsStringAndSize(data.ptr(), &p, &n) != 0) throw py::error_already_set();
+    return crc32(p, static_cast<size_t>(n));
+  });
   m.def("mix", &mix);
   m.def("live", []() {  // [(seq_key, rolling hash, [signatures by position % ring])], for live/publisher.py summary
     py::list out;
@@ -945,17 +1304,18 @@ void define_emit(py::module_& m) {
     }
     return out;
   });
-  m.def("set_api", [](bool on) { in_api = on; });
+  m.def("set_api", [](bool on) { this_thread().in_api = on; });
   m.def("set_epoch", [](int64_t e) { shared.epoch = e; });
   m.def("track", [](int64_t eid, int64_t t_ns, unsigned long ident, const std::string& opname) {
     for (size_t i = 0; i < ops.size(); ++i)
-      if (ops[i].name == opname) shared.inflight[eid] = Inflight{t_ns, ident, static_cast<int>(i)};
+      if (ops[i].name == opname) shared.inflight.put(eid, Inflight{t_ns, ident, static_cast<int>(i)});
   });
   m.def("forget", [](int64_t eid) { shared.inflight.erase(eid); });
   m.def("inflight", []() {  // [(eid, (t_ns, thread ident, op name))], for the watchdog
     py::list out;
-    for (const auto& [eid, f] : shared.inflight)
+    shared.inflight.each([&out](int64_t eid, const Inflight& f) {
       out.append(py::make_tuple(eid, py::make_tuple(f.t_ns, f.ident, ops[f.op].name)));
+    });
     return out;
   });
 }
@@ -988,8 +1348,8 @@ bool walk(Chain& chain, std::vector<PyObject*>& names) {
   Py_XINCREF(f);
   while (f) {
     PyCodeObject* code = PyFrame_GetCode(f);
-    auto it = verdicts.find(reinterpret_cast<PyObject*>(code));
-    if (it == verdicts.end()) {
+    const Verdict* verdict = verdict_of(reinterpret_cast<PyObject*>(code));
+    if (!verdict) {
       PyObject* v = PyObject_CallOneArg(classify_fn, reinterpret_cast<PyObject*>(code));
       if (!v || !PyTuple_Check(v) || PyTuple_GET_SIZE(v) < 2) {
         Py_XDECREF(v);
@@ -997,29 +1357,30 @@ bool walk(Chain& chain, std::vector<PyObject*>& names) {
         Py_DECREF(f);
         return false;
       }
-      Verdict verdict{PyObject_IsTrue(PyTuple_GET_ITEM(v, 0)) == 1, PyTuple_GET_ITEM(v, 1),
-                      PyTuple_GET_SIZE(v) > 2 ? PyTuple_GET_ITEM(v, 2) : nullptr};
-      if (verdict.name == Py_None) verdict.name = nullptr;
-      if (verdict.reader == Py_None) verdict.reader = nullptr;
-      Py_XINCREF(verdict.name);
-      Py_XINCREF(verdict.reader);
+      Verdict fresh{PyObject_IsTrue(PyTuple_GET_ITEM(v, 0)) == 1, PyTuple_GET_ITEM(v, 1),
+                    PyTuple_GET_SIZE(v) > 2 ? PyTuple_GET_ITEM(v, 2) : nullptr};
+      if (fresh.name == Py_None) fresh.name = nullptr;
+      if (fresh.reader == Py_None) fresh.reader = nullptr;
+      Py_XINCREF(fresh.name);
+      Py_XINCREF(fresh.reader);
       Py_DECREF(v);
-      Py_INCREF(code);  // pinned: its address is the key
-      it = verdicts.emplace(reinterpret_cast<PyObject*>(code), verdict).first;
+      auto added = verdicts.emplace(reinterpret_cast<PyObject*>(code), fresh);
+      if (added.second) Py_INCREF(code);  // pinned: its address is the key (classify may have run a walk)
+      verdict = &added.first->second;
     }
     Py_DECREF(code);  // kept alive by the table
     PyFrameObject* back = PyFrame_GetBack(f);
-    if (it->second.user) {
+    if (verdict->user) {
       chain.frames.push_back(f);  // the reference moves into the chain
       f = back;
       continue;
     }
     if (chain.frames.empty()) {
-      if (it->second.name) names.push_back(it->second.name);
-      if (it->second.reader) {
+      if (verdict->name) names.push_back(verdict->name);
+      if (verdict->reader) {
         // a frameworks.Detail, one object per text kept by Python for good: its address goes into
         // the record's key, as the Python walk does (callsite.walk)
-        PyObject* d = PyObject_CallOneArg(it->second.reader, reinterpret_cast<PyObject*>(f));
+        PyObject* d = PyObject_CallOneArg(verdict->reader, reinterpret_cast<PyObject*>(f));
         if (d && d != Py_None) names.push_back(d);
         Py_XDECREF(d);  // (still alive: the Detail table holds it)
         PyErr_Clear();
@@ -1036,30 +1397,35 @@ bool walk(Chain& chain, std::vector<PyObject*>& names) {
   return true;
 }
 
-// A record's key, written into a buffer that keeps its length between calls: a field costs a
-// bounds check and a copy, not a call of std::string::append.
+// A record's key, written into a buffer that keeps its size between calls (only `n` moves): a
+// field costs a bounds check and a store, not a call of std::string::append.
 struct Key {
   std::string& s;
   size_t n = 0;
-  explicit Key(std::string& buf) : s(buf) { s.resize(std::max<size_t>(s.capacity(), 256)); }
+  explicit Key(std::string& buf) : s(buf) {
+    if (s.size() < 256) s.resize(256);
+  }
+  __attribute__((noinline)) void grow(size_t k) { s.resize(2 * s.size() + k); }
   void bytes(const void* p, size_t k) {
-    if (n + k > s.size()) s.resize(2 * s.size() + k);
-    std::memcpy(&s[n], p, k);
+    if (n + k > s.size()) grow(k);
+    std::memcpy(s.data() + n, p, k);
     n += k;
   }
   template <class T>
-  void put(T v) {
-    if (n + sizeof v > s.size()) return bytes(&v, sizeof v);
+  __attribute__((always_inline)) void put(T v) {
+    if (__builtin_expect(n + sizeof v > s.size(), 0)) grow(sizeof v);
     std::memcpy(s.data() + n, &v, sizeof v);  // (a store: sizeof v is known here)
     n += sizeof v;
   }
-  const std::string& str() {  // the key so far (its length set: a lookup, an insertion)
-    s.resize(n);
-    return s;
+  const char* data() const { return s.data(); }
+  uint64_t hash() {  // hash_padded of the key (the zeros it reads past the key are written here)
+    if (n + 16 > s.size()) grow(16);
+    std::memset(s.data() + n, 0, 16);  // (a fixed size: two stores)
+    return hash_padded(s.data(), n);
   }
 };
 
-void put_tensor(Key& key, const at::Tensor& t) {
+__attribute__((always_inline)) inline void put_tensor(Key& key, const at::Tensor& t) {
   key.put<int8_t>(static_cast<int8_t>(t.scalar_type()));
   const auto sizes = t.sizes();
   key.put<uint32_t>(static_cast<uint32_t>(sizes.size()));
@@ -1103,18 +1469,24 @@ struct Site {  // a user frame of the chain: its code object (pinned by the verd
   int position;
 };
 
-// The key's second part: the call site and the chain above it, the torch functions below it
-// (labels, frameworks.Detail objects) and the thread.
-void put_walk(Key& key, const Site* chain, size_t n, const std::vector<PyObject*>& names) {
-  key.put(reinterpret_cast<uintptr_t>(n ? chain[0].code : nullptr));
-  key.put(n ? chain[0].position : 0);
+// The key's second part: the torch functions below the call site (labels, frameworks.Detail
+// objects), the call site and the chain above it (code, position), both counts, and the thread.
+// In the order of a walk from the innermost frame: walk_light writes it as it goes.
+__attribute__((always_inline)) inline void put_site(Key& key, PyCodeObject* code, int position) {
+  key.put(reinterpret_cast<uintptr_t>(code));
+  key.put(position);
+}
+
+__attribute__((always_inline)) inline void put_walk_end(Key& key, uint32_t names, uint32_t sites, unsigned long ident) {
+  key.put(names);
+  key.put(sites);
+  key.put(static_cast<uint64_t>(ident));
+}
+
+void put_walk(Key& key, const Site* chain, size_t n, const std::vector<PyObject*>& names, unsigned long ident) {
   for (auto* s : names) key.put(reinterpret_cast<uintptr_t>(s));
-  key.put<uint32_t>(static_cast<uint32_t>(n));
-  for (size_t i = 1; i < n; ++i) {  // the chain: each caller's code and position
-    key.put(reinterpret_cast<uintptr_t>(chain[i].code));
-    key.put(chain[i].position);
-  }
-  key.put(static_cast<uint64_t>(PyThread_get_thread_ident()));
+  for (size_t i = 0; i < n; ++i) put_site(key, chain[i].code, chain[i].position);
+  put_walk_end(key, static_cast<uint32_t>(names.size()), static_cast<uint32_t>(n), ident);
 }
 
 void sites_of(const Chain& chain, std::vector<Site>& out) {
@@ -1147,26 +1519,49 @@ struct Frame311 {
 #define COLLCHECK_LIGHT_WALK 1
 bool light_walk_ok = true;  // cleared for good if it ever disagrees with the public API's walk (issue)
 
-// GIL held. walk()'s result as (code, position) pairs, without frame objects; false when the
-// stack needs the public walk: a code object not classified yet, a frame whose Detail reader
-// needs its frame object, more frames than a chain keeps.
-bool walk_light(std::vector<Site>& chain, std::vector<PyObject*>& names) {
-  chain.clear();
-  names.clear();
+// GIL held. put_walk() of walk()'s result, written into `key` while walking the interpreter's
+// frames, without frame objects; false when the stack needs the public walk: a code object not
+// classified yet, a frame whose Detail reader needs its frame object, more frames than a chain keeps.
+__attribute__((noinline)) bool walk_light(Key& key, unsigned long ident) {
+  uint32_t names = 0, sites = 0;
+  char* out = key.s.data() + key.n;  // (the key's end and room in registers through the loop)
+  char* end = key.s.data() + key.s.size();
+  auto room = [&key, &out, &end](size_t k) {
+    if (__builtin_expect(end - out < static_cast<ptrdiff_t>(k), 0)) {
+      key.n = static_cast<size_t>(out - key.s.data());
+      key.grow(k);
+      out = key.s.data() + key.n;
+      end = key.s.data() + key.s.size();
+    }
+  };
   auto* f = reinterpret_cast<Frame311*>(PyThreadState_Get()->cframe->current_frame);
   for (; f; f = f->previous) {
     PyCodeObject* code = f->f_code;
     if (f->owner != 1 && f->prev_instr < _PyCode_CODE(code) + code->_co_firsttraceable) continue;  // incomplete
-    auto it = verdicts.find(reinterpret_cast<PyObject*>(code));
-    if (it == verdicts.end()) return false;
-    if (it->second.user) {
-      if (chain.size() == kMaxChain) return false;
-      chain.push_back(Site{code, static_cast<int>((f->prev_instr - _PyCode_CODE(code)) * sizeof(_Py_CODEUNIT))});
-    } else if (chain.empty()) {
-      if (it->second.reader) return false;
-      if (it->second.name) names.push_back(it->second.name);
+    const Verdict* v = verdict_of(reinterpret_cast<PyObject*>(code));
+    if (!v) return false;
+    if (v->user) {  // put_site
+      if (sites == kMaxChain) return false;
+      room(12);
+      const uintptr_t c = reinterpret_cast<uintptr_t>(code);
+      const int position = static_cast<int>((f->prev_instr - _PyCode_CODE(code)) * sizeof(_Py_CODEUNIT));
+      std::memcpy(out, &c, sizeof c);
+      std::memcpy(out + sizeof c, &position, sizeof position);
+      out += sizeof c + sizeof position;
+      ++sites;
+    } else if (sites == 0) {
+      if (v->reader) return false;
+      if (v->name) {
+        room(8);
+        const uintptr_t name = reinterpret_cast<uintptr_t>(v->name);
+        std::memcpy(out, &name, sizeof name);
+        out += sizeof name;
+        ++names;
+      }
     }
   }
+  key.n = static_cast<size_t>(out - key.s.data());
+  put_walk_end(key, names, sites, ident);
   return true;
 }
 #endif
@@ -1220,9 +1615,9 @@ py::object details_of(const Op& o, const IValue* args, const std::string& gname,
 constexpr int64_t kPython = -3;  // (try_cached) the record goes through Python
 
 // GIL held. Writes a cached template's record: its event id, -1 when recording failed, kPython.
-int64_t try_cached(long tid) {
+int64_t try_cached(long tid, Tls& tls) {
   int64_t eid = -1;
-  switch (emit_cached(tid, &eid)) {
+  switch (emit_cached(tid, tls, &eid)) {
     case Emit::written:
       return eid;
     case Emit::failed:
@@ -1256,7 +1651,7 @@ int64_t issue_in_python(long tid, PyObject* details, PyObject* pg) {
 // Python must write this cached template's record.
 int64_t issue_walked(const Op& o, const IValue* args, const std::string& gname, const Args& a,
                      const c10::intrusive_ptr<c10d::ProcessGroup>& pg, Key& key, size_t prefix,
-                     const std::string& light_key, bool tried) {
+                     const std::string& light_key, bool tried, Tls& tls) {
   Chain chain;
   std::vector<PyObject*> names;
   if (!walk(chain, names)) {
@@ -1267,21 +1662,23 @@ int64_t issue_walked(const Op& o, const IValue* args, const std::string& gname, 
   std::vector<Site> sites;
   sites_of(chain, sites);
   key.n = prefix;
-  put_walk(key, sites.data(), sites.size(), names);
+  put_walk(key, sites.data(), sites.size(), names, tls.thread_ident());
 #ifdef COLLCHECK_LIGHT_WALK
-  if (!light_key.empty() && light_key != key.str()) light_walk_ok = false;  // (never seen: a safety net)
+  if (!light_key.empty() && (light_key.size() != key.n || std::memcmp(light_key.data(), key.data(), key.n) != 0))
+    light_walk_ok = false;  // (never seen: a safety net)
 #else
   (void)light_key;
 #endif
   long tid = -1;
   PyObject* details = nullptr;
   py::object fresh, pg_obj = py::none();
-  auto it = o.cache ? entries.find(key.str()) : entries.end();
-  if (it != entries.end()) {
-    tid = it->second.tid;
-    details = it->second.details;
+  const uint64_t hash = key.hash();
+  Entry* found = o.cache ? entries.find(key.data(), key.n, hash) : nullptr;
+  if (found) {
+    tid = found->tid;
+    details = found->details;
     if (!tried) {
-      const int64_t r = try_cached(tid);
+      const int64_t r = try_cached(tid, tls);
       if (r != kPython) return r;
     }
   } else {
@@ -1300,84 +1697,67 @@ int64_t issue_walked(const Op& o, const IValue* args, const std::string& gname, 
     if (o.cache && entries.size() < kMaxEntries) {
       tid = static_cast<long>(entries.size());
       Py_INCREF(details);
-      entries.emplace(key.str(), Entry{tid, details});
+      entries.insert(key.data(), key.n, hash, Entry{tid, details});
     }
   }
   return issue_in_python(tid, details, pg_obj.ptr());
 }
 
-struct IssueTls {  // issue()'s per-thread storage
-  std::string buffer;  // the key: keeps its capacity, no allocation per record
-  int depth = 0;       // re-entered from a __del__ during a Python call: a fresh key
-  // the light walk's result, used before any Python call: a re-entered issue() cannot clash
-  std::vector<Site> light;
-  std::vector<PyObject*> light_names;
-};
-thread_local IssueTls issue_tls;
-
 // Writes the record before the op is issued: itself for a cached template (the light walk, no
 // Python object made), else through Python. Returns the event id, -2 - eid when Python wants to
 // hear when the op returns (blocking API call), -1 when nothing was recorded.
-int64_t issue(int idx, const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+int64_t issue(Tls& tls, int idx, const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
   const Op& o = ops[idx];
   const size_t n = op.schema().arguments().size();
   const IValue* args = stack.data() + (stack.size() - n);
   const std::string& gname = borrow<c10d::ProcessGroup>(args[o.pg])->getGroupName();
-  IssueTls& tls = issue_tls;  // (one look-up of this thread's storage: a call in a shared library)
   struct Depth {
     int& d;
     explicit Depth(int& depth) : d(depth) { ++d; }
     ~Depth() { --d; }
   } in_issue(tls.depth);
   std::string fresh_key;
-  Key key(tls.depth == 1 ? tls.buffer : fresh_key);
+  Key key(tls.depth == 1 ? tls.key : fresh_key);
   const Args a = put_args(key, idx, o, args, n, gname);
   const size_t prefix = key.n;
 
-  Gil gil;
+  KernelGil gil;
   if (!enabled.load(std::memory_order_relaxed) || !issue_fn) return -1;
   bool tried = false;  // emit_cached said Python must write it
   std::string light_key;
 #ifdef COLLCHECK_LIGHT_WALK
-  if (o.cache && light_walk_ok && walk_light(tls.light, tls.light_names)) {
-    put_walk(key, tls.light.data(), tls.light.size(), tls.light_names);
-    auto it = entries.find(key.str());
-    if (it != entries.end()) {
-      const int64_t r = try_cached(it->second.tid);
+  if (o.cache && light_walk_ok && walk_light(key, tls.thread_ident())) {
+    if (Entry* e = entries.find(key.data(), key.n, key.hash())) {
+      const int64_t r = try_cached(e->tid, tls);
       if (r != kPython) return r;
       tried = true;
     }
-    light_key = key.str();
+    light_key.assign(key.data(), key.n);
   }
 #endif
   return issue_walked(o, args, gname, a, args[o.pg].toCustomClass<c10d::ProcessGroup>(), key, prefix, light_key,
-                      tried);
+                      tried, tls);
 }
 
 // The index in ops of a c10d op the kernel runs for (-1: none), found by name once per thread and
 // op in a row (c10d's schemas live as long as the process: the address names the op).
-int op_of(const c10::OperatorHandle& op) {
-  struct Last {
-    const c10::FunctionSchema* schema = nullptr;
-    int index = -1;
-  };
-  thread_local Last last;
-  Last& l = last;
+int op_of(Tls& tls, const c10::OperatorHandle& op) {
   const c10::FunctionSchema* schema = &op.schema();
-  if (schema != l.schema) {
+  if (schema != tls.schema) {
     const auto found = op_index.find(schema->name());
-    l.index = found == op_index.end() ? -1 : found->second;
-    l.schema = schema;
+    tls.index = found == op_index.end() ? -1 : found->second;
+    tls.schema = schema;
   }
-  return l.index;
+  return tls.index;
 }
 
 // One stateless boxed function for every op (its index found by name): with no functor object,
 // unregistering the kernels while another thread runs one frees nothing it uses.
 void kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   const auto next = ks.remove(c10::DispatchKey::BackendSelect);
+  Tls& tls = this_thread();
   // meta/fake tensors while torch.compile traces are not collectives
-  const int index = op_of(op);
+  const int index = op_of(tls, op);
   if (index < 0 || !enabled.load(std::memory_order_relaxed) || ks.has(c10::DispatchKey::Meta) ||
       ks.has(c10::DispatchKey::Python) || !Py_IsInitialized() || COLLCHECK_FINALIZING()) {
     op.redispatchBoxed(next, stack);
@@ -1385,7 +1765,7 @@ void kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::S
   }
   int64_t r = -1;
   try {
-    r = issue(index, op, *stack);
+    r = issue(tls, index, op, *stack);
   } catch (const std::exception& e) {  // never break the job: stop recording, say why once
     Gil gil;
     call_fail(e.what());
@@ -1409,7 +1789,7 @@ void kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::S
   }
   const int64_t t_ret = now_ns();
   try {
-    if (keep_polled(eid, t_ret, op, *stack))
+    if (keep_polled(tls, eid, t_ret, op, *stack))
       return;  // its completion comes from poll_kept
     if (blocking_api)
       report(eid, t_ret, nullptr);
@@ -1482,7 +1862,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     // registered (disabled) in the child for good
     library_mu = new std::mutex();
     (void)library.release();
-    done_mu = new std::mutex();
+    done_mu = new SpinLock();
     done_q = new std::vector<Done>();
     polled_mu = new std::mutex();
     polled_q = new std::vector<Polled>();  // (the parent's Works are not the child's: leaked, never released)
