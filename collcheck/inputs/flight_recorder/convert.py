@@ -44,7 +44,7 @@ from .columns import Columns, usual_columns
 from .compiled import library, scan_dump
 from .entries import group_order
 from .load import decode_bytes, decode_dump, read_dump_bytes
-from .parallel import keep, pool_size, run_all
+from .parallel import chunk_size, keep, pool_size, run_all
 from .rank_log import LOG_NAME, RankPlan, RankWriter, RunFacts, rank_header
 
 _PACK = msgpack.Packer(use_bin_type=True).pack
@@ -202,7 +202,7 @@ def _plan(paths: dict[int, str], crcs: dict[int, int], workers: int) -> Plan:
     library()  # (built or loaded here once, before the workers are forked)
     got: dict[int, RankSummary] = {}
     tables: dict = {}  # one copy of each distinct group table (a world of ranks in each summary)
-    results = run_all(_summary_of, jobs, workers, _summary_here)
+    results = run_all(_summary_of, jobs, workers, _summary_here, chunk_size(len(jobs), workers))
     for i, summary in progress.tracked("converting Flight Recorder dumps", results, len(jobs)):
         key = repr(sorted(summary.pg_config.items()))
         summary.pg_config = tables.setdefault(key, summary.pg_config)

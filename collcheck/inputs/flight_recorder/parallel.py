@@ -1,8 +1,9 @@
 """Dumps read in worker processes, as many at once as the machine has CPUs, with the C unpickler
 (load.py): a worker that a dump's CPU-time limit ends takes only itself down.
 
-At most two dumps per worker are in flight, so that a worker's death leaves few whose fate is
-unknown: those are read again in this process with the Python unpickler (`fallback`), which
+Dumps are handed over a few at a time (`chunk_size`: handing one over costs a fraction of a
+millisecond in the command's process, which shares the CPUs with the workers), at most two such
+tasks per worker in flight, so that a worker's death leaves few whose fate is unknown: those are read again in this process with the Python unpickler (`fallback`), which
 refuses what the C one could only be stopped in, or reads what a worker died of otherwise (the
 kernel's out-of-memory killer); the rest go on in a new pool. What a worker raises (LogError: one
 line) is raised here.
@@ -21,7 +22,8 @@ from collections.abc import Callable, Iterator
 
 from .load import fast_decoding, limit_core_dumps
 
-IN_FLIGHT = 2  # dumps handed to each worker at a time
+IN_FLIGHT = 2  # tasks handed to each worker at a time
+CHUNK_MOST = 8  # dumps of one task, at most
 PER_POOL = 128  # dumps per worker of one pool: then its workers exit, and a new pool goes on (a pool
 # costs a fork per worker: a few ms, more for a large command process)
 KEEP_RSS = 192 << 20  # bytes of memory up to which a worker keeps what it decoded
@@ -50,9 +52,15 @@ def _rss() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def run_all(fn: Callable, items: list, workers: int, fallback: Callable) -> Iterator[tuple[int, object]]:
+def chunk_size(items: int, workers: int) -> int:
+    """Dumps per task: up to CHUNK_MOST, while every worker still gets 32 tasks or more (the last
+    ones then end together)."""
+    return max(1, min(CHUNK_MOST, items // (max(workers, 1) * 32)))
+
+
+def run_all(fn: Callable, items: list, workers: int, fallback: Callable, chunk: int = 1) -> Iterator[tuple[int, object]]:
     """(index, fn(item)) for every item, in the order they complete, in `workers` forked processes
-    (none: `fallback(item)` here, in order)."""
+    that take `chunk` items a task (none: `fallback(item)` here, in order)."""
     if workers <= 0:
         for i, item in enumerate(items):
             yield i, fallback(item)
@@ -61,26 +69,32 @@ def run_all(fn: Callable, items: list, workers: int, fallback: Callable) -> Iter
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     from concurrent.futures.process import BrokenProcessPool
 
-    todo = list(enumerate(items))[::-1]
+    numbered = list(enumerate(items))
+    todo = [numbered[k:k + chunk] for k in range(0, len(numbered), chunk)][::-1]
     while todo:
         pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"), initializer=_worker)
         running: dict = {}
         share = PER_POOL * workers
         try:
-            while (todo and share) or running:
-                while todo and share and len(running) < IN_FLIGHT * workers:
-                    i, item = todo.pop()
-                    running[pool.submit(fn, item)] = (i, item)
-                    share -= 1
+            while (todo and share > 0) or running:
+                while todo and share > 0 and len(running) < IN_FLIGHT * workers:
+                    part = todo.pop()
+                    running[pool.submit(_each, fn, [item for _, item in part])] = part
+                    share -= len(part)
                 done, _ = wait(running, return_when=FIRST_COMPLETED)
                 if any(isinstance(f.exception(), BrokenProcessPool) for f in done):
                     break
                 for f in done:
-                    yield running.pop(f)[0], f.result()
+                    part = running.pop(f)
+                    yield from zip((i for i, _ in part), f.result())
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
-        for i, item in sorted(running.values(), key=lambda r: r[0]):  # the pool broke: these, here
+        for i, item in sorted(pair for part in running.values() for pair in part):  # the pool broke: these, here
             yield i, fallback(item)
+
+
+def _each(fn: Callable, items: list) -> list:
+    return [fn(item) for item in items]
 
 
 def _worker() -> None:

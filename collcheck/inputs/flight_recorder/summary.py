@@ -68,17 +68,14 @@ def summarize(rank: int, path: str, head: dict, cols: Columns) -> RankSummary:
     """The summary of a dump whose header and tables are `head` (schema.dump_head) and whose good
     entries are `cols`."""
     texts = cols.texts
-    names = np.unique(cols.name).tolist()
-    ops = {i: split_name(texts[i]) for i in names}  # name id -> (backend, op, meta)
-    groups, firsts = np.unique(cols.group, return_index=True)
-    in_order = np.argsort(firsts, kind="stable")  # groups in the order their entries first name them
+    ops = {i: split_name(texts[i]) for i in _distinct(cols.name)}  # name id -> (backend, op, meta)
+    groups, firsts = _firsts(cols.group)  # groups in the order their entries first name them
     created = cols.created[cols.created > 0]
     s = RankSummary(rank, path, head["version"], head["pg_config"], head["pg_status"], head["damaged"], head["damage"],
                     len(cols), frozenset(op[0] for op in ops.values()), int(created.min()) if len(created) else 0,
-                    {texts[g]: texts[cols.desc[i]] for g, i in zip(groups[in_order].tolist(),
-                                                                      firsts[in_order].tolist())},
-                    {}, set(), {}, {}, False)
-    for pg, g in set(zip(cols.pg_id.tolist(), cols.group.tolist())):
+                    {texts[g]: texts[cols.desc[i]] for g, i in zip(groups, firsts)}, {}, set(), {}, {}, False)
+    for key in _distinct((cols.pg_id.astype(np.int64) + 1) << 32 | cols.group):
+        pg, g = (key >> 32) - 1, key & 0xFFFFFFFF
         s.pg_ids.setdefault(None if pg < 0 else texts[pg], set()).add(texts[g])
     counted = _counted(head, cols)
     _sequences(s, cols, counted, ops)
@@ -92,7 +89,7 @@ def _counted(head: dict, cols: Columns) -> np.ndarray:
     """Per entry: whether its group's counters say it completed (its number at most the last
     completed; a group without counters: no)."""
     last = {pg: st["last_completed_collective"] for pg, st in head["pg_status"].items()}
-    ids = np.unique(cols.pg_id).tolist()
+    ids = _distinct(cols.pg_id)
     known = {i: last.get(cols.texts[i]) if i >= 0 else None for i in ids}
     table = np.array([-2 if known[i] is None else known[i] for i in ids], np.int64)  # (-2: none, below any)
     return cols.seq <= table[np.searchsorted(ids, cols.pg_id)] if ids else np.zeros(0, bool)
@@ -104,7 +101,7 @@ def _sequences(s: RankSummary, cols: Columns, counted: np.ndarray, ops: dict) ->
     texts = cols.texts
     collective = ~cols.p2p
     groups, seqs = cols.group[collective], cols.seq[collective]
-    for g in _in_order(groups):
+    for g in _firsts(groups)[0]:
         mine = seqs[groups == g]
         s.max_seq[texts[g]] = int(mine.max())
         if (mine == 0).any():
@@ -112,16 +109,17 @@ def _sequences(s: RankSummary, cols: Columns, counted: np.ndarray, ops: dict) ->
     joins = [i for i, (backend, op, _) in ops.items() if backend == "gloo" and op in SYMMETRIC]
     if joins:  # (gloo only)
         joining = counted & np.isin(cols.name, joins) & collective
-        for g in np.unique(cols.group[joining]).tolist():
+        for g in _distinct(cols.group[joining]):
             s.joined[texts[g]] = _runs(cols.seq[joining & (cols.group == g)])
 
 
 def _runs(numbers: np.ndarray) -> list[tuple[int, int]]:
     """The distinct numbers as runs (first, last) of consecutive ones, in order: a few per group,
     not thousands."""
-    v = np.unique(numbers)
-    if not len(v):
+    if not len(numbers):
         return []
+    v = np.sort(numbers)
+    v = v[np.concatenate(([True], v[1:] != v[:-1]))]
     breaks = np.flatnonzero(np.diff(v) != 1) + 1
     firsts = np.concatenate(([0], breaks))
     lasts = np.concatenate((breaks - 1, [len(v) - 1]))
@@ -181,7 +179,7 @@ def _each_entry(s: RankSummary, cols: Columns, order: np.ndarray, per_entry: tup
     group_of = cols.group[order]
     seq_of = cols.seq[order]
     s.blocks = len(order)
-    for g in _in_order(group_of):
+    for g in _firsts(group_of)[0]:
         mine = np.flatnonzero(group_of == g)
         s.channels[(texts[g], 0)] = [int(seq_of[mine[-1]]), rolled(sigs[mine]), False]
     done = (cols.state[order] == _id(texts, "completed")) | counted[order]
@@ -222,10 +220,22 @@ def _group_keys(cols: Columns) -> np.ndarray:
     return cols.group.astype(np.int64) << 32 | cols.desc.astype(np.int64)
 
 
-def _in_order(ids: np.ndarray) -> list[int]:
-    """The distinct ids, in the order they first come."""
-    distinct, first = np.unique(ids, return_index=True)
-    return distinct[np.argsort(first, kind="stable")].tolist()
+def _distinct(ids: np.ndarray) -> list[int]:
+    """The distinct values of `ids` (small ids, -1 for none; or any int64 keys), in order."""
+    if len(ids) and ids.min() >= -1 and ids.max() < 4 * len(ids) + 1024:  # (ids: counted, not sorted)
+        return (np.flatnonzero(np.bincount(ids + 1)) - 1).tolist()
+    return np.unique(ids).tolist()
+
+
+def _firsts(ids: np.ndarray) -> tuple[list[int], list[int]]:
+    """The distinct ids (>= 0) in the order they first come, and the index of each one's first."""
+    if not len(ids):
+        return [], []
+    first = np.full(int(ids.max()) + 1, len(ids))
+    first[ids[::-1]] = np.arange(len(ids) - 1, -1, -1)  # (the last write wins: the first index)
+    distinct = np.flatnonzero(first < len(ids))
+    order = np.argsort(first[distinct], kind="stable")
+    return distinct[order].tolist(), first[distinct][order].tolist()
 
 
 def _parts(cols: Columns, ops: dict) -> np.ndarray:

@@ -178,15 +178,21 @@ def _here(item):
     return ("here", item, os.getpid())
 
 
-def test_a_worker_that_dies_takes_only_itself_down():
-    """The dumps in flight when a worker died (at most two per worker) are read again here; the
-    others in a new pool."""
-    got = dict(parallel.run_all(_dies_on_3, list(range(30)), 2, _here))
+@pytest.mark.parametrize("chunk", [1, 3])
+def test_a_worker_that_dies_takes_only_itself_down(chunk):
+    """The dumps in flight when a worker died (at most two tasks of `chunk` per worker) are read
+    again here; the others in a new pool. Each dump once, whatever the chunks."""
+    got = dict(parallel.run_all(_dies_on_3, list(range(30)), 2, _here, chunk))
     assert [got[i][1] for i in range(30)] == list(range(30))
     here = {i for i, v in got.items() if v[0] == "here"}
-    assert 3 in here and len(here) <= parallel.IN_FLIGHT * 2 and got[29][0] == "worker", here
+    assert 3 in here and len(here) <= parallel.IN_FLIGHT * 2 * chunk and got[29][0] == "worker", here
     assert all(v[2] == os.getpid() for i, v in got.items() if i in here)
     assert not any(v[2] == os.getpid() for i, v in got.items() if i not in here)
+
+
+def test_chunks_are_a_few_dumps_and_every_worker_gets_many():
+    assert parallel.chunk_size(10, 2) == 1 and parallel.chunk_size(1024, 2) == parallel.CHUNK_MOST
+    assert parallel.chunk_size(200, 2) == 3 and parallel.chunk_size(5, 0) == 1
 
 
 def _kept(item):
