@@ -48,7 +48,8 @@ def _markers(path: Path) -> dict[str, int]:
     return found
 
 
-COLD = {"bug_trainer_callback_gather.py"}  # reads the transformers package cold (10-30 s): -m slow
+COLD = {"bug_trainer_callback_gather.py", "ok_trainer_callback_barrier_outside.py"}  # read the transformers package
+# cold (10-30 s): -m slow
 
 
 def _param(name: str):
