@@ -58,8 +58,9 @@ def test_framework_bug_programs_are_flagged_at_their_bug_case(program):
     assert all(f.kind == "rank" for f in found)
 
 
-@pytest.mark.parametrize("program", ["fw_transformers.py", "frameworks.py", "pipeline_ok.py", "every_op.py",
-                                     "batch_ring.py", "join_uneven_inputs", "subgroup_members_only"])
+@pytest.mark.parametrize("program", [
+    pytest.param("fw_transformers.py", marks=pytest.mark.slow),  # (reads the transformers package cold: 10-30 s)
+    "frameworks.py", "pipeline_ok.py", "every_op.py", "batch_ring.py", "join_uneven_inputs", "subgroup_members_only"])
 def test_correct_programs_give_no_finding(program):
     path = PROGRAMS / program if program.endswith(".py") else ROOT / "scenarios" / program / "main.py"
     assert lint_paths([path]).findings == []
