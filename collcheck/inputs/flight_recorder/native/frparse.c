@@ -318,7 +318,6 @@ fr_t *fr_parse(const uint8_t *data, int64_t size, int64_t max_nodes, int *rc) {
 }
 
 int64_t fr_root(const fr_t *p) { return p->root; }
-int64_t fr_nodes(const fr_t *p) { return p->nn; }
 
 /* a node: its kind, a, b (see node_t) */
 int fr_node(const fr_t *p, int64_t id, int64_t *a, int64_t *b) {
