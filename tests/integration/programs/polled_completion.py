@@ -14,6 +14,7 @@ LATE_S = 1.0
 dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=30))
 rank = dist.get_rank()
 x, y = torch.ones(4), torch.ones(4)
+dist.barrier()  # the ranks leave together: rank 1's lateness is its own, not the start's skew
 if rank == 1:
     time.sleep(LATE_S)
 work = dist.all_reduce(x, async_op=True)  # @async
