@@ -324,3 +324,26 @@ def test_nothing_is_published_once_recording_stops(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     _, before, after, state = proc.stdout.split()
     assert int(before) > 1 and before == after and state == "end", proc.stdout  # published, then its last word
+
+
+@pytest.mark.timeout(120)
+def test_ranks_leave_quietly_where_rank_0_served_the_store(tmp_path):
+    """Without torchrun rank 0 serves the job's store and takes it along when it exits: a rank's
+    last words (its final summary, its closed log) are not sent to a server that is gone (torch
+    logs a C++ backtrace for each attempt), so the job's stderr holds nothing of collcheck's, and
+    the logs are whole."""
+    port = free_port()
+    env = base_env(tmp_path, run_id="rank0-store")
+    jobs = [subprocess.Popen([sys.executable, program("store_on_rank0.py"), str(rank), "2", str(port)], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
+    try:
+        ended = [job.communicate(timeout=90) for job in jobs]
+    finally:
+        for job in jobs:
+            job.kill()
+    for rank, (job, (out, err)) in enumerate(zip(jobs, ended, strict=True)):
+        assert job.returncode == 0 and out.strip() == f"rank {rank} done", err[-3000:]
+        for noise in ("sendBytes", "Broken pipe", "live mode off", "Traceback"):
+            assert noise not in err, (rank, err[-3000:])
+    code, report = diff_json(str(tmp_path / "rank0-store"))
+    assert code == 0 and [r["collectives"] for r in report["ranks"].values()] == [20, 20], report

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import socket
 import sys
 import threading
 import time
@@ -33,6 +34,7 @@ from . import share
 from .keys import ABORT_KEY, CHECKER_KEY, KEY_PREFIX, REQUEST_KEY, SIGNAL_KEY
 
 STORE_TIMEOUT_S = 10.0
+PROBE_TIMEOUT_S = 1.0
 ABORT_EXIT_CODE = 1
 VERSION = 1
 
@@ -69,6 +71,27 @@ def live_store():
     store = c10d._get_default_store().clone()
     store.set_timeout(datetime.timedelta(seconds=STORE_TIMEOUT_S))
     return store
+
+
+def reachable(store) -> bool:
+    """Whether the TCPStore server under `store` still takes connections: one connect. Without
+    torchrun's agent, rank 0 serves the job's store, and the server goes with its default group;
+    torch logs a C++ backtrace for every request to a server that is gone, so a rank's last words
+    (its final summary, its closed log) are sent only where this says yes. Other stores: True."""
+    inner = store
+    for _ in range(16):  # (PrefixStores wrap it; a bounded walk)
+        below = getattr(inner, "underlying_store", None)
+        if below is None:
+            break
+        inner = below
+    host, port = getattr(inner, "host", None), getattr(inner, "port", None)
+    if not isinstance(host, str) or not isinstance(port, int) or port <= 0:
+        return True
+    try:
+        socket.create_connection((host, port), timeout=PROBE_TIMEOUT_S).close()
+    except OSError:
+        return False
+    return True
 
 
 class Publisher(threading.Thread):
@@ -141,12 +164,16 @@ class Publisher(threading.Thread):
         """The checking rank exited and handed the checking to this one."""
         return self.store.check([CHECKER_KEY]) and self.store.get(CHECKER_KEY) == str(self.rank).encode()
 
-    def final(self, rec, state: str) -> bool:
-        """The rank is done ("end") or raised ("err"): the checker stops waiting for it. False: the
-        store refused the last summary."""
+    def halt(self) -> None:
+        """Stop the thread's turns (and wait for the one under way)."""
         self.stop.set()
         if self.is_alive() and self is not threading.current_thread():
             self.join(2 * self.interval + STORE_TIMEOUT_S)
+
+    def final(self, rec, state: str) -> bool:
+        """The rank is done ("end") or raised ("err"): the checker stops waiting for it. False: the
+        store refused the last summary."""
+        self.halt()
         try:
             self.publish(rec, state)
         except Exception:

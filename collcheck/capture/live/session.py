@@ -56,6 +56,10 @@ def end(rec, state: str = "end") -> None:
     summary (also one this rank was handed and has not started yet), stop the threads."""
     global _publisher, _checker, _leave_to
     publisher, checker = _publisher, _checker
+    if publisher is not None and not live.reachable(publisher.store):
+        live.OFF.set()  # the rank that served the store is gone, and nobody can check: quietly off
+        publisher.halt()
+        publisher = checker = None
     if publisher is not None and rec.writer is not None:
         try:
             if checker is None and publisher.designated():
@@ -74,8 +78,8 @@ def after_close(rec) -> None:
     last summary from this rank said it ended (end()), for a checker that asks later."""
     global _leave_to
     store, _leave_to = _leave_to, None
-    if store is None or rec.writer is None or live.OFF.is_set():
-        return
+    if store is None or rec.writer is None or live.OFF.is_set() or not live.reachable(store):
+        return  # (nobody can ask for it: the store went with the rank that served it)
     try:
         share.leave(rec, store)
     except Exception as exc:  # noqa: BLE001 - the store went away: live mode off, the exit goes on
