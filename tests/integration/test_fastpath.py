@@ -8,8 +8,10 @@ tag, API fields, purpose labels, call sites, thread) and which collectives compl
 
 from __future__ import annotations
 
+import glob
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +20,7 @@ import pytest
 
 from collcheck.logfile import format as lf
 from collcheck.logfile.reader import read_log
+from collcheck.model import load_run
 from support.cli import diff_json, run_cli
 from support.corpus import FASTPATH_BUILD_TIMEOUT as BUILD_TIMEOUT
 from support.jobs import base_env, log_files, marker_lines, program
@@ -111,6 +114,37 @@ def test_every_op_same_records(corpus):
             with open(os.path.join(run_dir, f"live-state-{rank}.json")) as f:
                 states.append(json.load(f))
         assert states[0] == states[1] and len(states[0]["g"]) >= 3 and states[0]["c"], states
+
+
+@pytest.mark.recordings("threads@compiled")
+def test_threads_recording_at_once_lose_no_record(corpus):
+    """Four threads per rank issue all-reduces on groups of their own at once, the compiled path
+    writing their records without the GIL, while live mode reads the same tables every 50 ms and
+    the log rolls over segments: every collective is in the log once, in its thread's group,
+    numbered without a gap, completed, and the two ranks agree."""
+    rec = corpus("threads@compiled")
+    assert rec.rc == 0 and "compiled fast path in use" in rec.stderr, rec.tail()
+    assert "Warning" not in rec.stderr, rec.stderr[-3000:]
+    without_gil = [int(n) for n in re.findall(r"done, (\d+) records without the GIL", rec.stdout)]
+    assert len(without_gil) == 2 and min(without_gil) > 600, rec.stdout  # (most of the 1,200 a rank)
+    run = load_run(rec.run_dir)
+    for rank in (0, 1):
+        log = run.ranks[rank]
+        events = [log.event(i) for i in range(len(log))]
+        assert [e.index for e in events] == list(range(len(events)))
+        by_thread = {}
+        for e in events:
+            if e.sig.op == "allreduce_":
+                by_thread.setdefault(e.thread, []).append(e)
+        assert sorted(by_thread) == [f"issuer-{i}" for i in range(4)], sorted(by_thread)
+        for thread, mine in by_thread.items():
+            assert len(mine) == 300 and len({e.group for e in mine}) == 1, (rank, thread, len(mine))
+            assert [e.position for e in mine] == list(range(300)), (rank, thread)
+            assert all(e.completed for e in mine), (rank, thread)
+        assert len({mine[0].group for mine in by_thread.values()}) == 4
+    assert len(glob.glob(os.path.join(rec.run_dir, "rank-00000.*"))) > 1  # (segments rolled)
+    code, report = diff_json(rec.run_dir)
+    assert code == 0 and not report["findings"], report
 
 
 @pytest.mark.slow

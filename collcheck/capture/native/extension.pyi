@@ -25,8 +25,9 @@ def attach(issue: Callable[[int, tuple, Any, list | None, Any], int | None],
 def set_enabled(on: bool) -> None: ...
 def registered() -> bool: ...
 def after_fork_in_child() -> None: ...
-def stats() -> tuple[int, int, int]:
-    """(templates, classified code objects, Work types without a future)."""
+def stats() -> tuple[int, int, int, int]:
+    """(templates, classified code objects, Work types without a future, records written
+    without taking the GIL back)."""
 
 # -- state shared with the recorder (writer lock held) ----------------------------------
 def cache(tid: int, head: bytes, mid: bytes, pairs: int, gid: int, opname: str, labels: bytes,
