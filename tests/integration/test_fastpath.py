@@ -121,7 +121,11 @@ def test_threads_recording_at_once_lose_no_record(corpus):
     """Four threads per rank issue all-reduces on groups of their own at once, the compiled path
     writing their records without the GIL, while live mode reads the same tables every 50 ms and
     the log rolls over segments: every collective is in the log once, in its thread's group,
-    numbered without a gap, completed, and the two ranks agree."""
+    numbered without a gap, at its own call site (each site twice in a row, then another: the
+    memo of the thread's last stack is used, and left), completed, and the two ranks agree."""
+    script = program("threads_groups.py")
+    lines = marker_lines(script)
+    expected = [lines[("async", "blocking", "helper")[n // 2 % 3]] for n in range(300)]
     rec = corpus("threads@compiled")
     assert rec.rc == 0 and "compiled fast path in use" in rec.stderr, rec.tail()
     assert "Warning" not in rec.stderr, rec.stderr[-3000:]
@@ -141,6 +145,7 @@ def test_threads_recording_at_once_lose_no_record(corpus):
             assert len(mine) == 300 and len({e.group for e in mine}) == 1, (rank, thread, len(mine))
             assert [e.position for e in mine] == list(range(300)), (rank, thread)
             assert all(e.completed for e in mine), (rank, thread)
+            assert [e.site[1] for e in mine] == expected and {e.site[0] for e in mine} == {script}, (rank, thread)
         assert len({mine[0].group for mine in by_thread.values()}) == 4
     assert len(glob.glob(os.path.join(rec.run_dir, "rank-00000.*"))) > 1  # (segments rolled)
     code, report = diff_json(rec.run_dir)

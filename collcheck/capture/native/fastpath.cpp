@@ -99,6 +99,11 @@ struct Tls {
   unsigned long ident = 0;  // PyThread_get_thread_ident() (0: not asked yet)
   const std::type_info* work_type = nullptr;  // enqueue_type: the last Work type asked, and its answer
   bool enqueue = false;
+  // without_gil's memo of this thread's last record written there: its key's first part
+  // (put_args), every frame's (code, last instruction) from the innermost, and their template
+  std::string memo_args;
+  std::vector<std::pair<const void*, const void*>> memo_frames;
+  long memo_tid = -1;
   unsigned long thread_ident() {
     if (!ident) ident = PyThread_get_thread_ident();
     return ident;
@@ -1803,15 +1808,53 @@ int64_t issue_walked(const Op& o, const IValue* args, const std::string& gname, 
 // Returns the event id, -1 when writing failed, kPython when the GIL is needed (a template not
 // cached yet, a frame not classified yet, a record emit_cached leaves to Python).
 int64_t written_without_gil = 0;  // (state_mu held) records so far, for stats()
+constexpr size_t kMemoFrames = 64;
+
+// The same stack as the memo's: every frame's code and last instruction equal, innermost first.
+// Then the walk would write the same key (a frame's verdict is its code's, its position its
+// instruction's; the thread is the same), so the memo's template is the record's: no verdict,
+// no code object, no key to hash and probe is read.
+bool same_frames(const Tls& tls, PyThreadState* ts) {
+  const auto* f = reinterpret_cast<const Frame311*>(ts->cframe->current_frame);
+  const size_t n = tls.memo_frames.size();
+  size_t i = 0;
+  for (; f; f = f->previous, ++i)
+    if (i == n || tls.memo_frames[i].first != f->f_code || tls.memo_frames[i].second != f->prev_instr) return false;
+  return i == n;
+}
+
+// After a walk found template `tid`: its stack, kept as the memo (not kept where a frame is
+// incomplete: its code object may not be pinned, and another could take its address).
+void remember(Tls& tls, PyThreadState* ts, const Key& key, size_t prefix, long tid) {
+  tls.memo_tid = -1;
+  tls.memo_frames.clear();
+  for (const auto* f = reinterpret_cast<const Frame311*>(ts->cframe->current_frame); f; f = f->previous) {
+    const PyCodeObject* code = f->f_code;
+    if (tls.memo_frames.size() == kMemoFrames ||
+        (f->owner != 1 && f->prev_instr < _PyCode_CODE(code) + code->_co_firsttraceable))
+      return;
+    tls.memo_frames.emplace_back(code, f->prev_instr);
+  }
+  tls.memo_args.assign(key.data(), prefix);
+  tls.memo_tid = tid;
+}
 
 int64_t without_gil(Key& key, PyThreadState* ts, Tls& tls) {
+  const size_t prefix = key.n;  // (put_args's part; the walk's follows)
+  const bool memo = tls.memo_tid >= 0 && tls.memo_args.size() == prefix &&
+                    std::memcmp(tls.memo_args.data(), key.data(), prefix) == 0 && same_frames(tls, ts);
   StateGuard guard(*state_mu);
-  if (!enabled.load(std::memory_order_relaxed) || !issue_fn || !walk_light(key, tls.thread_ident(), ts))
-    return kPython;
-  const Entry* e = entries.find(key.data(), key.n, key.hash());
-  if (!e) return kPython;
+  if (!enabled.load(std::memory_order_relaxed) || !issue_fn) return kPython;
+  long tid = tls.memo_tid;
+  if (!memo) {
+    if (!walk_light(key, tls.thread_ident(), ts)) return kPython;
+    const Entry* e = entries.find(key.data(), key.n, key.hash());
+    if (!e) return kPython;
+    tid = e->tid;
+    remember(tls, ts, key, prefix, tid);
+  }
   int64_t eid = -1;
-  switch (emit_cached(e->tid, tls, &eid, false)) {
+  switch (emit_cached(tid, tls, &eid, false)) {
     case Emit::written:
       ++written_without_gil;
       return eid;

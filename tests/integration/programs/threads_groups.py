@@ -2,8 +2,9 @@
 (made in the same order on every rank), each issuing CALLS all-reduces, blocking and async in
 turn, while live mode's publisher reads the recorder's tables every 50 ms
 (COLLCHECK_LIVE_INTERVAL) and the log rolls to a new segment now and then (COLLCHECK_MAX_MB,
-where the test sets it). The compiled path writes these records without taking the GIL back:
-each must be in the log once, with an event id of its own."""
+where the test sets it). The compiled path writes these records without taking the GIL back,
+from a memo of each thread's last stack: each must be in the log once, with an event id and the
+call site of its own."""
 import datetime
 import threading
 
@@ -17,14 +18,22 @@ groups = [dist.new_group([0, 1]) for _ in range(THREADS)]
 start = threading.Barrier(THREADS)
 
 
+def step(t, group) -> None:
+    dist.all_reduce(t, group=group)  # @helper
+
+
 def issue(i: int) -> None:
+    """Each call site twice in a row, in turn: async, blocking, blocking one frame further down."""
     group, t = groups[i], torch.ones(8)
     start.wait()
     for n in range(CALLS):
-        if n % 2:
-            dist.all_reduce(t, group=group)
+        kind = n // 2 % 3
+        if kind == 0:
+            dist.all_reduce(t, group=group, async_op=True).wait()  # @async
+        elif kind == 1:
+            dist.all_reduce(t, group=group)  # @blocking
         else:
-            dist.all_reduce(t, group=group, async_op=True).wait()
+            step(t, group)
 
 
 threads = [threading.Thread(target=issue, args=(i,), name=f"issuer-{i}") for i in range(THREADS)]
