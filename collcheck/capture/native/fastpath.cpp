@@ -1802,11 +1802,6 @@ int64_t issue_walked(const Op& o, const IValue* args, const std::string& gname, 
 }
 
 #ifdef COLLCHECK_LIGHT_WALK
-// No GIL: the thread's Python code called torch, which let the GIL go. A cached template's record
-// is written without taking it back (about 450 instructions, and no wait for another thread's
-// turn with it): the frames walked, the template found and its record written, all under state_mu.
-// Returns the event id, -1 when writing failed, kPython when the GIL is needed (a template not
-// cached yet, a frame not classified yet, a record emit_cached leaves to Python).
 int64_t written_without_gil = 0;  // (state_mu held) records so far, for stats()
 constexpr size_t kMemoFrames = 64;
 
@@ -1839,6 +1834,12 @@ void remember(Tls& tls, PyThreadState* ts, const Key& key, size_t prefix, long t
   tls.memo_tid = tid;
 }
 
+// No GIL: the thread's Python code called torch, which let the GIL go. A cached template's record
+// is written without taking it back (about 450 instructions less, and no wait for another
+// thread's turn with it): the template found (from the memo, else by the walk) and its record
+// written under state_mu. Returns the event id, -1 when writing failed, kPython when the GIL is
+// needed (a template not cached yet, a frame not classified yet, a record emit_cached leaves to
+// Python).
 int64_t without_gil(Key& key, PyThreadState* ts, Tls& tls) {
   const size_t prefix = key.n;  // (put_args's part; the walk's follows)
   const bool memo = tls.memo_tid >= 0 && tls.memo_args.size() == prefix &&
