@@ -145,12 +145,37 @@ class Settings:
             return elastic
         return self.run_id or f"ppid{os.getppid()}"
 
+    def named_by_each_rank(self, environ=os.environ) -> bool:
+        """No launcher named the run for all its ranks (no torchrun rendezvous id, no
+        COLLCHECK_RUN_ID from a parent or the user): this process named it (or its parent's pid
+        does), and so did every other rank, each its own way."""
+        elastic = environ.get("TORCHELASTIC_RUN_ID")
+        if elastic and elastic != "none":
+            return False
+        return self.run_id is None or named_here(self.run_id)
+
 
 def new_run_id() -> str:
     import socket
     import time
 
     return time.strftime("%Y%m%d-%H%M%S") + f"-{socket.gethostname()}-{os.getpid()}"
+
+
+def named_here(run_id: str | None) -> bool:
+    """Whether this process named the run itself (new_run_id ends with its host and pid), as the
+    outermost process under COLLCHECK=1 does: ranks launched apart (srun, mpirun, a shell each)
+    each name it so (capture/session.py then agrees on one name through the job's store)."""
+    import socket
+
+    return bool(run_id) and run_id.endswith(f"-{socket.gethostname()}-{os.getpid()}")
+
+
+def safe_run_id(text: str) -> bool:
+    """A run's name that is safe as a directory name: letters, digits, '.', '_', '-', not a dot first."""
+    import re
+
+    return re.fullmatch(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}", text) is not None
 
 
 def _cache_dir(environ) -> str | None:

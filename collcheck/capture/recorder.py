@@ -134,12 +134,13 @@ class Recorder:
             self._in_call = None
 
     # -- lifecycle ------------------------------------------------------------------
-    def open(self, rank: int, world_size: int, backend: str) -> None:
-        """Create this rank's log; called when init_process_group has made the rank known."""
+    def open(self, rank: int, world_size: int, backend: str, run_id: str | None = None) -> None:
+        """Create this rank's log; called when init_process_group has made the rank known.
+        `run_id`: the run's name the ranks agreed on (session._run_id), else the settings'."""
         if self.writer is not None:
             return
         cfg = self.config
-        run_id = cfg.resolved_run_id()
+        run_id = run_id or cfg.resolved_run_id()
         restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0)
         fd, path = open_exclusive(os.path.join(cfg.directory, run_id), f"rank-{rank:05d}.{restart}")
         self.writer = LogWriter(fd, path, fastpath.writer_lock(), max_bytes=int(cfg.max_mb * 1024 * 1024))

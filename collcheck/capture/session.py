@@ -7,8 +7,10 @@ import os
 import sys
 import threading
 
-from ..base.settings import Settings
+from ..base.settings import Settings, safe_run_id
 from .recorder import Recorder
+
+RUN_KEY = "collcheck/run"  # (the job's store) the run's name its ranks agreed on
 
 _lock = threading.Lock()
 _recorder: Recorder | None = None
@@ -49,7 +51,7 @@ def start_log(rec: Recorder) -> None:
     from . import dispatcher as kernels
     from . import watchdog
 
-    rec.open(c10d.get_rank(), c10d.get_world_size(), str(c10d.get_backend_config()))
+    rec.open(c10d.get_rank(), c10d.get_world_size(), str(c10d.get_backend_config()), run_id=_run_id(rec.config, c10d))
     if kernels.install(lambda: _recorder):
         from . import torch_api as api
 
@@ -64,6 +66,21 @@ def start_log(rec: Recorder) -> None:
         from .live import session as live_session
 
         live_session.start(rec, lambda: _recorder)
+
+
+def _run_id(cfg: Settings, c10d) -> str:
+    """The run's name (Settings.resolved_run_id). Where no launcher named it for every rank (no
+    torchrun, no COLLCHECK_RUN_ID: srun, mpirun, a shell each), each rank named it itself: the
+    first name set in the job's store is then every rank's, so that one launch is one folder."""
+    run_id = cfg.resolved_run_id()
+    if not cfg.named_by_each_rank():
+        return run_id
+    try:
+        agreed = c10d._get_default_store().compare_set(RUN_KEY, "", run_id)  # (the first one set wins)
+        text = agreed.decode("ascii") if isinstance(agreed, bytes) else str(agreed)
+    except Exception:  # noqa: BLE001 - a store without compare_set, or gone: this rank's own name
+        return run_id
+    return text if safe_run_id(text) else run_id
 
 
 def _start_poller() -> None:

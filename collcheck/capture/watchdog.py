@@ -77,13 +77,14 @@ def stacks_record(rec: Recorder, inflight: tuple) -> dict:
 
 
 _sigterm_file = None
+_sigterm_path = None  # its name (the file object's is its descriptor's number)
 _fatal_enabled = False  # faulthandler.enable() was ours
 
 
 def register_sigterm_dump(log_path: str) -> None:
     """Dump all threads' stacks to `<log>.sigterm.txt` when the rank gets SIGTERM or dies of a
     fatal signal (that dump starts with 'Fatal Python error')."""
-    global _sigterm_file
+    global _sigterm_file, _sigterm_path
     if not hasattr(faulthandler, "register") or _sigterm_file is not None:
         return
     if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
@@ -98,7 +99,7 @@ def register_sigterm_dump(log_path: str) -> None:
             fd = os.open(path, flags, 0o644)
     except OSError:
         return  # no stack dump on SIGTERM; recording goes on
-    _sigterm_file = os.fdopen(fd, "w")
+    _sigterm_file, _sigterm_path = os.fdopen(fd, "w"), path
     faulthandler.register(signal.SIGTERM, file=_sigterm_file, all_threads=True, chain=True)
     global _fatal_enabled
     if not faulthandler.is_enabled():  # fatal signals too (gloo's enforce failures SIGABRT): the
@@ -109,13 +110,16 @@ def register_sigterm_dump(log_path: str) -> None:
 
 def unregister_sigterm_dump() -> None:
     """Stop dumping; the file goes when nothing was written to it."""
+    global _sigterm_path
+    path, _sigterm_path = _sigterm_path, None
     f = _stop_dumps()
     if f is None:
         return
     try:
+        empty = os.fstat(f.fileno()).st_size == 0  # (the file written to, whatever its name is now)
         f.close()
-        if os.path.getsize(f.name) == 0:
-            os.unlink(f.name)
+        if empty and path is not None:
+            os.unlink(path)
     except Exception:
         pass
 

@@ -327,13 +327,16 @@ def test_nothing_is_published_once_recording_stops(tmp_path):
 
 
 @pytest.mark.timeout(120)
-def test_ranks_leave_quietly_where_rank_0_served_the_store(tmp_path):
-    """Without torchrun rank 0 serves the job's store and takes it along when it exits: a rank's
+def test_ranks_launched_apart_share_one_run_and_leave_quietly(tmp_path):
+    """Two ranks started apart (no torchrun, no COLLCHECK_RUN_ID: as srun, mpirun or a shell each
+    start them), rank 0 serving the job's store and taking it along when it exits. Each rank names
+    the run itself; they agree on one name through the store, so the run is one folder. A rank's
     last words (its final summary, its closed log) are not sent to a server that is gone (torch
-    logs a C++ backtrace for each attempt), so the job's stderr holds nothing of collcheck's, and
-    the logs are whole."""
+    would log a C++ backtrace for each attempt): the job's stderr holds nothing of collcheck's,
+    the logs are whole, and nothing else is left in the folder."""
     port = free_port()
-    env = base_env(tmp_path, run_id="rank0-store")
+    env = base_env(tmp_path)
+    env.pop("COLLCHECK_RUN_ID")
     jobs = [subprocess.Popen([sys.executable, program("store_on_rank0.py"), str(rank), "2", str(port)], env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
     try:
@@ -345,5 +348,9 @@ def test_ranks_leave_quietly_where_rank_0_served_the_store(tmp_path):
         assert job.returncode == 0 and out.strip() == f"rank {rank} done", err[-3000:]
         for noise in ("sendBytes", "Broken pipe", "live mode off", "Traceback"):
             assert noise not in err, (rank, err[-3000:])
-    code, report = diff_json(str(tmp_path / "rank0-store"))
+    runs = os.listdir(tmp_path)
+    assert len(runs) == 1, runs
+    run_dir = str(tmp_path / runs[0])
+    assert sorted(os.listdir(run_dir)) == ["rank-00000.0.msgpack", "rank-00001.0.msgpack"]  # (no empty dump file)
+    code, report = diff_json(run_dir)
     assert code == 0 and [r["collectives"] for r in report["ranks"].values()] == [20, 20], report

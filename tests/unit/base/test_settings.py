@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from collcheck.base.settings import FALSE_VALUES, TRUE_VALUES, Settings
+from collcheck.base.settings import FALSE_VALUES, TRUE_VALUES, Settings, named_here, new_run_id, safe_run_id
 
 ROOT = Path(__file__).resolve().parents[3]
 PACKAGE = ROOT / "collcheck"
@@ -187,6 +187,26 @@ def test_the_run_id():
     assert s.resolved_run_id({"TORCHELASTIC_RUN_ID": "rdzv"}) == "rdzv"
     assert s.resolved_run_id({"TORCHELASTIC_RUN_ID": "none"}) == "set-in-code"
     assert Settings().resolved_run_id({}).startswith("ppid")
+
+
+def test_who_named_the_run():
+    """A name this process made (new_run_id: its host and pid last) or none at all: every rank
+    launched apart named the run its own way (capture/session.py agrees on one through the store).
+    A name from torchrun, a parent or the user: every rank has it already."""
+    mine = new_run_id()
+    assert named_here(mine) and not named_here("20261129-120000-otherhost-1") and not named_here(None)
+    assert Settings(run_id=mine).named_by_each_rank({}) and Settings().named_by_each_rank({})
+    assert Settings(run_id=mine).named_by_each_rank({"TORCHELASTIC_RUN_ID": "none"})
+    assert not Settings(run_id=mine).named_by_each_rank({"TORCHELASTIC_RUN_ID": "rdzv"})
+    assert not Settings(run_id="from-the-parent").named_by_each_rank({})
+
+
+@pytest.mark.parametrize("text,safe", [
+    ("20261129-180231-vm-1796", True), ("1800dab9-c717-4ef8-b1fe-0315f6669bcd", True), ("run_1.retry", True),
+    ("", False), (".hidden", False), ("..", False), ("../up", False), ("a/b", False), ("a\\b", False),
+    ("red\x1b[31m", False), ("x" * 201, False), ("tab\there", False)])
+def test_a_run_name_read_from_the_store_is_a_plain_folder_name(text, safe):
+    assert safe_run_id(text) is safe
 
 
 def test_the_log_reader_setting():
