@@ -17,13 +17,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.cli import diff_json, run_cli
+from support.corpus import FASTPATH_BUILD_TIMEOUT as BUILD_TIMEOUT
+from support.jobs import base_env, log_files, marker_lines, program
 
 from collcheck.logfile import format as lf
 from collcheck.logfile.reader import read_log
 from collcheck.model import load_run
-from support.cli import diff_json, run_cli
-from support.corpus import FASTPATH_BUILD_TIMEOUT as BUILD_TIMEOUT
-from support.jobs import base_env, log_files, marker_lines, program
 
 
 @pytest.fixture
@@ -147,7 +147,7 @@ def test_threads_recording_at_once_lose_no_record(corpus):
             assert all(e.completed for e in mine), (rank, thread)
             assert [e.site[1] for e in mine] == expected and {e.site[0] for e in mine} == {script}, (rank, thread)
         assert len({mine[0].group for mine in by_thread.values()}) == 4
-    assert len(glob.glob(os.path.join(rec.run_dir, "rank-00000.*"))) > 1  # (segments rolled)
+    assert glob.glob(os.path.join(rec.run_dir, "rank-0000[01].0.msgpack.*")), os.listdir(rec.run_dir)  # (segments rolled)
     code, report = diff_json(rec.run_dir)
     assert code == 0 and not report["findings"], report
 
@@ -270,7 +270,8 @@ def _wait_for(path, seconds: float = 90) -> None:
 def test_the_first_command_builds_it_once_in_the_background(built, tmp_path, small_run):
     """No extra step: the first `collcheck` command starts the build (here it finds the build
     already there and only stamps it), says so once, and never again."""
-    from collcheck.capture.native import build as autobuild, fastpath
+    from collcheck.capture.native import build as autobuild
+    from collcheck.capture.native import fastpath
 
     built_in = os.path.dirname(fastpath.build_directory())  # where the session's build is (XDG_CACHE_HOME moves it)
     env = base_env(tmp_path, record=False, extra={"COLLCHECK_FASTPATH": "", "XDG_CACHE_HOME": str(tmp_path / "cache"),

@@ -111,7 +111,7 @@ def _declared() -> dict[str, Job]:
                                     env={"COLLCHECK_MAX_MB": "0.1"}, timeout=180)
     jobs["capped_ddp@compiled"] = job(program("long_run.py"), args=("700", "690", "ddp"),
                                       env={"COLLCHECK_MAX_MB": "0.05"}, compiled=True, timeout=180)
-    jobs["threads@compiled"] = job(program("threads_groups.py"), env={"COLLCHECK_MAX_MB": "0.5",
+    jobs["threads@compiled"] = job(program("threads_groups.py"), env={"COLLCHECK_MAX_MB": "0.2",
                                    "COLLCHECK_LIVE_INTERVAL": "0.05"}, compiled=True, timeout=150)
     jobs["simnccl_silent"] = job(program("simnccl_semantics.py"), args=("silent",), env=SIM, timeout=90)
     jobs["simnccl_ahead"] = job(program("simnccl_semantics.py"), args=("ahead",), env=SIM, timeout=90)

@@ -1157,12 +1157,10 @@ void pack_completions(Out& out, const std::vector<Done>& dones, int64_t eid, int
 
 enum class Emit { written, python, failed };
 
-constexpr int64_t kNearEnd = 16 << 10;  // a segment's last bytes: its records written with the GIL
-
 // The GIL held, or (`with_gil` false) state_mu. Writes the record of a cached template, or says
 // why Python has to. Without the GIL it writes only records that need no Python code (nothing
 // changed before it says so): not a gradient bucket's (a new index interns a label), none while
-// Python has queued records, none in a segment's last kNearEnd bytes (Python starts the next).
+// Python has queued records, none into a full segment (the record with the GIL starts the next).
 Emit emit_cached(long tid, Tls& tls, int64_t* eid_out, bool with_gil = true) {
   if (tid < 0 || static_cast<size_t>(tid) >= shared.packed.size() || !shared.packed[tid] || !shared.lock ||
       tls.in_api || errors.load() > 0)
@@ -1173,7 +1171,7 @@ Emit emit_cached(long tid, Tls& tls, int64_t* eid_out, bool with_gil = true) {
   std::lock_guard<std::mutex> unlock(shared.lock->mu, std::adopt_lock);
   if (shared.lock->closed) return Emit::python;
   if (!with_gil && (PyList_GET_SIZE(shared.pending) != 0 ||
-                    (shared.lock->segment_bytes && shared.lock->written + kNearEnd >= shared.lock->segment_bytes)))
+                    (shared.lock->segment_bytes && shared.lock->written >= shared.lock->segment_bytes)))
     return Emit::python;  // (Python fills the list under the writer lock: read under it)
   const int64_t eid = shared.next_eid;
   static Buf buf;  // GIL and writer lock held: reused, no allocation per record

@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from collcheck.base.settings import FALSE_VALUES, TRUE_VALUES, Settings, named_here, new_run_id, safe_run_id
+from collcheck.base.settings import (
+    FALSE_VALUES,
+    TRUE_VALUES,
+    Settings,
+    named_here,
+    new_run_id,
+    safe_run_id,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 PACKAGE = ROOT / "collcheck"
