@@ -145,6 +145,8 @@ class _Aligner:
     def _rank_key(self, s, live, ended):
         holders = [r for r, v in live.items() if v == s] if s is not None else ended
         if s is None:
+            if all(self._left_by_exception(r) for r in ended):
+                return (2, 0, 0, min(holders))  # they left the program early: 'ended' never wins
             # 'ended' wins a tie only when the live ranks' call is one the ended ranks never make
             site_known = all(self._site_known(r, ended) for r, v in live.items())
             return (1 if site_known else -1, 0, 0, min(holders))
@@ -155,6 +157,12 @@ class _Aligner:
         known = all(self._site_known(r, others) or stands_in(self.event(r)) for r in holders)
         role = self.run.signatures[s].role
         return (0, 0 if known else 1, 0 if role is not None else 1, min(holders))
+
+    def _left_by_exception(self, r: int) -> bool:
+        """The rank's program raised an exception of its own (none of its collectives pending or
+        failed: not a consequence of the divergence), so it stopped where the others went on."""
+        log = self.run.ranks[r]
+        return log.exception is not None and not log.pending and not log.errors and log.disabled is None
 
     def _site_known(self, r: int, others: list[int]) -> bool:
         ev = self.event(r)

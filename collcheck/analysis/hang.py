@@ -358,14 +358,14 @@ def abort_text(hang: HangAnalysis) -> str | None:
         return None
     if not any(st in FAILED_STATES for st in states.values()):
         return None
-    return _how_they_ended({r: st for r, st in states.items() if st in _ENDED}, hang.order)
+    return _how_they_ended({r: _ended_as(hang.states[r]) for r, st in states.items() if st in _ENDED}, hang.order)
 
 
 def _observed(hang: HangAnalysis) -> str | None:
     """What this run's ranks really did, when none of them waited until a timeout or a kill."""
     if any(hang.states[r].state in HUNG_STATES for r in hang.inside):
         return None
-    return "in this run no rank waited for a timeout: " + _how_they_ended({r: hang.states[r].state for r in hang.inside},
+    return "in this run no rank waited for a timeout: " + _how_they_ended({r: _ended_as(hang.states[r]) for r in hang.inside},
                                                                            hang.order)
 
 
@@ -374,7 +374,14 @@ _ENDED = {"peer-lost": "failed at once with 'Connection closed/reset by peer' (a
           "collective-failed": "raised inside the collective (the op itself failed)",
           "crashed": "died of a fatal signal inside the collective (SIGABRT from a gloo check)",
           "raised": "raised an exception with the collective still pending",
+          "raised-outside": "raised an exception outside any collective",
           "killed-in-collective": None}  # (killed from outside: ending.killed_words, from the evidence)
+
+
+def _ended_as(s: RankState) -> str:
+    """The state whose words say how the rank ended: a rank that raised while waiting in no
+    collective raised outside any (its own error, not a collective's)."""
+    return "raised-outside" if s.state == "raised" and not s.blocked else s.state
 
 
 def _how_they_ended(states: dict[int, str], order: KillOrder) -> str:

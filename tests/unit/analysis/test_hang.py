@@ -115,3 +115,26 @@ def test_a_rank_with_no_log_is_said_missing(tmp_path):
     run = write(str(tmp_path), {"0": (0, 1, 2)}, {0: [AR, STUCK], 1: [AR, STUCK]}, finished=())
     states = hang.final_states(run)
     assert states[2].state == "missing-log" and states[0].state == "killed-in-collective"
+
+
+@pytest.mark.parametrize("extra_site", [10, 12])  # the next call at a site rank 1 ran before, or a new one
+def test_a_rank_that_raised_its_own_exception_is_the_one_that_stopped(tmp_path, extra_site):
+    """Two ranks, no majority: rank 1's program raised (an exception of its own, none of its
+    collectives pending or failed) after collective #1; rank 0 went on to #2, which failed when
+    rank 1 went away. Rank 1 stopped before #2: it is the culprit, whatever the site of #2, and
+    the verdict says it raised outside any collective (not inside one)."""
+    lost = "Connection closed by peer [127.0.0.1]:5555"
+    ranks = {0: [AR, AR, Call(line=extra_site, error=lost)], 1: [AR, AR]}
+    report = analyse(write(str(tmp_path), {"0": (0, 1)}, ranks, finished=(), raised={0: lost, 1: "bad batch"}))
+    first = report.findings[0]
+    assert (first.kind, first.ranks, first.position, first.details.get("stopped")) == ("missing", [1], 2, True)
+    text = hang.abort_text(report.hang)
+    assert "rank 1 raised an exception outside any collective" in text and "still pending" not in text, text
+
+
+def test_a_rank_that_raised_inside_a_collective_is_not_blamed_for_stopping(tmp_path):
+    """Rank 1's exception came with its collective still pending (a consequence): the tie is read
+    as before (rank 0's next call, from a site rank 1 never ran, is the extra one)."""
+    ranks = {0: [AR, AR, Call(line=12)], 1: [AR, STUCK]}
+    report = analyse(write(str(tmp_path), {"0": (0, 1)}, ranks, finished=(0,), raised={1: "timed out"}))
+    assert all(not (f.kind == "missing" and f.ranks == [1] and f.details.get("stopped")) for f in report.findings)
