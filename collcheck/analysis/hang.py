@@ -374,13 +374,13 @@ _ENDED = {"peer-lost": "failed at once with 'Connection closed/reset by peer' (a
           "collective-failed": "raised inside the collective (the op itself failed)",
           "crashed": "died of a fatal signal inside the collective (SIGABRT from a gloo check)",
           "raised": "raised an exception with the collective still pending",
-          "raised-outside": "raised an exception outside any collective",
+          "raised-outside": "raised an exception with none of its collectives pending",
           "killed-in-collective": None}  # (killed from outside: ending.killed_words, from the evidence)
 
 
 def _ended_as(s: RankState) -> str:
     """The state whose words say how the rank ended: a rank that raised while waiting in no
-    collective raised outside any (its own error, not a collective's)."""
+    collective raised an error of its own program (or of a call torch refused), not a collective's."""
     return "raised-outside" if s.state == "raised" and not s.blocked else s.state
 
 
