@@ -14,10 +14,12 @@ from ..base.errors import UsageError
 from ..base.settings import Settings
 from . import values
 
-# scenarios/ lives in the source checkout (editable install); COLLCHECK_SCENARIOS overrides
+# scenarios/ lives in the source checkout beside the package (editable install: collcheck/cli/demo.py
+# -> the checkout), else in the working directory; COLLCHECK_SCENARIOS overrides
+_CHECKOUT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCENARIOS_DIR = Settings.from_env().scenarios or next(
-    (d for d in (os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scenarios"),
-                 os.path.abspath("scenarios")) if os.path.isdir(d)), "scenarios")
+    (d for d in (os.path.join(_CHECKOUT, "scenarios"), os.path.abspath("scenarios")) if os.path.isdir(d)),
+    "scenarios")
 DEFAULT_DEMO = "seed004_case4"
 BACKENDS = ("gloo", "simnccl")
 

@@ -4,6 +4,9 @@ is one line and exit 2, findings exit 1, clean runs 0, unchecked ranks 4."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -59,3 +62,14 @@ def test_a_missing_rank_is_incomplete_exit_4(tmp_path):
     res = run_cli("diff", tmp_path / "run", "--format", "json")
     assert res.code == 4, (res.out, res.err)
     assert json.loads(res.out)["verdict"] == "incomplete"
+
+
+def test_demo_finds_the_checkouts_scenarios_from_any_directory(tmp_path):
+    """`collcheck demo` run outside the checkout (an editable install) still finds its scenarios:
+    an unknown name lists them, one line, exit 2."""
+    env = {k: v for k, v in os.environ.items() if k != "COLLCHECK_SCENARIOS"}
+    proc = subprocess.run([sys.executable, "-m", "collcheck", "demo", "no_such_scenario"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    line, = proc.stderr.strip().splitlines()
+    assert "no scenario 'no_such_scenario'" in line and "seed004_case4" in line, line
