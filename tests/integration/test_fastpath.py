@@ -288,6 +288,7 @@ def test_the_first_command_builds_it_once_in_the_background(built, tmp_path, sma
     assert status.returncode == 0 and "in use: new jobs record with the compiled path" in status.stdout
 
 
+@pytest.mark.slow  # (~9 s; the default run builds in the background above)
 def test_without_a_compiler_the_first_command_says_why_once(tmp_path, small_run):
     """No C++ compiler: the background try stamps why, `--status` says it, later commands are quiet."""
     env = base_env(tmp_path, record=False, extra={

@@ -229,6 +229,7 @@ def test_minimized_script_reproduces_with_torchrun(tmp_path):
     assert (again.kind, again.group, tuple(again.ranks), site_key(again)) == target, proc.tail()
 
 
+@pytest.mark.slow  # (~20 s: a torchrun of the emitted script; the default run replays in-process above)
 @pytest.mark.timeout(240)
 @pytest.mark.recordings("scenario:shape_mismatch")
 def test_cli_emits_a_script_that_torchrun_runs_into_the_same_finding(tmp_path, recorded, capsys):
