@@ -867,50 +867,40 @@ __attribute__((always_inline)) inline void store_be(char* p, uint64_t x) {
   for (int i = 0; i < N; ++i) p[i] = static_cast<char>((x >> (8 * (N - 1 - i))) & 0xff);
 }
 
+// A type byte, then N bytes of the value, big-endian: one room() per value.
+template <int N>
+__attribute__((always_inline)) inline void pack_tagged(Buf& out, char tag, uint64_t v) {
+  char* p = out.room(1 + N);
+  p[0] = tag;
+  store_be<N>(p + 1, v);
+}
+
 __attribute__((always_inline)) inline void pack_uint(Buf& out, uint64_t v) {  // as the template below
-  if (v < 128) {
+  if (v < 128)
     *out.room(1) = static_cast<char>(v);
-  } else if (v < 256) {
-    char* p = out.room(2);
-    p[0] = '\xcc';
-    store_be<1>(p + 1, v);
-  } else if (v < 65536) {
-    char* p = out.room(3);
-    p[0] = '\xcd';
-    store_be<2>(p + 1, v);
-  } else if (v < (uint64_t(1) << 32)) {
-    char* p = out.room(5);
-    p[0] = '\xce';
-    store_be<4>(p + 1, v);
-  } else {
-    char* p = out.room(9);
-    p[0] = '\xcf';
-    store_be<8>(p + 1, v);
-  }
+  else if (v < 256)
+    pack_tagged<1>(out, '\xcc', v);
+  else if (v < 65536)
+    pack_tagged<2>(out, '\xcd', v);
+  else if (v < (uint64_t(1) << 32))
+    pack_tagged<4>(out, '\xce', v);
+  else
+    pack_tagged<8>(out, '\xcf', v);
 }
 
 __attribute__((always_inline)) inline void pack_int(Buf& out, int64_t v) {  // as the template below
   if (v >= 0) return pack_uint(out, static_cast<uint64_t>(v));
   const uint64_t u = static_cast<uint64_t>(v);
-  if (v >= -32) {
+  if (v >= -32)
     *out.room(1) = static_cast<char>(v);
-  } else if (v >= -128) {
-    char* p = out.room(2);
-    p[0] = '\xd0';
-    store_be<1>(p + 1, u);
-  } else if (v >= -32768) {
-    char* p = out.room(3);
-    p[0] = '\xd1';
-    store_be<2>(p + 1, u);
-  } else if (v >= INT32_MIN) {
-    char* p = out.room(5);
-    p[0] = '\xd2';
-    store_be<4>(p + 1, u);
-  } else {
-    char* p = out.room(9);
-    p[0] = '\xd3';
-    store_be<8>(p + 1, u);
-  }
+  else if (v >= -128)
+    pack_tagged<1>(out, '\xd0', u);
+  else if (v >= -32768)
+    pack_tagged<2>(out, '\xd1', u);
+  else if (v >= INT32_MIN)
+    pack_tagged<4>(out, '\xd2', u);
+  else
+    pack_tagged<8>(out, '\xd3', u);
 }
 
 __attribute__((always_inline)) inline void pack_key(Buf& out, char k1) {  // a one-letter str key
