@@ -1,8 +1,9 @@
 """`python benchmarks/bench_instructions.py`: instructions recording adds per all_reduce (callgrind).
 
 Wall time on a shared machine moves with the load; the number of instructions a call executes does
-not. Each variant (plain torch, recording with this tree's collcheck, and with `--against DIR`
-another collcheck tree) runs in its own process under `valgrind --tool=callgrind` with
+not. Each variant (plain torch, plain torch with its Flight Recorder off (TORCH_FR_BUFFER_SIZE=0:
+it records every collective by default, the floor recording is compared with), recording with this
+tree's collcheck, and with `--against DIR` another collcheck tree) runs in its own process under `valgrind --tool=callgrind` with
 instrumentation off during start-up: the child sets up a world-size-1 gloo group, warms up, then
 the driver turns instrumentation on (`callgrind_control -i on`), the child warms up again, the
 driver zeroes the counters, the child runs N all_reduces of a 1-element tensor `--depth` user
@@ -30,7 +31,7 @@ import time
 
 SCRIPT = os.path.abspath(__file__)
 _ENV_DROP = ("COLLCHECK", "COLLCHECK_DIR", "COLLCHECK_RUN_ID", "COLLCHECK_HANG_SECONDS", "COLLCHECK_STACK",
-             "TORCH_DISTRIBUTED_DEBUG", "TORCHELASTIC_RUN_ID")
+             "TORCH_DISTRIBUTED_DEBUG", "TORCHELASTIC_RUN_ID", "TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
 
 
 def _at_depth(depth: int, fn):
@@ -46,7 +47,7 @@ def _child(variant: str, log_dir: str, calls: int, depth: int) -> None:
 
     torch.set_num_threads(1)
     rec = None
-    if variant != "plain":
+    if variant in ("record", "against"):
         import collcheck
 
         rec = collcheck.enable(log_dir, run_id="instr", hang_seconds=0)
@@ -85,6 +86,8 @@ class _Run:
     def __init__(self, variant: str, work: str, calls: int, depth: int, against: str | None):
         env = {k: v for k, v in os.environ.items() if k not in _ENV_DROP}
         env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+        if variant == "nofr":  # torch's Flight Recorder off: what it costs per call, the floor compared with
+            env["TORCH_FR_BUFFER_SIZE"] = "0"
         if variant == "against":
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [against, env.get("PYTHONPATH")]))
         self.out = os.path.join(work, f"callgrind.{variant}")
@@ -191,7 +194,7 @@ def main(argv=None) -> int:
                    "previous commit, its fast path built): counted the same way")
     p.add_argument("--top", type=int, default=0, help="annotate the recorded child: its K costliest functions")
     p.add_argument("--keep", metavar="DIR", help="keep the callgrind dumps in DIR (callgrind_annotate them)")
-    p.add_argument("--child", choices=("plain", "record", "against"), help=argparse.SUPPRESS)
+    p.add_argument("--child", choices=("plain", "nofr", "record", "against"), help=argparse.SUPPRESS)
     p.add_argument("--log-dir", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
@@ -202,7 +205,7 @@ def main(argv=None) -> int:
         return 2
     if args.against and not os.path.isdir(os.path.join(args.against, "collcheck")):
         p.error(f"--against {args.against}: no collcheck package there")
-    variants = ("plain", "record") + (("against",) if args.against else ())
+    variants = ("plain", "nofr", "record") + (("against",) if args.against else ())
     ir, periodic, paths = {}, {}, {}
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="collcheck-instr-") as work:
@@ -223,10 +226,14 @@ def main(argv=None) -> int:
           f"{args.depth} user frames deep, under callgrind ({time.monotonic() - t0:.0f} s)")
     print("   instructions per call of the calling thread and the backend's threads (collcheck's timer threads apart)")
     print(f"   {'variant':34} {'instructions/call':>18} {'added':>8} {'timer threads/call':>19}")
-    labels = {"plain": "plain torch", "record": f"recording ({paths['record']} path)",
+    labels = {"plain": "plain torch", "nofr": "plain, Flight Recorder off", "record": f"recording ({paths['record']} path)",
               "against": f"--against's recording ({paths.get('against')} path)"}
     for v in variants:
         print(f"   {labels[v]:34} {ir[v] / n:18.0f} {(ir[v] - ir['plain']) / n:8.0f} {periodic[v] / n:19.0f}")
+    fr = (ir["plain"] - ir["nofr"]) / n
+    print(f"   torch's Flight Recorder (on by default) costs {fr:.0f} instructions per call (plain vs "
+          f"TORCH_FR_BUFFER_SIZE=0); recording adds {(ir['record'] - ir['plain']) / n:.0f}, "
+          f"{(ir['record'] - ir['plain']) / n / fr if fr > 0 else float('nan'):.2f}x the Flight Recorder's")
     if args.against:
         print(f"   this tree vs --against: {(ir['record'] - ir['against']) / n:+.0f} instructions per call")
     if args.top:

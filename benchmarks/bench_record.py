@@ -1,8 +1,9 @@
 """`python benchmarks/bench_record.py`: what recording costs per collective, measured side by side in one run.
 
-1. A world-size-1 gloo all_reduce loop of a small tensor in four persistent child processes,
+1. A world-size-1 gloo all_reduce loop of a small tensor in five persistent child processes,
    driven in interleaved rounds (plain, recorded, recorded with live mode off (COLLCHECK_LIVE=0),
-   TORCH_DISTRIBUTED_DEBUG=DETAIL, then again ...)
+   TORCH_DISTRIBUTED_DEBUG=DETAIL, plain with torch's Flight Recorder off (TORCH_FR_BUFFER_SIZE=0:
+   it records every collective by default, the floor recording is compared with), then again ...)
    so that machine noise hits every variant alike; `--launches` fresh sets of children, since
    every process sits a few us above or below any other on a shared machine. The recorded child
    also runs rounds with its recorder paused (`active` off: the compiled kernels unregister
@@ -39,7 +40,7 @@ import time
 SCRIPT = os.path.abspath(__file__)  # child processes run this same script
 
 _ENV_DROP = ("COLLCHECK", "COLLCHECK_DIR", "COLLCHECK_RUN_ID", "COLLCHECK_HANG_SECONDS", "COLLCHECK_STACK",
-             "TORCH_DISTRIBUTED_DEBUG", "TORCHELASTIC_RUN_ID")
+             "TORCH_DISTRIBUTED_DEBUG", "TORCHELASTIC_RUN_ID", "TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
 
 
 def _free_port() -> int:
@@ -142,7 +143,8 @@ def _path() -> str:
 class _Child:
     def __init__(self, variant: str, log_dir: str, cpu: int = -1, depth: int = 1, against: str | None = None):
         env = _clean_env(**({"TORCH_DISTRIBUTED_DEBUG": "DETAIL"} if variant == "detail" else
-                            {"COLLCHECK_LIVE": "0"} if variant == "nolive" else {}))
+                            {"COLLCHECK_LIVE": "0"} if variant == "nolive" else
+                            {"TORCH_FR_BUFFER_SIZE": "0"} if variant == "nofr" else {}))
         if variant == "previous":  # that tree's collcheck comes first on the path
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [against, env.get("PYTHONPATH")]))
         self.variant = variant
@@ -191,7 +193,7 @@ def bench_micro(rounds: int, calls: int, work: str, launches: int = 1, cpu: int 
                 against: str | None = None) -> dict:
     """`launches` fresh sets of children, `rounds` interleaved rounds each: every process sits a
     few us above or below any other on a shared machine, more launches average that out."""
-    variants = ("plain", "record", "nolive", "detail") + (("previous",) if against else ())
+    variants = ("plain", "record", "nolive", "detail", "nofr") + (("previous",) if against else ())
     samples = {k: [] for k in ("plain", "paused", "record", "detail", "off") + variants[2:]}
     round_medians = {k: [] for k in samples}
     for launch in range(launches):
@@ -201,7 +203,7 @@ def bench_micro(rounds: int, calls: int, work: str, launches: int = 1, cpu: int 
             for i in range(rounds):
                 # the live-off child pauses and disables as the recording child does (and its times
                 # there are dropped): a re-enabled recorder starts a new log, so both carry that
-                order = [("plain", ""), ("record", ""), ("nolive", ""), ("detail", ""), ("record", "paused"),
+                order = [("plain", ""), ("record", ""), ("nolive", ""), ("detail", ""), ("nofr", ""), ("record", "paused"),
                          ("nolive", "paused"), ("record", "off"), ("nolive", "off")]
                 if against:
                     order.insert(2, ("previous", ""))
@@ -224,6 +226,7 @@ def bench_micro(rounds: int, calls: int, work: str, launches: int = 1, cpu: int 
         return statistics.median(x - y for x, y in zip(round_medians[a], round_medians[b])) / 1000
 
     return {"median_us": med, "in_process_added_us": in_process("record", "paused"),
+            "flight_recorder_added_us": med["plain"] - med["nofr"],
             "in_process_paused_us": in_process("paused", "off"), "path": children["record"].path,
             "previous_path": children["previous"].path if against else None,
             "round_medians_us": {k: [x / 1000 for x in v] for k, v in round_medians.items()},
@@ -248,7 +251,8 @@ def main(argv=None) -> int:
     p.add_argument("--against", metavar="DIR", help="another collcheck source tree (a checkout of the previous "
                    "release): a child recording with it runs in the same rounds")
     p.add_argument("--json", action="store_true", help="print the figures as JSON too")
-    p.add_argument("--micro-worker", choices=("plain", "record", "nolive", "detail", "previous"), help=argparse.SUPPRESS)
+    p.add_argument("--micro-worker", choices=("plain", "record", "nolive", "detail", "nofr", "previous"),
+                   help=argparse.SUPPRESS)
     p.add_argument("--log-dir", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.micro_worker:
@@ -272,7 +276,8 @@ def main(argv=None) -> int:
           f"the call {args.depth} user frames deep")
     rows = [("plain", "plain"), ("collcheck disabled (recorded pr.)", "off"),
             ("collcheck installed, paused", "paused"), ("collcheck recording", "record"),
-            ("recording, live mode off", "nolive"), ("TORCH_DISTRIBUTED_DEBUG=DETAIL", "detail")]
+            ("recording, live mode off", "nolive"), ("TORCH_DISTRIBUTED_DEBUG=DETAIL", "detail"),
+            ("Flight Recorder off", "nofr")]
     if args.against:
         rows.insert(4, ("--against's collcheck recording", "previous"))
     print(f"   {'variant':32} {'median us/call':>15} {'p90 us':>9} {'added us':>9} {'ratio':>7}")
@@ -290,6 +295,11 @@ def main(argv=None) -> int:
           f"{_range(micro, 'nolive')}")
     print(f"   recording vs DETAIL: {m['record'] - m['plain']:.1f} vs {m['detail'] - m['plain']:.1f} us added; "
           f"recording costs {(m['record'] - m['plain']) / max(m['detail'] - m['plain'], 1e-9):.2f}x what DETAIL adds")
+    fr = micro["flight_recorder_added_us"]
+    print(f"   torch's Flight Recorder (on by default, TORCH_FR_BUFFER_SIZE=2000) adds {fr:.1f} us per call to its "
+          f"rounds with it off (round medians {_range(micro, 'nofr')}); recording adds "
+          f"{m['record'] - m['plain']:.1f} us, {(m['record'] - m['plain']) / fr if fr > 0 else float('nan'):.2f}x "
+          f"what the Flight Recorder adds")
     if args.against:
         print(f"   this collcheck vs --against's ({micro['previous_path']} path): "
               f"{m['record'] - m['plain']:.1f} vs {m['previous'] - m['plain']:.1f} us added per call, "

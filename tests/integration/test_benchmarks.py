@@ -158,10 +158,29 @@ def test_bench_record_measures_every_variant(fastpath_env, monkeypatch):
     micro = _report_json(subprocess.run([sys.executable, bench("bench_record"), "--rounds", "2", "--calls", "100",
                                          "--launches", "1", "--json"], capture_output=True, text=True, timeout=240))["micro"]
     assert micro["path"] == "compiled" and micro["log_colls"] > 0 and micro["log_bytes"] > 0
-    assert all(micro["median_us"][v] > 0 for v in ("plain", "off", "paused", "record", "nolive", "detail"))
-    assert micro["calls"] == 1 * 2 * 6 * 100 and isinstance(micro["in_process_added_us"], float)
+    assert all(micro["median_us"][v] > 0 for v in ("plain", "off", "paused", "record", "nolive", "detail", "nofr"))
+    assert micro["calls"] == 1 * 2 * 7 * 100 and isinstance(micro["in_process_added_us"], float)
+    assert micro["flight_recorder_added_us"] == micro["median_us"]["plain"] - micro["median_us"]["nofr"]
     assert isinstance(micro["in_process_paused_us"], float)
     assert micro["log_colls"] >= 1 * 2 * 100  # every recorded round, over the logs of each enable
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_bench_stages_times_every_stage_of_the_cached_path(fastpath_env, monkeypatch):
+    """The stage-clock build (compiled on first use), one launch at toy size: the recorded calls
+    after the warm-up took the path without the GIL (a few may leave it to Python: a queued
+    record of live mode's), every stage was timed, and the callbacks that ran (an op complete
+    before its callback is registered has none)."""
+    for key, value in fastpath_env.items():
+        monkeypatch.setenv(key, value)
+    res = _report_json(subprocess.run([sys.executable, bench("bench_stages"), "--launches", "1", "--calls", "500",
+                                       "--json"], capture_output=True, text=True, timeout=560))
+    (run,) = res["runs"]
+    assert 450 <= run["calls"] <= 500 and run["ticks_per_ns"] > 0
+    assert all(ns > 0 for ns in res["median_ns"].values())
+    assert 0 <= run["callbacks"] <= run["calls"] + 10 and (res["callback_ns"] > 0) == (run["callbacks"] > 0)
+    assert res["median_ns"]["torch (redispatch)"] > res["ours_ns"] / 10
 
 
 @pytest.mark.slow
@@ -196,7 +215,8 @@ def test_paired_ratio_compares_recorded_blocks_with_their_neighbours():
 
 
 @pytest.mark.parametrize("name", ["bench_record", "bench_steps", "bench_diff", "bench_tui", "bench_cpu", "bench_live",
-                                  "bench_fixes", "bench_many_groups", "bench_fr_json", "bench_stats"])
+                                  "bench_fixes", "bench_many_groups", "bench_fr_json", "bench_stats", "bench_stages",
+                                  "bench_instructions"])
 def test_benchmark_scripts_run_from_a_clone(name):
     """Each benchmark is a script with --help, outside the installed package."""
     proc = subprocess.run([sys.executable, bench(name), "--help"], capture_output=True, text=True, timeout=60,

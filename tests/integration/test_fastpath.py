@@ -218,6 +218,47 @@ def test_frames_carry_zlibs_crc(built, tmp_path):
     assert proc.stdout.split() == ["0", "309"], proc.stdout
 
 
+_POPULATE_CHECK = """
+import os, sys
+from collcheck.capture.native import fastpath
+from collcheck.logfile import format as lf
+from collcheck.logfile.reader import read_log
+from collcheck.logfile.writer import LogWriter, open_exclusive
+
+def resident_kib(path):  # the log's shared mapping: its pages in memory (kB)
+    found, rss = False, None
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            if line[0] in "0123456789abcdef" and "-" in line.split()[0]:
+                found = line.rstrip().endswith(" " + path)
+            elif found and line.startswith("Rss:"):
+                rss = int(line.split()[1])
+    return rss
+
+fd, path = open_exclusive(sys.argv[1], "rank-00000.0")
+w = LogWriter(fd, os.path.realpath(path), fastpath.writer_lock())
+with w.lock:
+    w.write({"k": lf.HEADER, "magic": lf.MAGIC, "v": lf.FORMAT_VERSION, "rank": 0, "world": 1, "run": "r"})
+    w.write({"k": lf.COLL, "o": w.string_id("allreduce_"), "g": 0, "ts": 1, "j": 0}, 0)
+print(resident_kib(os.path.realpath(path)), w.counters.written)
+w.close()
+print(sum(r["k"] == lf.COLL for r in read_log(path).records), os.path.getsize(path))
+"""
+
+
+def test_log_pages_are_faulted_in_ahead_of_the_records(built, tmp_path):
+    """The first records of a segment leave a window of the log's mapping already in memory
+    (a record's copy that touched a fresh page would take that page's fault itself), and what
+    the file holds after close is the records alone."""
+    env = base_env(tmp_path, record=False, extra=built)
+    proc = subprocess.run([sys.executable, "-c", _POPULATE_CHECK, str(tmp_path)], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (rss, written), (colls, size) = (map(int, line.split()) for line in proc.stdout.splitlines())
+    assert written < 4096 and rss >= 256, proc.stdout  # the populated window, not the page written
+    assert colls == 1 and size == written
+
+
 def test_status_when_not_built(tmp_path):
     """`collcheck build-fastpath --status` on a machine without a build: says so, exit 1, builds nothing."""
     res = run_cli("build-fastpath", "--status", env={"TORCH_EXTENSIONS_DIR": str(tmp_path / "empty")})

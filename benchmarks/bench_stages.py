@@ -1,0 +1,157 @@
+"""`python benchmarks/bench_stages.py`: where a recorded all_reduce's wall time goes, stage by stage.
+
+Instruction counts (bench_instructions.py) miss what costs most on the recording path: the cache
+misses of data the backend's thread pushed out while the caller waited, and the page faults of a
+log's fresh pages. This benchmark builds the compiled path a second time with
+-DCOLLCHECK_STAGE_CLOCK (a separate build: the flag is part of its name), under which the kernel
+reads the CPU's time-stamp counter between its stages and sums the ticks of every call that took
+the path without the GIL (every cached record's). `--launches` children, each pinned to one CPU
+with its threads (as bench_record.py's), record `--calls` world-size-1 gloo all_reduces of 16
+floats `--depth` user frames deep after a warm-up; the ticks are converted to nanoseconds with
+the counter's rate measured against time.perf_counter_ns in the same child. Reported: the median
+over launches of each stage's ns per call, the completion callback that runs in gloo's thread
+(per callback, and the share of calls that had one), and for scale torch's own part of the call
+(the redispatch to gloo).
+
+The stages, in the order a call meets them: entry (the kernel's checks), arguments (group name and
+the key of the op's arguments), memo (the thread's last stack compared), state lock, writer lock
+(the template and the log's lock), completions taken (label state, queued completions), packed
+(clock, msgpack), framed (CRC-32), copied (into the log's mapping), left (in-flight table, back to
+the kernel), then torch (redispatch) and watched (the clock, the future's callback registered).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_record import _at_depth, _clean_env, _free_port  # noqa: E402
+
+SCRIPT = os.path.abspath(__file__)
+FLAG = "-DCOLLCHECK_STAGE_CLOCK"
+STAGES = ("entry", "arguments", "memo", "state lock", "writer lock", "completions taken", "packed", "framed",
+          "copied", "left", "torch (redispatch)", "watched")
+OURS = [s for s in STAGES if s != "torch (redispatch)"]
+
+
+def _stage_build():
+    """The fast path module built with the stage clock (compiled on first use, ~1 min)."""
+    from collcheck.capture.native import fastpath
+
+    if FLAG not in fastpath.CFLAGS:
+        fastpath.CFLAGS = (*fastpath.CFLAGS, FLAG)  # the build's name hashes its flags
+    if not os.path.exists(fastpath.library_path()):
+        print("bench_stages: compiling the fast path with the stage clock (about a minute) ...", file=sys.stderr,
+              flush=True)
+        fastpath.build()
+    return fastpath
+
+
+def _ticks_per_ns(module) -> float:
+    """The stage clock's rate (the CPU's time-stamp counter), against perf_counter_ns over 0.2 s."""
+    t0, c0 = time.perf_counter_ns(), module.stage_clock()[4]
+    time.sleep(0.2)
+    t1, c1 = time.perf_counter_ns(), module.stage_clock()[4]
+    return (c1 - c0) / (t1 - t0)
+
+
+def _child(log_dir: str, calls: int, depth: int, cpu: int) -> None:
+    import datetime
+
+    if cpu >= 0 and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {cpu})
+    import torch
+
+    torch.set_num_threads(1)
+    fastpath = _stage_build()
+    import collcheck
+
+    collcheck.enable(log_dir, run_id="stages", hang_seconds=0)
+    module = fastpath.load()
+    if module is None or module.stage_clock() is None:
+        raise SystemExit("bench_stages: the stage-clock build did not load")
+    import torch.distributed as dist
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
+    dist.init_process_group("gloo", rank=0, world_size=1, timeout=datetime.timedelta(seconds=60))
+    t = torch.ones(16)
+
+    def run():
+        for _ in range(2000):  # warm-up: templates cached, memo kept, allocator grown
+            dist.all_reduce(t)
+        before = module.stage_clock()
+        for _ in range(calls):
+            dist.all_reduce(t)
+        return before, module.stage_clock()
+
+    (sums0, n0, cb0, cbn0, _), (sums1, n1, cb1, cbn1, _) = _at_depth(depth, run)
+    dist.destroy_process_group()
+    rate = _ticks_per_ns(module)
+    n = max(n1 - n0, 1)
+    print(json.dumps({"ns": {name: (b - a) / n / rate for name, a, b in zip(STAGES, sums0, sums1)},
+                      "calls": n1 - n0, "callback_ns": (cb1 - cb0) / max(cbn1 - cbn0, 1) / rate,
+                      "callbacks": cbn1 - cbn0, "ticks_per_ns": rate}), flush=True)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python benchmarks/bench_stages.py", description=__doc__.split("\n")[0])
+    p.add_argument("--calls", type=int, default=20000, help="recorded all_reduces timed per launch")
+    p.add_argument("--launches", type=int, default=5, help="fresh child processes")
+    p.add_argument("--depth", type=int, default=6, help="user frames between the outermost frame and the call")
+    p.add_argument("--cpu", type=int, default=(os.cpu_count() or 1) - 1, help="the CPU every child is pinned to "
+                   "(-1: unpinned)")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON too")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--log-dir", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        _child(args.log_dir, args.calls, args.depth, args.cpu)
+        return 0
+    _stage_build()  # here, once, not in every child
+    import torch
+
+    runs = []
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="collcheck-stages-") as work:
+        for launch in range(args.launches):
+            proc = subprocess.run([sys.executable, SCRIPT, "--child", "--log-dir", os.path.join(work, str(launch)),
+                                   "--calls", str(args.calls), "--depth", str(args.depth), "--cpu", str(args.cpu)],
+                                  capture_output=True, text=True, env=_clean_env(), timeout=600)
+            if proc.returncode != 0:
+                print(proc.stderr[-3000:], file=sys.stderr)
+                return 1
+            runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    med = {name: statistics.median(r["ns"][name] for r in runs) for name in STAGES}
+    callback = statistics.median(r["callback_ns"] for r in runs)
+    with_callback = sum(r["callbacks"] for r in runs) / max(sum(r["calls"] for r in runs), 1)
+    ours = sum(med[name] for name in OURS)
+    print(f"collcheck bench_stages: torch {torch.__version__}, python {sys.version.split()[0]}, {os.cpu_count()} CPUs; "
+          f"{args.launches} launches x {args.calls} recorded all_reduces, {args.depth} user frames deep, "
+          f"{'pinned to CPU ' + str(args.cpu) if args.cpu >= 0 else 'unpinned'} ({time.monotonic() - t0:.0f} s); "
+          f"calls on the path without the GIL: {min(r['calls'] for r in runs)}-{max(r['calls'] for r in runs)} per launch")
+    print(f"   {'stage':26} {'ns/call':>8} {'share':>7}   (median over launches; min-max)")
+    for name in STAGES:
+        vals = [r["ns"][name] for r in runs]
+        share = f"{med[name] / ours:7.1%}" if name in OURS else " " * 7
+        print(f"   {name:26} {med[name]:8.0f} {share}   {min(vals):.0f}-{max(vals):.0f}")
+    print(f"   {'collcheck in the calling thread':26} {ours:8.0f}")
+    print(f"   {'completion callback (gloo)':26} {callback:8.0f}           (per callback; {with_callback:.0%} of the "
+          f"calls had one: an op complete before watched pushes its completion itself)")
+    print(f"   collcheck's own wall time per call: {ours + callback * with_callback:.0f} ns ({ours:.0f} in the "
+          f"calling thread, {callback * with_callback:.0f} in gloo's); torch's redispatch to gloo: "
+          f"{med['torch (redispatch)']:.0f} ns")
+    if args.json:
+        print(json.dumps({"median_ns": med, "callback_ns": callback, "with_callback": with_callback, "ours_ns": ours,
+                          "runs": runs}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
