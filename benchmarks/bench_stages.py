@@ -8,7 +8,8 @@ reads the CPU's time-stamp counter between its stages and sums the ticks of ever
 the path without the GIL (every cached record's). `--launches` children, each pinned to one CPU
 with its threads (as bench_record.py's), record `--calls` world-size-1 gloo all_reduces of 16
 floats `--depth` user frames deep after a warm-up; the ticks are converted to nanoseconds with
-the counter's rate measured against time.perf_counter_ns in the same child. Reported: the median
+the counter's rate measured against time.perf_counter_ns in the same child, and the cost of one
+read of the counter (one per stage) taken off each stage. Reported: the median
 over launches of each stage's ns per call, the completion callback that runs in gloo's thread
 (per callback, and the share of calls that had one), and for scale torch's own part of the call
 (the redispatch to gloo).
@@ -62,6 +63,27 @@ def _ticks_per_ns(module) -> float:
     return (c1 - c0) / (t1 - t0)
 
 
+def _launch(work: str, launch: int, args, tree: str | None) -> dict:
+    """One child (with `tree`'s collcheck first on the path when given); its figures."""
+    env = _clean_env()
+    if tree:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [tree, env.get("PYTHONPATH")]))
+    proc = subprocess.run([sys.executable, SCRIPT, "--child", "--log-dir", os.path.join(work, f"{launch}-{bool(tree)}"),
+                           "--calls", str(args.calls), "--depth", str(args.depth), "--cpu", str(args.cpu)],
+                          capture_output=True, text=True, env=env, timeout=600)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr[-3000:])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _table(runs: list[dict]) -> tuple[dict, float, float, float]:
+    """Medians over launches: per stage, the callback, the share of calls with one, ours in all."""
+    med = {name: statistics.median(r["ns"][name] for r in runs) for name in STAGES}
+    callback = statistics.median(r["callback_ns"] for r in runs)
+    with_callback = sum(r["callbacks"] for r in runs) / max(sum(r["calls"] for r in runs), 1)
+    return med, callback, with_callback, sum(med[name] for name in OURS)
+
+
 def _child(log_dir: str, calls: int, depth: int, cpu: int) -> None:
     import datetime
 
@@ -91,12 +113,14 @@ def _child(log_dir: str, calls: int, depth: int, cpu: int) -> None:
             dist.all_reduce(t)
         return before, module.stage_clock()
 
-    (sums0, n0, cb0, cbn0, _), (sums1, n1, cb1, cbn1, _) = _at_depth(depth, run)
+    (sums0, n0, cb0, cbn0, _, _), (sums1, n1, cb1, cbn1, _, read) = _at_depth(depth, run)
     dist.destroy_process_group()
     rate = _ticks_per_ns(module)
     n = max(n1 - n0, 1)
-    print(json.dumps({"ns": {name: (b - a) / n / rate for name, a, b in zip(STAGES, sums0, sums1)},
-                      "calls": n1 - n0, "callback_ns": (cb1 - cb0) / max(cbn1 - cbn0, 1) / rate,
+    # each stage and the callback hold one read of the clock: its cost is taken off
+    print(json.dumps({"ns": {name: max((b - a) / n - read, 0) / rate for name, a, b in zip(STAGES, sums0, sums1)},
+                      "calls": n1 - n0, "callback_ns": max((cb1 - cb0) / max(cbn1 - cbn0, 1) - read, 0) / rate,
+                      "clock_read_ns": read / rate,
                       "callbacks": cbn1 - cbn0, "ticks_per_ns": rate}), flush=True)
 
 
@@ -107,6 +131,8 @@ def main(argv=None) -> int:
     p.add_argument("--depth", type=int, default=6, help="user frames between the outermost frame and the call")
     p.add_argument("--cpu", type=int, default=(os.cpu_count() or 1) - 1, help="the CPU every child is pinned to "
                    "(-1: unpinned)")
+    p.add_argument("--against", metavar="DIR", help="another collcheck tree with the stage clock (this benchmark's "
+                   "commit or later): its launches alternate with this tree's")
     p.add_argument("--json", action="store_true", help="print the figures as JSON too")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--log-dir", help=argparse.SUPPRESS)
@@ -114,42 +140,51 @@ def main(argv=None) -> int:
     if args.child:
         _child(args.log_dir, args.calls, args.depth, args.cpu)
         return 0
+    if args.against:
+        args.against = os.path.abspath(args.against)
+        if not os.path.isdir(os.path.join(args.against, "collcheck")):
+            p.error(f"--against {args.against}: no collcheck package there")
     _stage_build()  # here, once, not in every child
     import torch
 
-    runs = []
+    runs, against = [], []
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="collcheck-stages-") as work:
-        for launch in range(args.launches):
-            proc = subprocess.run([sys.executable, SCRIPT, "--child", "--log-dir", os.path.join(work, str(launch)),
-                                   "--calls", str(args.calls), "--depth", str(args.depth), "--cpu", str(args.cpu)],
-                                  capture_output=True, text=True, env=_clean_env(), timeout=600)
-            if proc.returncode != 0:
-                print(proc.stderr[-3000:], file=sys.stderr)
-                return 1
-            runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-    med = {name: statistics.median(r["ns"][name] for r in runs) for name in STAGES}
-    callback = statistics.median(r["callback_ns"] for r in runs)
-    with_callback = sum(r["callbacks"] for r in runs) / max(sum(r["calls"] for r in runs), 1)
-    ours = sum(med[name] for name in OURS)
+        try:
+            for launch in range(args.launches):  # with --against: alternating, this tree first on odd launches
+                order = [None, args.against] if args.against else [None]
+                for tree in order if launch % 2 == 0 else order[::-1]:
+                    (against if tree else runs).append(_launch(work, launch, args, tree))
+        except RuntimeError as exc:
+            print(exc, file=sys.stderr)
+            return 1
+    med, callback, with_callback, ours = _table(runs)
     print(f"collcheck bench_stages: torch {torch.__version__}, python {sys.version.split()[0]}, {os.cpu_count()} CPUs; "
           f"{args.launches} launches x {args.calls} recorded all_reduces, {args.depth} user frames deep, "
           f"{'pinned to CPU ' + str(args.cpu) if args.cpu >= 0 else 'unpinned'} ({time.monotonic() - t0:.0f} s); "
-          f"calls on the path without the GIL: {min(r['calls'] for r in runs)}-{max(r['calls'] for r in runs)} per launch")
-    print(f"   {'stage':26} {'ns/call':>8} {'share':>7}   (median over launches; min-max)")
+          f"calls on the path without the GIL: {min(r['calls'] for r in runs)}-{max(r['calls'] for r in runs)} per launch; "
+          f"one read of the clock, taken off each stage: {statistics.median(r['clock_read_ns'] for r in runs):.1f} ns")
+    other = _table(against) if against else None
+    print(f"   {'stage':26} {'ns/call':>8} {'share':>7}   (median over launches; min-max)"
+          + ("   --against's ns/call" if other else ""))
     for name in STAGES:
         vals = [r["ns"][name] for r in runs]
         share = f"{med[name] / ours:7.1%}" if name in OURS else " " * 7
-        print(f"   {name:26} {med[name]:8.0f} {share}   {min(vals):.0f}-{max(vals):.0f}")
-    print(f"   {'collcheck in the calling thread':26} {ours:8.0f}")
+        print(f"   {name:26} {med[name]:8.0f} {share}   {min(vals):.0f}-{max(vals):.0f}"
+              + (f"   {other[0][name]:8.0f}" if other else ""))
+    print(f"   {'collcheck in the calling thread':26} {ours:8.0f}" + (f"   {other[3]:30.0f}" if other else ""))
     print(f"   {'completion callback (gloo)':26} {callback:8.0f}           (per callback; {with_callback:.0%} of the "
           f"calls had one: an op complete before watched pushes its completion itself)")
-    print(f"   collcheck's own wall time per call: {ours + callback * with_callback:.0f} ns ({ours:.0f} in the "
-          f"calling thread, {callback * with_callback:.0f} in gloo's); torch's redispatch to gloo: "
-          f"{med['torch (redispatch)']:.0f} ns")
+    own = ours + callback * with_callback
+    print(f"   collcheck's own wall time per call: {own:.0f} ns ({ours:.0f} in the calling thread, "
+          f"{callback * with_callback:.0f} in gloo's); torch's redispatch to gloo: {med['torch (redispatch)']:.0f} ns")
+    if other:
+        theirs = other[3] + other[1] * other[2]
+        print(f"   --against's: {theirs:.0f} ns (torch's redispatch {other[0]['torch (redispatch)']:.0f} ns); this tree "
+              f"{own - theirs:+.0f} ns, {own / theirs:.2f}x")
     if args.json:
         print(json.dumps({"median_ns": med, "callback_ns": callback, "with_callback": with_callback, "ours_ns": ours,
-                          "runs": runs}, indent=1))
+                          "runs": runs, "against_runs": against}, indent=1))
     return 0
 
 

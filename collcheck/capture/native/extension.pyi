@@ -25,11 +25,11 @@ def attach(issue: Callable[[int, tuple, Any, list | None, Any], int | None],
 def set_enabled(on: bool) -> None: ...
 def registered() -> bool: ...
 def after_fork_in_child() -> None: ...
-def stage_clock() -> tuple[list[int], int, int, int, int] | None:
+def stage_clock() -> tuple[list[int], int, int, int, int, float] | None:
     """Built with -DCOLLCHECK_STAGE_CLOCK (benchmarks/bench_stages.py): the clock's ticks summed
     per stage of the recorded calls that took the path without the GIL, their number, the ticks
-    the completion callbacks took in the backend's threads, their number, and the clock now; else
-    None."""
+    the completion callbacks took in the backend's threads, their number, the clock now, and the
+    ticks one read of the clock takes; else None."""
 
 def stats() -> tuple[int, int, int, int]:
     """(templates, classified code objects, Work types without a future, records written

@@ -2157,8 +2157,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("stage_clock", []() -> py::object {  // benchmarks/bench_stages.py (extension.pyi)
 #ifdef COLLCHECK_STAGE_CLOCK
     std::lock_guard<std::mutex> guard(stage_mu);
+    const uint64_t t0 = ticks();
+    uint64_t last = t0;
+    for (int i = 0; i < 1000; ++i) last = ticks();  // what one read of the clock costs (each stage has one)
     return py::make_tuple(std::vector<uint64_t>(stage_sums, stage_sums + kStages), stage_calls, callback_ticks,
-                          callbacks, ticks());
+                          callbacks, last, (last - t0) / 1000.0);
 #else
     return py::none();
 #endif
