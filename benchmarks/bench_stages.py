@@ -84,6 +84,16 @@ def _table(runs: list[dict]) -> tuple[dict, float, float, float]:
     return med, callback, with_callback, sum(med[name] for name in OURS)
 
 
+def _call_median(runs: list[dict]) -> float:
+    """Median over launches of each launch's median calling-thread time per call."""
+    return statistics.median(r["call_median_ns"] for r in runs)
+
+
+def _per_torch(runs: list[dict]) -> float:
+    """Median over launches of collcheck's calling-thread time over torch's redispatch time."""
+    return statistics.median(sum(r["ns"][name] for name in OURS) / r["ns"]["torch (redispatch)"] for r in runs)
+
+
 def _child(log_dir: str, calls: int, depth: int, cpu: int) -> None:
     import datetime
 
@@ -113,7 +123,7 @@ def _child(log_dir: str, calls: int, depth: int, cpu: int) -> None:
             dist.all_reduce(t)
         return before, module.stage_clock()
 
-    (sums0, n0, cb0, cbn0, _, _), (sums1, n1, cb1, cbn1, _, read) = _at_depth(depth, run)
+    (sums0, n0, cb0, cbn0, *_), (sums1, n1, cb1, cbn1, _, read, ours, torch_ticks) = _at_depth(depth, run)
     dist.destroy_process_group()
     rate = _ticks_per_ns(module)
     n = max(n1 - n0, 1)
@@ -121,6 +131,9 @@ def _child(log_dir: str, calls: int, depth: int, cpu: int) -> None:
     print(json.dumps({"ns": {name: max((b - a) / n - read, 0) / rate for name, a, b in zip(STAGES, sums0, sums1)},
                       "calls": n1 - n0, "callback_ns": max((cb1 - cb0) / max(cbn1 - cbn0, 1) - read, 0) / rate,
                       "clock_read_ns": read / rate,
+                      # per call, the median: a call the VM preempted moves the sums, not this
+                      "call_median_ns": (statistics.median(ours[n0:]) - (len(STAGES) - 1) * read) / rate,
+                      "call_median_torch_ns": (statistics.median(torch_ticks[n0:]) - read) / rate,
                       "callbacks": cbn1 - cbn0, "ticks_per_ns": rate}), flush=True)
 
 
@@ -173,6 +186,8 @@ def main(argv=None) -> int:
         print(f"   {name:26} {med[name]:8.0f} {share}   {min(vals):.0f}-{max(vals):.0f}"
               + (f"   {other[0][name]:8.0f}" if other else ""))
     print(f"   {'collcheck in the calling thread':26} {ours:8.0f}" + (f"   {other[3]:30.0f}" if other else ""))
+    print(f"   {'  the same, median call':26} {_call_median(runs):8.0f}           (a call the VM preempted moves the "
+          f"mean above, not this)")
     print(f"   {'completion callback (gloo)':26} {callback:8.0f}           (per callback; {with_callback:.0%} of the "
           f"calls had one: an op complete before watched pushes its completion itself)")
     own = ours + callback * with_callback
@@ -182,6 +197,12 @@ def main(argv=None) -> int:
         theirs = other[3] + other[1] * other[2]
         print(f"   --against's: {theirs:.0f} ns (torch's redispatch {other[0]['torch (redispatch)']:.0f} ns); this tree "
               f"{own - theirs:+.0f} ns, {own / theirs:.2f}x")
+        print(f"   per call, median of medians: this tree {_call_median(runs):.0f} ns, --against's "
+              f"{_call_median(against):.0f} ns")
+        # the machine's speed moves both: each launch's calling-thread time per ns of torch's own
+        mine, their = _per_torch(runs), _per_torch(against)
+        print(f"   per ns of torch's redispatch in the same launch (medians): this tree {mine:.4f}, --against's "
+              f"{their:.4f}: {mine / their:.2f}x")
     if args.json:
         print(json.dumps({"median_ns": med, "callback_ns": callback, "with_callback": with_callback, "ours_ns": ours,
                           "runs": runs, "against_runs": against}, indent=1))

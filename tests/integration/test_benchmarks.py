@@ -178,6 +178,7 @@ def test_bench_stages_times_every_stage_of_the_cached_path(fastpath_env, monkeyp
                                        "--json"], capture_output=True, text=True, timeout=560))
     (run,) = res["runs"]
     assert 450 <= run["calls"] <= 500 and run["ticks_per_ns"] > 0
+    assert 0 < run["call_median_ns"] < 10 * res["ours_ns"] and run["call_median_torch_ns"] > 0
     assert all(ns > 0 for ns in res["median_ns"].values())
     assert 0 <= run["callbacks"] <= run["calls"] + 10 and (res["callback_ns"] > 0) == (run["callbacks"] > 0)
     assert res["median_ns"]["torch (redispatch)"] > res["ours_ns"] / 10

@@ -25,11 +25,12 @@ def attach(issue: Callable[[int, tuple, Any, list | None, Any], int | None],
 def set_enabled(on: bool) -> None: ...
 def registered() -> bool: ...
 def after_fork_in_child() -> None: ...
-def stage_clock() -> tuple[list[int], int, int, int, int, float] | None:
+def stage_clock() -> tuple[list[int], int, int, int, int, float, list[int], list[int]] | None:
     """Built with -DCOLLCHECK_STAGE_CLOCK (benchmarks/bench_stages.py): the clock's ticks summed
     per stage of the recorded calls that took the path without the GIL, their number, the ticks
-    the completion callbacks took in the backend's threads, their number, the clock now, and the
-    ticks one read of the clock takes; else None."""
+    the completion callbacks took in the backend's threads, their number, the clock now, the
+    ticks one read of the clock takes, and per call so far the ticks of collcheck's stages and of
+    torch's redispatch; else None."""
 
 def stats() -> tuple[int, int, int, int]:
     """(templates, classified code objects, Work types without a future, records written

@@ -244,6 +244,7 @@ struct StageCall {
 thread_local StageCall stage_call;
 std::mutex stage_mu;
 uint64_t stage_sums[kStages] = {}, stage_calls = 0, callback_ticks = 0, callbacks = 0;
+std::vector<uint32_t> call_ours, call_torch;  // per call: ticks in collcheck's stages, in the redispatch
 #define STAGE_START()                        \
   do {                                       \
     stage_call = StageCall();                \
@@ -259,8 +260,16 @@ uint64_t stage_sums[kStages] = {}, stage_calls = 0, callback_ticks = 0, callback
 inline void stage_end() {
   if (!stage_call.fast) return;
   std::lock_guard<std::mutex> guard(stage_mu);
-  for (int i = 0; i < kStages; ++i) stage_sums[i] += stage_call.t[i];
+  uint64_t ours = 0;
+  for (int i = 0; i < kStages; ++i) {
+    stage_sums[i] += stage_call.t[i];
+    if (i != kRedispatch) ours += stage_call.t[i];
+  }
   ++stage_calls;
+  if (call_ours.size() < (1u << 22)) {
+    call_ours.push_back(static_cast<uint32_t>(std::min<uint64_t>(ours, UINT32_MAX)));
+    call_torch.push_back(static_cast<uint32_t>(std::min<uint64_t>(stage_call.t[kRedispatch], UINT32_MAX)));
+  }
 }
 inline void stage_callback(uint64_t since) {
   const uint64_t spent = ticks() - since;
@@ -1236,6 +1245,8 @@ void pack_completions(Out& out, const std::vector<Done>& dones, int64_t eid, int
 
 enum class Emit { written, python, failed };
 
+
+
 // The GIL held, or (`with_gil` false) state_mu. Writes the record of a cached template, or says
 // why Python has to. Without the GIL it writes only records that need no Python code (nothing
 // changed before it says so): not a gradient bucket's (a new index interns a label), none while
@@ -2161,7 +2172,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     uint64_t last = t0;
     for (int i = 0; i < 1000; ++i) last = ticks();  // what one read of the clock costs (each stage has one)
     return py::make_tuple(std::vector<uint64_t>(stage_sums, stage_sums + kStages), stage_calls, callback_ticks,
-                          callbacks, last, (last - t0) / 1000.0);
+                          callbacks, last, (last - t0) / 1000.0, call_ours, call_torch);
 #else
     return py::none();
 #endif
