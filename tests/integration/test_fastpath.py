@@ -198,32 +198,19 @@ def test_load_rules(built, tmp_path):
     assert not (tmp_path / "empty").exists()  # loading never builds
 
 
-_CRC_CHECK = """
-import random, sys, zlib, torch
+# One process for the checks of the compiled module's parts (importing torch takes seconds):
+# the CRC-32 of many lengths, then a log written through its WriterLock.
+_PARTS_CHECK = """
+import os, random, sys, zlib
 from collcheck.capture.native import fastpath
+from collcheck.logfile import format as lf
+from collcheck.logfile.reader import read_log
+from collcheck.logfile.writer import LogWriter, open_exclusive
 module = fastpath.load()
 rng = random.Random(7)
 cases = [bytes(rng.getrandbits(8) for _ in range(n)) for n in [*range(0, 300), 1021, 4096, 65537]]
 cases += [bytes(n) for n in (16, 64, 100)] + [b"\\xff" * n for n in (16, 64, 100)]
 print(sum(module.crc32(b) != zlib.crc32(b) for b in cases), len(cases))
-"""
-
-
-def test_frames_carry_zlibs_crc(built, tmp_path):
-    """The compiled path's CRC-32 (16 bytes a step with carry-less multiplication where the CPU has
-    it, a table for the rest) is zlib's on every length around its step and on long runs."""
-    env = base_env(tmp_path, record=False, extra=built)
-    proc = subprocess.run([sys.executable, "-c", _CRC_CHECK], env=env, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.split() == ["0", "309"], proc.stdout
-
-
-_POPULATE_CHECK = """
-import os, sys
-from collcheck.capture.native import fastpath
-from collcheck.logfile import format as lf
-from collcheck.logfile.reader import read_log
-from collcheck.logfile.writer import LogWriter, open_exclusive
 
 def resident_kib(path):  # the log's shared mapping: its pages in memory (kB)
     found, rss = False, None
@@ -246,16 +233,30 @@ print(sum(r["k"] == lf.COLL for r in read_log(path).records), os.path.getsize(pa
 """
 
 
-def test_log_pages_are_faulted_in_ahead_of_the_records(built, tmp_path):
+@pytest.fixture(scope="module")
+def parts_checked(fastpath_env, tmp_path_factory) -> list[list[int]]:
+    """_PARTS_CHECK's lines, as numbers, run once on the built module."""
+    where = tmp_path_factory.mktemp("parts")
+    env = base_env(where, record=False, extra=fastpath_env)
+    env.pop("TORCH_EXTENSIONS_DIR", None)
+    proc = subprocess.run([sys.executable, "-c", _PARTS_CHECK, str(where)], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return [[int(x) for x in line.split()] for line in proc.stdout.splitlines()]
+
+
+def test_frames_carry_zlibs_crc(parts_checked):
+    """The compiled path's CRC-32 (16 bytes a step with carry-less multiplication where the CPU has
+    it, a table for the rest) is zlib's on every length around its step and on long runs."""
+    assert parts_checked[0] == [0, 309], parts_checked
+
+
+def test_log_pages_are_faulted_in_ahead_of_the_records(parts_checked):
     """The first records of a segment leave a window of the log's mapping already in memory
     (a record's copy that touched a fresh page would take that page's fault itself), and what
     the file holds after close is the records alone."""
-    env = base_env(tmp_path, record=False, extra=built)
-    proc = subprocess.run([sys.executable, "-c", _POPULATE_CHECK, str(tmp_path)], env=env, capture_output=True,
-                          text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    (rss, written), (colls, size) = (map(int, line.split()) for line in proc.stdout.splitlines())
-    assert written < 4096 and rss >= 256, proc.stdout  # the populated window, not the page written
+    (rss, written), (colls, size) = parts_checked[1:]
+    assert written < 4096 and rss >= 256, parts_checked  # the populated window, not the page written
     assert colls == 1 and size == written
 
 
