@@ -9,8 +9,9 @@ the path without the GIL (every cached record's). `--launches` children, each pi
 with its threads (as bench_record.py's), record `--calls` world-size-1 gloo all_reduces of 16
 floats `--depth` user frames deep after a warm-up; the ticks are converted to nanoseconds with
 the counter's rate measured against time.perf_counter_ns in the same child, and the cost of one
-read of the counter (one per stage) taken off each stage. Reported: the median
-over launches of each stage's ns per call, the completion callback that runs in gloo's thread
+read of the counter (one per stage) taken off each stage. Reported: the median over launches of
+each stage's mean ns per call, each launch's median call (a call the VM or gloo's thread
+interrupted moves a mean, not the median), the completion callback that runs in gloo's thread
 (per callback, and the share of calls that had one), and for scale torch's own part of the call
 (the redispatch to gloo).
 

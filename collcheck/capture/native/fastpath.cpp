@@ -1245,8 +1245,6 @@ void pack_completions(Out& out, const std::vector<Done>& dones, int64_t eid, int
 
 enum class Emit { written, python, failed };
 
-
-
 // The GIL held, or (`with_gil` false) state_mu. Writes the record of a cached template, or says
 // why Python has to. Without the GIL it writes only records that need no Python code (nothing
 // changed before it says so): not a gradient bucket's (a new index interns a label), none while
