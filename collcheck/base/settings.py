@@ -140,19 +140,21 @@ class Settings:
     def resolved_run_id(self, environ=os.environ) -> str:
         """Same for every rank of one launch: torchrun's rdzv id, else the id that the
         outermost COLLCHECK process (torchrun's agent, `collcheck record`) exported."""
-        elastic = environ.get("TORCHELASTIC_RUN_ID")
-        if elastic and elastic != "none":
-            return elastic
-        return self.run_id or f"ppid{os.getppid()}"
+        return _elastic_run_id(environ) or self.run_id or f"ppid{os.getppid()}"
 
     def named_by_each_rank(self, environ=os.environ) -> bool:
         """No launcher named the run for all its ranks (no torchrun rendezvous id, no
         COLLCHECK_RUN_ID from a parent or the user): this process named it (or its parent's pid
         does), and so did every other rank, each its own way."""
-        elastic = environ.get("TORCHELASTIC_RUN_ID")
-        if elastic and elastic != "none":
+        if _elastic_run_id(environ):
             return False
         return self.run_id is None or named_here(self.run_id)
+
+
+def _elastic_run_id(environ) -> str | None:
+    """torchrun's rendezvous id, the same for every rank of its launch ("none": not given)."""
+    elastic = environ.get("TORCHELASTIC_RUN_ID")
+    return elastic if elastic and elastic != "none" else None
 
 
 def new_run_id() -> str:

@@ -722,6 +722,7 @@ struct WriterLock {
     }
     copy_end = can_populate ? std::min(populated, map_end - kReserve) : map_end - kReserve;
   }
+  bool segment_full() const { return segment_bytes && written >= segment_bytes; }  // next_segment's turn
   int64_t chunk() const {  // space allocated at a time: 1 MiB, less for small segments
     int64_t c = 1 << 20;
     if (segment_bytes > 0) c = std::max<int64_t>(64 << 10, std::min<int64_t>(c, segment_bytes / 4));
@@ -1258,8 +1259,7 @@ Emit emit_cached(long tid, Tls& tls, int64_t* eid_out, bool with_gil = true) {
   if (!shared.lock->mu.try_lock()) return Emit::python;  // Python waits for it without the GIL
   std::lock_guard<std::mutex> unlock(shared.lock->mu, std::adopt_lock);
   if (shared.lock->closed) return Emit::python;
-  if (!with_gil && (PyList_GET_SIZE(shared.pending) != 0 ||
-                    (shared.lock->segment_bytes && shared.lock->written >= shared.lock->segment_bytes)))
+  if (!with_gil && (PyList_GET_SIZE(shared.pending) != 0 || shared.lock->segment_full()))
     return Emit::python;  // (Python fills the list under the writer lock: read under it)
   STAGE(kWriterLock);
   const int64_t eid = shared.next_eid;
@@ -1320,7 +1320,7 @@ Emit emit_cached(long tid, Tls& tls, int64_t* eid_out, bool with_gil = true) {
     return Emit::failed;
   }
   STAGE(kCopied);
-  if (with_gil && shared.lock->segment_bytes && shared.lock->written >= shared.lock->segment_bytes) {
+  if (with_gil && shared.lock->segment_full()) {
     PyObject* r = PyObject_CallMethod(shared.writer, "next_segment", nullptr);  // GIL and lock held
     if (!r) {
       PyErr_Clear();
@@ -1930,8 +1930,10 @@ void remember(Tls& tls, PyThreadState* ts, const Key& key, size_t prefix, long t
 // thread's turn with it): the template found (from the memo, else by the walk) and its record
 // written under state_mu. Returns the event id, -1 when writing failed, kPython when the GIL is
 // needed (a template not cached yet, a frame not classified yet, a record emit_cached leaves to
-// Python).
-int64_t without_gil(Key& key, PyThreadState* ts, Tls& tls) {
+// Python). With kPython, `found` is the template when one was found (a gradient bucket's, say:
+// the path with the GIL writes it without walking again), and `walked` says whether the key
+// holds the walk's part after put_args's.
+int64_t without_gil(Key& key, PyThreadState* ts, Tls& tls, long* found, bool* walked) {
   const size_t prefix = key.n;  // (put_args's part; the walk's follows)
   const bool memo = tls.memo_tid >= 0 && tls.memo_args.size() == prefix &&
                     std::memcmp(tls.memo_args.data(), key.data(), prefix) == 0 && same_frames(tls, ts);
@@ -1942,11 +1944,13 @@ int64_t without_gil(Key& key, PyThreadState* ts, Tls& tls) {
   long tid = tls.memo_tid;
   if (!memo) {
     if (!walk_light(key, tls.thread_ident(), ts)) return kPython;
+    *walked = true;
     const Entry* e = entries.find(key.data(), key.n, key.hash());
     if (!e) return kPython;
     tid = e->tid;
     remember(tls, ts, key, prefix, tid);
   }
+  *found = tid;
   int64_t eid = -1;
   switch (emit_cached(tid, tls, &eid, false)) {
     case Emit::written:
@@ -1982,17 +1986,19 @@ int64_t issue(Tls& tls, int idx, const c10::OperatorHandle& op, const torch::jit
   const size_t prefix = key.n;
 #ifdef COLLCHECK_LIGHT_WALK
   const bool light = o.cache && light_walk_ok.load(std::memory_order_relaxed);
+  long found = -1;       // the template without_gil found, and left to this path
+  bool walked = false;   // the key holds without_gil's walk
   if (light) {
     PyThreadState* ts = PyGILState_GetThisThreadState();
     if (ts && ts != COLLCHECK_CURRENT_TSTATE()) {  // (a thread Python knows, not holding the GIL)
-      const int64_t r = without_gil(key, ts, tls);
+      const int64_t r = without_gil(key, ts, tls, &found, &walked);
       if (r >= 0) return r;
       if (r == -1) {
         Gil gil;
         call_fail("collcheck fast path: writing a record failed");
         return -1;
       }
-      key.n = prefix;  // (kPython: with the GIL, from the walk on)
+      if (!walked) key.n = prefix;  // (kPython: with the GIL, from the walk on)
     }
   }
 #endif
@@ -2003,22 +2009,19 @@ int64_t issue(Tls& tls, int idx, const c10::OperatorHandle& op, const torch::jit
   std::string light_key;
 #ifdef COLLCHECK_LIGHT_WALK
   if (light) {
-    long tid = -1;
-    bool walked;
-    {
+    long tid = found;
+    if (tid < 0) {  // (not found without the GIL: another thread may have cached it since)
       StateGuard guard(*state_mu);
-      walked = walk_light(key, tls.thread_ident(), PyThreadState_Get());
+      if (!walked) walked = walk_light(key, tls.thread_ident(), PyThreadState_Get());
       if (walked)
         if (const Entry* e = entries.find(key.data(), key.n, key.hash())) tid = e->tid;
     }
-    if (walked) {
-      if (tid >= 0) {
-        const int64_t r = try_cached(tid, tls);
-        if (r != kPython) return r;
-        tried = true;
-      }
-      light_key.assign(key.data(), key.n);
+    if (tid >= 0) {
+      const int64_t r = try_cached(tid, tls);
+      if (r != kPython) return r;
+      tried = true;
     }
+    if (walked) light_key.assign(key.data(), key.n);  // (a memo's key holds no walk: nothing to check)
   }
 #endif
   return issue_walked(o, args, gname, a, args[o.pg].toCustomClass<c10d::ProcessGroup>(), key, prefix, light_key,
