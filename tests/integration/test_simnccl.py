@@ -148,6 +148,7 @@ def test_a_rank_runs_ahead_until_a_sync_point(corpus):
     assert f"rank 0's CPU thread waited at simnccl_semantics.py:{marks['sync']}" in hang["message"], hang["message"]
 
 
+@pytest.mark.slow  # (15 s of the default run's 6 minutes: the demo's whole job and diff)
 @pytest.mark.timeout(120)
 def test_demo_runs_a_scenario_on_the_simulated_backend():
     """seed004_case2 on simnccl: rank 1's extra bucket all-reduce never completes, both ranks exit;
