@@ -10,7 +10,11 @@ driver zeroes the counters, the child runs N all_reduces of a 1-element tensor `
 frames deep, and the driver dumps the counters: every thread's instructions (Ir) over exactly
 those N calls (gloo's threads and the completion callbacks included). Instructions per call added
 = (recorded - plain) / N. With `--top K` the recorded child's dump is annotated: the K functions
-with the most inclusive instructions, per call (where the added instructions go).
+with the most inclusive instructions, per call (where the added instructions go). With
+`--cache-sim` callgrind also simulates the caches (the machine's own sizes) and each variant's
+line misses per call are shown: lines the call brings into the first-level caches (instruction
+and data), and into the last level. By the wall a recorded call costs more than its instructions
+(lines that the switch to gloo's thread and back pushed out): this is the count that shows it.
 
 The recorded children use whichever path is in use (the compiled one when built;
 `COLLCHECK_FASTPATH=0` for the Python path). Wall time, paired against plain in alternating
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import json
 import os
 import re
 import shutil
@@ -83,7 +88,7 @@ def _child(variant: str, log_dir: str, calls: int, depth: int) -> None:
 class _Run:
     """One child under callgrind, instrumentation off until the driver turns it on."""
 
-    def __init__(self, variant: str, work: str, calls: int, depth: int, against: str | None):
+    def __init__(self, variant: str, work: str, calls: int, depth: int, against: str | None, cache_sim: bool = False):
         env = {k: v for k, v in os.environ.items() if k not in _ENV_DROP}
         env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
         if variant == "nofr":  # torch's Flight Recorder off: what it costs per call, the floor compared with
@@ -93,6 +98,7 @@ class _Run:
         self.out = os.path.join(work, f"callgrind.{variant}")
         self.proc = subprocess.Popen(
             ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
+             *(["--cache-sim=yes"] if cache_sim else []),
              f"--callgrind-out-file={self.out}.%p",
              sys.executable, SCRIPT, "--child", variant, "--log-dir", os.path.join(work, variant),
              "--calls", str(calls), "--depth", str(depth)],
@@ -108,8 +114,8 @@ class _Run:
     def _control(self, *flags: str) -> None:
         subprocess.run(["callgrind_control", *flags, str(self.proc.pid)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-    def measure(self) -> tuple[int, int]:
-        """Ir of one round of `calls` all_reduces, after one instrumented warm-up round: (the calling
+    def measure(self) -> tuple[dict[str, int], int]:
+        """Events (Ir; with the cache simulation the misses too) of one round of `calls` all_reduces, after one instrumented warm-up round: (the calling
         thread's and the backend's threads', the other Python threads': collcheck's watchdog and
         live publisher, which wake up on a timer, not per call, and under callgrind's slowness
         would be charged to the few calls made meanwhile)."""
@@ -120,14 +126,16 @@ class _Run:
         before = set(glob.glob(self.out + ".*"))
         self._control("-d")
         self.dumps = sorted(p for p in set(glob.glob(self.out + ".*")) - before if not p.endswith(".stderr"))
-        per_call = periodic = 0
+        per_call: dict[str, int] = {}
+        periodic = 0
         python_code = _ids_named(self.dumps, "_PyEval_EvalFrameDefault")
         for dump in self.dumps:
-            ir, fns = _thread_ir(dump)
+            events, fns = _thread_events(dump)
             if fns & python_code and not dump.endswith("-01"):  # (thread 1: the main thread)
-                periodic += ir
+                periodic += events["Ir"]
             else:
-                per_call += ir
+                for name, n in events.items():
+                    per_call[name] = per_call.get(name, 0) + n
         return per_call, periodic
 
     def _go(self) -> None:
@@ -159,13 +167,16 @@ def _ids_named(dumps: list[str], name: str) -> set[str]:
     return ids
 
 
-def _thread_ir(dump: str) -> tuple[int, set[str]]:
-    """(instructions, the function ids it ran) of one thread's dump."""
-    total, fns = None, set()
+def _thread_events(dump: str) -> tuple[dict[str, int], set[str]]:
+    """({event: count} (Ir, and I1mr, D1mr, DLmr... with the cache simulation), the function ids
+    it ran) of one thread's dump."""
+    names, total, fns = ["Ir"], None, set()
     with open(dump, errors="replace") as f:
         for line in f:
-            if line.startswith("summary:"):  # (the period's events; `totals:` also counts open calls)
-                total = int(line.split()[1])
+            if line.startswith("events:"):
+                names = line.split()[1:]
+            elif line.startswith("summary:"):  # (the period's events; `totals:` also counts open calls)
+                total = dict(zip(names, map(int, line.split()[1:])))
             elif line.startswith("fn="):
                 m = _FN.match(line.rstrip("\n"))
                 if m:
@@ -186,6 +197,23 @@ def _top(dump: str, k: int, calls: int) -> list[tuple[float, str]]:
     return rows[:k]
 
 
+def _misses(events: dict, n: int, level: str) -> float:
+    """Lines missed per call at one level of the simulated caches ("1" or "L"), instructions and data."""
+    return sum(events.get(k, 0) for k in (f"I{level}mr", f"D{level}mr", f"D{level}mw")) / n
+
+
+def _print_misses(events: dict, variants: tuple, labels: dict, n: int) -> None:
+    """Lines missed per call in the simulated caches, per variant and added to plain."""
+    def misses(v: str, level: str) -> float:
+        return _misses(events[v], n, level)
+
+    print("\n   cache lines missed per call (callgrind's simulation: first level, instructions and data; last level)")
+    print(f"   {'variant':34} {'L1 misses':>10} {'added':>8} {'LL misses':>10} {'added':>8}")
+    for v in variants:
+        l1, ll = misses(v, "1"), misses(v, "L")
+        print(f"   {labels[v]:34} {l1:10.0f} {l1 - misses('plain', '1'):8.0f} {ll:10.1f} {ll - misses('plain', 'L'):8.1f}")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python benchmarks/bench_instructions.py", description=__doc__.split("\n")[0])
     p.add_argument("--calls", type=int, default=2000, help="all_reduce calls counted per variant")
@@ -193,6 +221,8 @@ def main(argv=None) -> int:
     p.add_argument("--against", metavar="DIR", help="another collcheck source tree (e.g. a worktree of the "
                    "previous commit, its fast path built): counted the same way")
     p.add_argument("--top", type=int, default=0, help="annotate the recorded child: its K costliest functions")
+    p.add_argument("--cache-sim", action="store_true", help="also simulate the caches: lines missed per call")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON too")
     p.add_argument("--keep", metavar="DIR", help="keep the callgrind dumps in DIR (callgrind_annotate them)")
     p.add_argument("--child", choices=("plain", "nofr", "record", "against"), help=argparse.SUPPRESS)
     p.add_argument("--log-dir", help=argparse.SUPPRESS)
@@ -206,13 +236,15 @@ def main(argv=None) -> int:
     if args.against and not os.path.isdir(os.path.join(args.against, "collcheck")):
         p.error(f"--against {args.against}: no collcheck package there")
     variants = ("plain", "nofr", "record") + (("against",) if args.against else ())
-    ir, periodic, paths = {}, {}, {}
+    ir, events, periodic, paths = {}, {}, {}, {}
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="collcheck-instr-") as work:
         for v in variants:
-            run = _Run(v, work, args.calls, args.depth, os.path.abspath(args.against) if args.against else None)
+            run = _Run(v, work, args.calls, args.depth, os.path.abspath(args.against) if args.against else None,
+                       args.cache_sim)
             try:
-                (ir[v], periodic[v]), paths[v] = run.measure(), run.path
+                (events[v], periodic[v]), paths[v] = run.measure(), run.path
+                ir[v] = events[v]["Ir"]
                 if v == "record" and args.top:
                     top = _top(run.dumps[0], args.top, args.calls)  # the calling thread's
                 if args.keep:
@@ -236,6 +268,12 @@ def main(argv=None) -> int:
           f"{(ir['record'] - ir['plain']) / n / fr if fr > 0 else float('nan'):.2f}x the Flight Recorder's")
     if args.against:
         print(f"   this tree vs --against: {(ir['record'] - ir['against']) / n:+.0f} instructions per call")
+    if args.cache_sim:
+        _print_misses(events, variants, labels, n)
+    if args.json:
+        print(json.dumps({"calls": n, "paths": paths, "instructions": {v: ir[v] / n for v in variants},
+                          "misses": {v: {"L1": _misses(events[v], n, "1"), "LL": _misses(events[v], n, "L")}
+                                     for v in variants} if args.cache_sim else None}))
     if args.top:
         print(f"\n   recorded child, calling thread, inclusive instructions per call, top {args.top}:")
         for per_call, name in top:

@@ -244,3 +244,44 @@ def test_bench_read_reads_a_log_with_both_loops_to_the_same_scan(tmp_path):
         pytest.skip(proc.stdout.strip())
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "scans equal: True" in proc.stdout and "python / compiled" in proc.stdout, proc.stdout
+
+
+def test_bench_instructions_reads_every_event_of_a_thread_dump(tmp_path):
+    """A callgrind dump's events are read by name (with the cache simulation: Ir then the misses),
+    from the period's summary, not the totals that also count open calls."""
+    sys.path.insert(0, BENCHMARKS)
+    try:
+        from bench_instructions import _misses, _thread_events
+    finally:
+        sys.path.remove(BENCHMARKS)
+    dump = tmp_path / "callgrind.record.1-01"
+    dump.write_text("version: 1\nevents: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw\nfn=(1) kernel\n0 5 1 1 1 1 0 0 0 0\n"
+                    "fn=(2) watch\nsummary: 5000 900 400 30 20 10 1 2 3\ntotals: 9000 0 0 0 0 0 0 0 0\n")
+    events, fns = _thread_events(str(dump))
+    assert events == {"Ir": 5000, "Dr": 900, "Dw": 400, "I1mr": 30, "D1mr": 20, "D1mw": 10, "ILmr": 1, "DLmr": 2,
+                      "DLmw": 3}
+    assert fns == {"1", "2"}
+    assert _misses(events, 10, "1") == 6.0 and _misses(events, 10, "L") == 0.6
+    dump.write_text("events: Ir\nfn=(1) kernel\nsummary: 700\n")  # without the simulation: instructions alone
+    assert _thread_events(str(dump))[0] == {"Ir": 700}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(shutil.which("valgrind") is None or shutil.which("callgrind_control") is None,
+                    reason="needs valgrind (callgrind_control) on PATH")
+def test_bench_instructions_counts_instructions_and_simulated_misses(fastpath_env, monkeypatch):
+    """Every variant under callgrind with its cache simulation, at toy size: each counted its
+    instructions and missed lines; torch's Flight Recorder, on in plain, writes a new entry of its
+    ring each call (a last-level miss the variant with it off does not have)."""
+    for key, value in fastpath_env.items():
+        monkeypatch.setenv(key, value)
+    proc = subprocess.run([sys.executable, bench("bench_instructions"), "--calls", "40", "--cache-sim", "--json"],
+                          capture_output=True, text=True, timeout=880)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (res,) = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert res["calls"] == 40 and res["paths"]["record"] in ("compiled", "python")
+    assert all(res["instructions"][v] > 1000 for v in ("plain", "nofr", "record"))
+    misses = res["misses"]
+    assert all(misses[v]["L1"] > 0 for v in ("plain", "nofr", "record"))
+    assert misses["plain"]["LL"] > misses["nofr"]["LL"] + 1
