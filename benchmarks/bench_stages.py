@@ -20,6 +20,15 @@ the key of the op's arguments), memo (the thread's last stack compared), state l
 (the template and the log's lock), completions taken (label state, queued completions), packed
 (clock, msgpack), framed (CRC-32), copied (into the log's mapping), left (in-flight table, back to
 the kernel), then torch (redispatch) and watched (the clock, the future's callback registered).
+
+The stage clock sees only the kernel's own time. With `--parts R` each child then weighs the
+kernel's parts by the wall, in the same process: R rounds, each of `--part-calls` calls per part
+in turn: paused (collcheck's kernels unregistered: torch alone), the dispatcher's hop alone (the
+kernel registered, redispatching at once), the record without its completion watched (the
+Work's future never asked), and the whole record. Reported: the median over all rounds of each
+part's median call minus the paused median of the same round, and their differences (what the
+record adds to the hop, what watching the completion adds), which include what the kernel's
+code costs torch's own code after it (the lines it pushed out).
 """
 
 from __future__ import annotations
@@ -41,6 +50,9 @@ FLAG = "-DCOLLCHECK_STAGE_CLOCK"
 STAGES = ("entry", "arguments", "memo", "state lock", "writer lock", "completions taken", "packed", "framed",
           "copied", "left", "torch (redispatch)", "watched")
 OURS = [s for s in STAGES if s != "torch (redispatch)"]
+PARTS = {"paused": None, "hop": 1, "unwatched": 2, "whole": 0}  # fastpath.cpp's Part, per round in this order
+PART_LABELS = {"hop": "the dispatcher's hop alone", "unwatched": "the record, completion not watched",
+               "whole": "the whole record (recording as shipped)"}
 
 
 def _stage_build():
@@ -70,7 +82,8 @@ def _launch(work: str, launch: int, args, tree: str | None) -> dict:
     if tree:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [tree, env.get("PYTHONPATH")]))
     proc = subprocess.run([sys.executable, SCRIPT, "--child", "--log-dir", os.path.join(work, f"{launch}-{bool(tree)}"),
-                           "--calls", str(args.calls), "--depth", str(args.depth), "--cpu", str(args.cpu)],
+                           "--calls", str(args.calls), "--depth", str(args.depth), "--cpu", str(args.cpu),
+                           "--parts", str(args.parts), "--part-calls", str(args.part_calls)],
                           capture_output=True, text=True, env=env, timeout=600)
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr[-3000:])
@@ -95,7 +108,32 @@ def _per_torch(runs: list[dict]) -> float:
     return statistics.median(sum(r["ns"][name] for name in OURS) / r["ns"]["torch (redispatch)"] for r in runs)
 
 
-def _child(log_dir: str, calls: int, depth: int, cpu: int) -> None:
+def _part_rounds(module, rec, all_reduce, rounds: int, calls: int) -> dict[str, list[float]]:
+    """Per part, each round's median ns per call (the parts take turns within a round)."""
+    clock = time.perf_counter_ns
+    out: dict[str, list[float]] = {name: [] for name in PARTS}
+    for _ in range(rounds):
+        for name, part in PARTS.items():
+            rec.active = part is not None
+            module.stage_part(part or 0)
+            times = []
+            for _ in range(calls):
+                t0 = clock()
+                all_reduce()
+                times.append(clock() - t0)
+            out[name].append(statistics.median(times))
+    rec.active = True
+    module.stage_part(0)
+    return out
+
+
+def _parts_added(runs: list[dict]) -> dict[str, float]:
+    """Per part, the median over every launch's rounds of (its round median - that round's paused)."""
+    return {name: statistics.median(x - p for r in runs for x, p in zip(r["parts"][name], r["parts"]["paused"]))
+            for name in PARTS if name != "paused"}
+
+
+def _child(log_dir: str, calls: int, depth: int, cpu: int, parts: int = 0, part_calls: int = 1000) -> None:
     import datetime
 
     if cpu >= 0 and hasattr(os, "sched_setaffinity"):
@@ -106,7 +144,7 @@ def _child(log_dir: str, calls: int, depth: int, cpu: int) -> None:
     fastpath = _stage_build()
     import collcheck
 
-    collcheck.enable(log_dir, run_id="stages", hang_seconds=0)
+    rec = collcheck.enable(log_dir, run_id="stages", hang_seconds=0)
     module = fastpath.load()
     if module is None or module.stage_clock() is None:
         raise SystemExit("bench_stages: the stage-clock build did not load")
@@ -122,9 +160,10 @@ def _child(log_dir: str, calls: int, depth: int, cpu: int) -> None:
         before = module.stage_clock()
         for _ in range(calls):
             dist.all_reduce(t)
-        return before, module.stage_clock()
+        after = module.stage_clock()
+        return before, after, _part_rounds(module, rec, lambda: dist.all_reduce(t), parts, part_calls)
 
-    (sums0, n0, cb0, cbn0, *_), (sums1, n1, cb1, cbn1, _, read, ours, torch_ticks) = _at_depth(depth, run)
+    (sums0, n0, cb0, cbn0, *_), (sums1, n1, cb1, cbn1, _, read, ours, torch_ticks), part_ns = _at_depth(depth, run)
     dist.destroy_process_group()
     rate = _ticks_per_ns(module)
     n = max(n1 - n0, 1)
@@ -135,7 +174,17 @@ def _child(log_dir: str, calls: int, depth: int, cpu: int) -> None:
                       # per call, the median: a call the VM preempted moves the sums, not this
                       "call_median_ns": (statistics.median(ours[n0:]) - (len(STAGES) - 1) * read) / rate,
                       "call_median_torch_ns": (statistics.median(torch_ticks[n0:]) - read) / rate,
-                      "callbacks": cbn1 - cbn0, "ticks_per_ns": rate}), flush=True)
+                      "callbacks": cbn1 - cbn0, "ticks_per_ns": rate, "parts": part_ns}), flush=True)
+
+
+def _print_parts(runs: list[dict], parts: dict[str, float], args) -> None:
+    paused = statistics.median(x for r in runs for x in r["parts"]["paused"])
+    print(f"\n   by the wall, in one process: {args.parts} rounds x {args.part_calls} calls per part in each launch "
+          f"(median over rounds of the part's median call minus the paused one's; paused: {paused:.0f} ns a call)")
+    for name, label in PART_LABELS.items():
+        print(f"   {label:44} {parts[name]:+8.0f} ns")
+    print(f"   {'  of which the record beyond the hop':44} {parts['unwatched'] - parts['hop']:+8.0f} ns")
+    print(f"   {'  of which watching the completion':44} {parts['whole'] - parts['unwatched']:+8.0f} ns")
 
 
 def main(argv=None) -> int:
@@ -147,12 +196,15 @@ def main(argv=None) -> int:
                    "(-1: unpinned)")
     p.add_argument("--against", metavar="DIR", help="another collcheck tree with the stage clock (this benchmark's "
                    "commit or later): its launches alternate with this tree's")
+    p.add_argument("--parts", type=int, default=0, metavar="R", help="then, in each child, R rounds weighing the "
+                   "kernel's parts by the wall (paused, the dispatcher's hop, the record unwatched, the whole record)")
+    p.add_argument("--part-calls", type=int, default=1000, help="calls per part in each of those rounds")
     p.add_argument("--json", action="store_true", help="print the figures as JSON too")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--log-dir", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
-        _child(args.log_dir, args.calls, args.depth, args.cpu)
+        _child(args.log_dir, args.calls, args.depth, args.cpu, args.parts, args.part_calls)
         return 0
     if args.against:
         args.against = os.path.abspath(args.against)
@@ -204,9 +256,12 @@ def main(argv=None) -> int:
         mine, their = _per_torch(runs), _per_torch(against)
         print(f"   per ns of torch's redispatch in the same launch (medians): this tree {mine:.4f}, --against's "
               f"{their:.4f}: {mine / their:.2f}x")
+    parts = _parts_added(runs) if args.parts else None
+    if parts:
+        _print_parts(runs, parts, args)
     if args.json:
         print(json.dumps({"median_ns": med, "callback_ns": callback, "with_callback": with_callback, "ours_ns": ours,
-                          "runs": runs, "against_runs": against}, indent=1))
+                          "parts_added_ns": parts, "runs": runs, "against_runs": against}, indent=1))
     return 0
 
 

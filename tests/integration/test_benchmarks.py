@@ -171,12 +171,17 @@ def test_bench_stages_times_every_stage_of_the_cached_path(fastpath_env, monkeyp
     """The stage-clock build (compiled on first use), one launch at toy size: the recorded calls
     after the warm-up took the path without the GIL (a few may leave it to Python: a queued
     record of live mode's), every stage was timed, and the callbacks that ran (an op complete
-    before its callback is registered has none)."""
+    before its callback is registered has none); then the kernel's parts by the wall."""
     for key, value in fastpath_env.items():
         monkeypatch.setenv(key, value)
     res = _report_json(subprocess.run([sys.executable, bench("bench_stages"), "--launches", "1", "--calls", "500",
-                                       "--json"], capture_output=True, text=True, timeout=560))
+                                       "--parts", "2", "--part-calls", "50", "--json"],
+                                      capture_output=True, text=True, timeout=560))
     (run,) = res["runs"]
+    # --parts: every part timed in each round, in the same process; the paused rounds unrecorded
+    assert set(run["parts"]) == {"paused", "hop", "unwatched", "whole"}
+    assert all(len(v) == 2 and all(ns > 0 for ns in v) for v in run["parts"].values())
+    assert set(res["parts_added_ns"]) == {"hop", "unwatched", "whole"}
     assert 450 <= run["calls"] <= 500 and run["ticks_per_ns"] > 0
     assert 0 < run["call_median_ns"] < 10 * res["ours_ns"] and run["call_median_torch_ns"] > 0
     assert all(ns > 0 for ns in res["median_ns"].values())

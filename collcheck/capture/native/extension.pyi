@@ -32,6 +32,11 @@ def stage_clock() -> tuple[list[int], int, int, int, int, float, list[int], list
     ticks one read of the clock takes, and per call so far the ticks of collcheck's stages and of
     torch's redispatch; else None."""
 
+def stage_part(part: int) -> bool:
+    """Built with -DCOLLCHECK_STAGE_CLOCK: how far the kernel goes from now on (0: all of it;
+    1: the dispatcher's hop alone; 2: the record, its completion not watched), True; else False
+    and nothing changes."""
+
 def stats() -> tuple[int, int, int, int]:
     """(templates, classified code objects, Work types without a future, records written
     without taking the GIL back)."""

@@ -229,6 +229,10 @@ int64_t now_ns() {
 // path without the GIL to the end (the path every cached record takes).
 enum Stage { kEnter, kArgs, kMemo, kStateLock, kWriterLock, kTaken, kPacked, kFramed, kCopied, kLeft,
              kRedispatch, kWatched, kStages };
+// How far the kernel goes (bench_stages.py --parts weighs its parts by the wall, in one process;
+// always kWhole but in the stage-clock build): kHop, the dispatcher's hop alone, redispatched at
+// once; kUnwatched, the record, its completion not watched (the Work's future never asked).
+enum Part { kWhole, kHop, kUnwatched };
 #ifdef COLLCHECK_STAGE_CLOCK
 inline uint64_t ticks() {
 #if defined(__x86_64__)
@@ -280,6 +284,8 @@ inline void stage_callback(uint64_t since) {
 #define STAGE_END() stage_end()
 #define STAGE_CALLBACK_START() const uint64_t callback_start_ = ticks()
 #define STAGE_CALLBACK_END() stage_callback(callback_start_)
+std::atomic<int> stage_part{kWhole};
+#define STAGE_PART() stage_part.load(std::memory_order_relaxed)
 #else
 #define STAGE_START() ((void)0)
 #define STAGE(i) ((void)0)
@@ -287,6 +293,7 @@ inline void stage_callback(uint64_t since) {
 #define STAGE_END() ((void)0)
 #define STAGE_CALLBACK_START() ((void)0)
 #define STAGE_CALLBACK_END() ((void)0)
+#define STAGE_PART() kWhole
 #endif
 
 py::object spec_of(const at::Tensor& t) {
@@ -2045,6 +2052,10 @@ int op_of(Tls& tls, const c10::OperatorHandle& op) {
 void kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   STAGE_START();
   const auto next = ks.remove(c10::DispatchKey::BackendSelect);
+  if (STAGE_PART() == kHop) {  // (the stage-clock build only)
+    op.redispatchBoxed(next, stack);
+    return;
+  }
   Tls& tls = this_thread();
   // meta/fake tensors while torch.compile traces are not collectives
   const int index = op_of(tls, op);
@@ -2086,6 +2097,8 @@ void kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::S
       return;  // its completion comes from poll_kept
     if (blocking_api)
       report(eid, t_ret, nullptr);
+    else if (STAGE_PART() == kUnwatched)  // (the stage-clock build only)
+      push(Done{generation.load(), eid, t_ret, -1, nullptr});
     else
       watch(eid, t_ret, op, *stack, waited);
   } catch (const std::exception& e) {
@@ -2176,6 +2189,15 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
                           callbacks, last, (last - t0) / 1000.0, call_ours, call_torch);
 #else
     return py::none();
+#endif
+  });
+  m.def("stage_part", [](int part) {  // benchmarks/bench_stages.py --parts (extension.pyi)
+#ifdef COLLCHECK_STAGE_CLOCK
+    stage_part.store(part);
+    return true;
+#else
+    (void)part;
+    return false;
 #endif
   });
   m.def("stats", []() {  // templates, classified code objects, Work types without a future, records written without the GIL
