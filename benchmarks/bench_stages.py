@@ -83,7 +83,7 @@ def _launch(work: str, launch: int, args, tree: str | None) -> dict:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [tree, env.get("PYTHONPATH")]))
     proc = subprocess.run([sys.executable, SCRIPT, "--child", "--log-dir", os.path.join(work, f"{launch}-{bool(tree)}"),
                            "--calls", str(args.calls), "--depth", str(args.depth), "--cpu", str(args.cpu),
-                           "--parts", str(args.parts), "--part-calls", str(args.part_calls)],
+                           "--parts", str(0 if tree else args.parts), "--part-calls", str(args.part_calls)],
                           capture_output=True, text=True, env=env, timeout=600)
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr[-3000:])
@@ -112,6 +112,10 @@ def _part_rounds(module, rec, all_reduce, rounds: int, calls: int) -> dict[str, 
     """Per part, each round's median ns per call (the parts take turns within a round)."""
     clock = time.perf_counter_ns
     out: dict[str, list[float]] = {name: [] for name in PARTS}
+    if rounds <= 0:
+        return out
+    if not hasattr(module, "stage_part"):  # (--against's launches are not weighed: their tree may predate it)
+        raise SystemExit("bench_stages: --parts needs a tree whose stage build has stage_part")
     for _ in range(rounds):
         for name, part in PARTS.items():
             rec.active = part is not None
@@ -196,8 +200,9 @@ def main(argv=None) -> int:
                    "(-1: unpinned)")
     p.add_argument("--against", metavar="DIR", help="another collcheck tree with the stage clock (this benchmark's "
                    "commit or later): its launches alternate with this tree's")
-    p.add_argument("--parts", type=int, default=0, metavar="R", help="then, in each child, R rounds weighing the "
-                   "kernel's parts by the wall (paused, the dispatcher's hop, the record unwatched, the whole record)")
+    p.add_argument("--parts", type=int, default=0, metavar="R", help="then, in each of this tree's children, R rounds "
+                   "weighing the kernel's parts by the wall (paused, the dispatcher's hop, the record unwatched, the "
+                   "whole record)")
     p.add_argument("--part-calls", type=int, default=1000, help="calls per part in each of those rounds")
     p.add_argument("--json", action="store_true", help="print the figures as JSON too")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
