@@ -18,6 +18,18 @@ def parsed(root: Path, top: str = "collcheck") -> dict[str, ast.Module]:
             for f in sorted((root / top).rglob("*.py"))}
 
 
+_NODES: dict[int, tuple[ast.AST, list[ast.AST]]] = {}
+
+
+def nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node of a tree, in ast.walk's order, walked once: the checks walk each module several
+    times (the trees of parsed() live as long as its cache, which keeps their ids theirs)."""
+    hit = _NODES.get(id(tree))
+    if hit is None or hit[0] is not tree:
+        hit = _NODES[id(tree)] = (tree, list(ast.walk(tree)))
+    return hit[1]
+
+
 def write_tree(root: Path, files: dict[str, str]) -> Path:
     """A source tree holding exactly these files (path relative to root -> text)."""
     for name, text in files.items():

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from support.source_tree import ROOT, dotted_name, parsed, write_tree
+from support.source_tree import ROOT, dotted_name, nodes, parsed, write_tree
 
 SETTINGS = "collcheck/base/settings.py"
 OPS = "collcheck/logfile/ops.py"
@@ -38,7 +38,7 @@ def _variable_constants(trees: dict[str, ast.Module]) -> set[str]:
     """Names bound anywhere in the package to a variable's name (`ENV = "COLLCHECK_X"`)."""
     names = set()
     for tree in trees.values():
-        for node in ast.walk(tree):
+        for node in nodes(tree):
             if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Constant) \
                     and _is_variable(node.value.value):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -77,12 +77,12 @@ def _aliases(tree: ast.Module) -> tuple[set[str], set[str]]:
     """(names that stand for os.environ or a copy of it, names for os.getenv) in one module:
     `from os import environ as env`, a parameter that defaults to os.environ, `env = os.environ`."""
     environ, getenv = {"environ"}, {"getenv"}
-    for node in ast.walk(tree):
+    for node in nodes(tree):
         if isinstance(node, ast.ImportFrom) and node.module == "os":
             environ |= {a.asname or a.name for a in node.names if a.name == "environ"}
             getenv |= {a.asname or a.name for a in node.names if a.name == "getenv"}
     for _ in range(3):  # aliases of aliases
-        for node in ast.walk(tree):
+        for node in nodes(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
                 a = node.args
                 positional = a.posonlyargs + a.args
@@ -122,7 +122,7 @@ def environment_reads(root: Path) -> list[str]:
         if path == SETTINGS:
             continue
         environ, getenv = _aliases(tree)
-        for node in ast.walk(tree):
+        for node in nodes(tree):
             for key in _read_keys(node, environ, getenv):
                 if (variable := _variable(key, constants)) is not None:
                     found.append(f"{_where(path, node)}: {variable}")
@@ -148,7 +148,7 @@ def _literal_strings(node: ast.AST) -> set[str] | None:
 
 def p2p_op_sets(root: Path) -> list[str]:
     """'path:line' of every literal that names both "send" and "recv_" (a set of P2P ops)."""
-    return [_where(path, node) for path, tree in parsed(root).items() for node in ast.walk(tree)
+    return [_where(path, node) for path, tree in parsed(root).items() for node in nodes(tree)
             if {"send", "recv_"} <= (_literal_strings(node) or set())]
 
 
@@ -158,7 +158,7 @@ def header_builders(root: Path) -> list[str]:
     """'path:line' of every {"k": HEADER, ...} literal (or dict(k=HEADER, ...))."""
     found = []
     for path, tree in parsed(root).items():
-        for node in ast.walk(tree):
+        for node in nodes(tree):
             if isinstance(node, ast.Dict):
                 hit = any(isinstance(k, ast.Constant) and k.value == "k" and dotted_name(v) == "HEADER"
                           for k, v in zip(node.keys, node.values))
@@ -176,7 +176,7 @@ def header_builders(root: Path) -> list[str]:
 def _interning_names(tree: ast.Module) -> set[str]:
     """STRING, SITE, CHAIN and the local names bound to them (`string_kind = lf.STRING`)."""
     names = set(INTERNING)
-    for node in ast.walk(tree):
+    for node in nodes(tree):
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 pairs = [(target, node.value)]
@@ -192,7 +192,7 @@ def interning_kind_tests(root: Path) -> list[str]:
     found = []
     for path, tree in parsed(root).items():
         names = _interning_names(tree)
-        for node in ast.walk(tree):
+        for node in nodes(tree):
             if isinstance(node, ast.Compare):
                 operands = []
                 for operand in (node.left, *node.comparators):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from support.source_tree import ROOT, dotted_name, parsed, write_tree
+from support.source_tree import ROOT, dotted_name, nodes, parsed, write_tree
 
 FRAMES = "collcheck/knowledge/frames.py"
 FIXES = "collcheck/knowledge/fixes.py"
@@ -32,10 +32,10 @@ def _where(path: str, node: ast.AST) -> str:
 def _strings(tree: ast.AST):
     """Every string constant of a module (the literal parts of f-strings too), docstrings left out:
     they describe, they decide and say nothing to users."""
-    docs = {id(n.body[0].value) for n in ast.walk(tree)
+    docs = {id(n.body[0].value) for n in nodes(tree)
             if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body
             and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
-    for node in ast.walk(tree):
+    for node in nodes(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
             yield node, node.value
 
@@ -49,7 +49,7 @@ def frame_classifiers(root: Path) -> list[str]:
     for path, tree in parsed(root).items():
         if path == FRAMES:
             continue
-        for node in ast.walk(tree):
+        for node in nodes(tree):
             if isinstance(node, ast.Import) and any(a.name == "sysconfig" for a in node.names) or \
                     isinstance(node, ast.ImportFrom) and node.module == "sysconfig":
                 found.append(_where(path, node))
@@ -94,7 +94,7 @@ def format_dispatches(root: Path) -> list[str]:
     for path, tree in parsed(root).items():
         if path == FORMATS:
             continue
-        for node in ast.walk(tree):
+        for node in nodes(tree):
             if isinstance(node, ast.Compare):
                 sides = [node.left, *node.comparators]
                 names = {s.value for s in sides if isinstance(s, ast.Constant)}
@@ -133,7 +133,7 @@ def site_formatters(root: Path) -> list[str]:
     for path, tree in parsed(root).items():
         if path == SITES:
             continue
-        for node in ast.walk(tree):
+        for node in nodes(tree):
             if isinstance(node, ast.JoinedStr) and any(
                     isinstance(v, ast.FormattedValue) and any(_site_part(x) for x in ast.walk(v.value))
                     for v in node.values):
@@ -146,9 +146,9 @@ def site_formatters(root: Path) -> list[str]:
 def lint_mixins(root: Path) -> list[str]:
     """'path:line: Class(Base)' of each class of collcheck/lint/ built on another class of lint/."""
     trees = {p: t for p, t in parsed(root).items() if p.startswith("collcheck/lint/")}
-    classes = {n.name for t in trees.values() for n in ast.walk(t) if isinstance(n, ast.ClassDef)}
+    classes = {n.name for t in trees.values() for n in nodes(t) if isinstance(n, ast.ClassDef)}
     return [f"{_where(path, node)}: {node.name}({dotted_name(base)})" for path, tree in trees.items()
-            for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
+            for node in nodes(tree) if isinstance(node, ast.ClassDef)
             for base in node.bases if dotted_name(base) in classes]
 
 
@@ -164,7 +164,7 @@ def view_votes(root: Path) -> list[str]:
     for path, tree in parsed(root).items():
         if not path.startswith(VIEWS):
             continue
-        for node in ast.walk(tree):
+        for node in nodes(tree):
             name = dotted_name(node.func) if isinstance(node, ast.Call) else None
             if name and name.rpartition(".")[2] in ("Counter", "most_common"):
                 found.append(_where(path, node))
