@@ -202,16 +202,13 @@ def _misses(events: dict, n: int, level: str) -> float:
     return sum(events.get(k, 0) for k in (f"I{level}mr", f"D{level}mr", f"D{level}mw")) / n
 
 
-def _print_misses(events: dict, variants: tuple, labels: dict, n: int) -> None:
-    """Lines missed per call in the simulated caches, per variant and added to plain."""
-    def misses(v: str, level: str) -> float:
-        return _misses(events[v], n, level)
-
+def _print_misses(misses: dict, labels: dict) -> None:
+    """Lines missed per call in the simulated caches ({variant: {"L1", "LL"}}), and added to plain."""
+    plain = misses["plain"]
     print("\n   cache lines missed per call (callgrind's simulation: first level, instructions and data; last level)")
     print(f"   {'variant':34} {'L1 misses':>10} {'added':>8} {'LL misses':>10} {'added':>8}")
-    for v in variants:
-        l1, ll = misses(v, "1"), misses(v, "L")
-        print(f"   {labels[v]:34} {l1:10.0f} {l1 - misses('plain', '1'):8.0f} {ll:10.1f} {ll - misses('plain', 'L'):8.1f}")
+    for v, m in misses.items():
+        print(f"   {labels[v]:34} {m['L1']:10.0f} {m['L1'] - plain['L1']:8.0f} {m['LL']:10.1f} {m['LL'] - plain['LL']:8.1f}")
 
 
 def main(argv=None) -> int:
@@ -268,12 +265,13 @@ def main(argv=None) -> int:
           f"{(ir['record'] - ir['plain']) / n / fr if fr > 0 else float('nan'):.2f}x the Flight Recorder's")
     if args.against:
         print(f"   this tree vs --against: {(ir['record'] - ir['against']) / n:+.0f} instructions per call")
-    if args.cache_sim:
-        _print_misses(events, variants, labels, n)
+    misses = ({v: {"L1": _misses(events[v], n, "1"), "LL": _misses(events[v], n, "L")} for v in variants}
+              if args.cache_sim else None)
+    if misses:
+        _print_misses(misses, labels)
     if args.json:
         print(json.dumps({"calls": n, "paths": paths, "instructions": {v: ir[v] / n for v in variants},
-                          "misses": {v: {"L1": _misses(events[v], n, "1"), "LL": _misses(events[v], n, "L")}
-                                     for v in variants} if args.cache_sim else None}))
+                          "misses": misses}))
     if args.top:
         print(f"\n   recorded child, calling thread, inclusive instructions per call, top {args.top}:")
         for per_call, name in top:
